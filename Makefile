@@ -1,0 +1,37 @@
+# One command runs the stack (make run), one runs the tests (make test);
+# each builds the virtualenv first. Only Python 3.11+ and make are needed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install run test test-all browser lint typecheck clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/authsvc dev
+
+# Page tests drive Debian's Chromium; install it when missing and we may.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the page tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "chromium could not be installed; page tests will be skipped"; \
+	  else echo "chromium not found; page tests will be skipped"; fi; }
+
+test: $(STAMP) browser
+	$(BIN)/pytest -n 2 --dist loadfile -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .authsvc .pytest_cache .mypy_cache .ruff_cache

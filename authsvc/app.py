@@ -1,0 +1,65 @@
+"""The Flask application factory."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from flask import Flask
+from flask_wtf.csrf import CSRFProtect
+from psycopg_pool import ConnectionPool
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from authsvc.clock import Clock, system_clock
+from authsvc.config import Settings, load_settings
+from authsvc.db import create_pool, resolve_database_url
+from authsvc.passwords import Passwords
+from authsvc.resources import templates_dir
+from authsvc.services import build_services
+from authsvc.web import install_request_plumbing
+
+MAX_BODY_BYTES = 64 * 1024
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    pool: ConnectionPool | None = None,
+    clock: Clock = system_clock,
+    passwords: Passwords | None = None,
+) -> Flask:
+    """Build the web app; tests inject settings, a pool, a clock and cheap hashing."""
+    settings = settings or load_settings()
+    pool = pool or create_pool(resolve_database_url(settings))
+
+    app = Flask(__name__, template_folder=str(templates_dir()), static_folder=None)
+    app.config.update(
+        SECRET_KEY=settings.secret_keys[0],
+        SECRET_KEY_FALLBACKS=list(settings.secret_keys[1:]),
+        MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=settings.production,
+        PERMANENT_SESSION_LIFETIME=timedelta(days=14),
+        WTF_CSRF_TIME_LIMIT=None,  # tied to the session instead of a clock
+        WTF_CSRF_SSL_STRICT=settings.production,
+    )
+    if settings.trusted_proxies:
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=settings.trusted_proxies, x_proto=settings.trusted_proxies
+        )
+    app.extensions["authsvc"] = build_services(settings, pool, clock=clock, passwords=passwords)
+    install_request_plumbing(app)
+
+    from authsvc import api, pages, service_endpoints
+
+    csrf = CSRFProtect(app)
+    csrf.exempt(api.bp)  # bearer-key API: no cookies, so no CSRF
+    app.register_blueprint(service_endpoints.bp)
+    app.register_blueprint(api.bp)
+    app.register_blueprint(pages.bp)
+    if settings.test_inbox:
+        from authsvc import inbox
+
+        csrf.exempt(inbox.bp)
+        app.register_blueprint(inbox.bp)
+    return app

@@ -1,0 +1,45 @@
+"""`authsvc serve`: the web app under gunicorn."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import click
+
+from authsvc.cli.common import database_url_or_exit, settings_or_exit
+
+
+def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
+    """Command line for the web app; gthread keeps long polls from starving the server."""
+    return [
+        sys.executable, "-m", "gunicorn",
+        "--bind", bind,
+        "--workers", str(workers),
+        "--worker-class", "gthread",
+        "--threads", str(threads),
+        "--graceful-timeout", "10",
+        "--access-logfile", "-",
+        "authsvc.app:create_app()",
+    ]
+
+
+@click.command()
+@click.option("--bind", default="127.0.0.1:8000", show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True)
+@click.option("--threads", type=click.IntRange(1, 256), default=16, show_default=True)
+def serve(bind: str, workers: int, threads: int) -> None:
+    """Run the web app under gunicorn."""
+    settings = settings_or_exit()
+    # Resolve (and start, if embedded) the database once here, so every
+    # gunicorn worker connects to the same URL instead of each starting it.
+    env = dict(os.environ, AUTHSVC_DATABASE_URL=database_url_or_exit(settings))
+    # A child rather than exec: this process keeps the embedded server's
+    # handle, so the server stops when serving stops.
+    child = subprocess.Popen(gunicorn_argv(bind, workers, threads), env=env)
+    forward = lambda signum, _frame: child.send_signal(signum)  # noqa: E731
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    sys.exit(child.wait())

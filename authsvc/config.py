@@ -1,0 +1,264 @@
+"""Settings from the environment: the only module that reads os.environ.
+
+Every malformed value is reported at once, before anything touches the
+database, so an operator fixes a bad deployment in one round trip.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+_TRUE = {"1", "true", "on", "yes"}
+_FALSE = {"0", "false", "off", "no"}
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smhd])\s*$")
+SMTP_SCHEMES = {"smtp", "smtp+starttls", "smtps"}
+
+
+class ConfigError(Exception):
+    """Raised with every configuration problem found, one per line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """`limit` events per `window_seconds`, e.g. 5/15m."""
+
+    limit: int
+    window_seconds: int
+
+    def __str__(self) -> str:
+        return f"{self.limit}/{self.window_seconds}s"
+
+
+@dataclass(frozen=True)
+class SmtpTarget:
+    """Where the worker delivers mail."""
+
+    host: str
+    port: int
+    security: str  # "plain" | "starttls" | "ssl"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Settings:
+    env: str
+    database_url: str | None
+    data_dir: Path
+    secret_keys: tuple[str, ...] = field(repr=False)
+    base_url: str
+    mail_from: str
+    smtp: SmtpTarget | None
+    reset_ttl: int
+    verify_ttl: int
+    lease_seconds: int
+    max_attempts: int
+    test_inbox: bool
+    test_inbox_domain: str
+    test_inbox_token: str | None = field(repr=False)
+    rate_limit_email: RateLimit
+    rate_limit_ip: RateLimit
+    rate_limit_app: RateLimit
+    rate_limit_login: RateLimit
+    trusted_proxies: int = 0
+
+    @property
+    def production(self) -> bool:
+        return self.env == "production"
+
+
+def parse_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"expected one of 1/0, true/false, on/off, got {value!r}")
+
+
+def parse_duration(value: str) -> int:
+    """Seconds from '1800', '30m', '24h' or '7d'."""
+    match = _DURATION.match(value)
+    if not match:
+        raise ValueError(f"expected a duration such as 1800, 30m, 24h or 7d, got {value!r}")
+    seconds = int(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if seconds <= 0:
+        raise ValueError("must be positive")
+    return seconds
+
+
+def parse_rate_limit(value: str) -> RateLimit:
+    """'5/15m' → five per fifteen minutes."""
+    match = _RATE.match(value)
+    if not match:
+        raise ValueError(f"expected COUNT/WINDOW such as 5/15m or 600/1m, got {value!r}")
+    count, multiple, unit = int(match.group(1)), int(match.group(2) or 1), match.group(3)
+    if count <= 0 or multiple <= 0:
+        raise ValueError("count and window must be positive")
+    return RateLimit(count, multiple * _UNITS[unit])
+
+
+def parse_smtp_url(value: str) -> SmtpTarget:
+    parts = urlsplit(value)
+    if parts.scheme not in SMTP_SCHEMES:
+        raise ValueError(f"scheme must be one of {sorted(SMTP_SCHEMES)}, got {parts.scheme!r}")
+    if not parts.hostname:
+        raise ValueError("needs a host")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"bad port: {exc}") from None
+    security = {"smtp": "plain", "smtp+starttls": "starttls", "smtps": "ssl"}[parts.scheme]
+    default_port = {"plain": 25, "starttls": 587, "ssl": 465}[security]
+    return SmtpTarget(
+        host=parts.hostname,
+        port=port or default_port,
+        security=security,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+    )
+
+
+def _dev_secret_keys(data_dir: Path) -> tuple[str, ...]:
+    """A signing key generated once per data dir, so dev links survive restarts."""
+    path = data_dir / "secret-key"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # O_EXCL: two processes starting at once must agree on one key.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_urlsafe(48) + "\n")
+    key = path.read_text().strip()
+    if not key:  # another process is between create and write
+        raise ConfigError([f"{path} is empty; delete it to regenerate the dev key"])
+    return (key,)
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) -> Settings:
+    """Read and validate AUTHSVC_* variables; raise ConfigError listing every problem."""
+    env = dict(os.environ if environ is None else environ)
+    env.update(overrides)
+    problems: list[str] = []
+
+    def get(name: str, default: str | None = None) -> str | None:
+        value = env.get(name)
+        return default if value is None or value.strip() == "" else value.strip()
+
+    def parsed(name: str, default: str, parser, what: str = "") -> object:  # type: ignore[no-untyped-def]
+        raw = get(name, default)
+        try:
+            return parser(raw)
+        except ValueError as exc:
+            problems.append(f"{name}: {exc}{what}")
+            return parser(default)
+
+    mode = (get("AUTHSVC_ENV", "development") or "").lower()
+    if mode not in {"development", "production", "test"}:
+        problems.append(f"AUTHSVC_ENV: expected development, production or test, got {mode!r}")
+        mode = "development"
+    production = mode == "production"
+
+    data_dir = Path(get("AUTHSVC_DATA_DIR", "./.authsvc") or ".authsvc").expanduser().absolute()
+    database_url = get("AUTHSVC_DATABASE_URL")
+    if database_url and urlsplit(database_url).scheme not in {"postgres", "postgresql"}:
+        problems.append("AUTHSVC_DATABASE_URL: must start with postgresql:// or postgres://")
+
+    raw_keys = get("AUTHSVC_SECRET_KEYS")
+    keys: tuple[str, ...] = ()
+    if raw_keys:
+        keys = tuple(k.strip() for k in raw_keys.split(",") if k.strip())
+        short = [i + 1 for i, k in enumerate(keys) if len(k) < 32]
+        if short:
+            problems.append(f"AUTHSVC_SECRET_KEYS: key(s) {short} shorter than 32 characters")
+
+    base_url = (get("AUTHSVC_BASE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
+    base_parts = urlsplit(base_url)
+    if base_parts.scheme not in {"http", "https"} or not base_parts.netloc:
+        problems.append(f"AUTHSVC_BASE_URL: expected an http(s) URL, got {base_url!r}")
+    elif production and base_parts.scheme != "https":
+        problems.append("AUTHSVC_BASE_URL: production links must use https")
+
+    mail_from = get("AUTHSVC_MAIL_FROM", "authsvc <no-reply@localhost>") or ""
+    if "@" not in mail_from or any(ord(c) < 32 for c in mail_from):
+        problems.append(f"AUTHSVC_MAIL_FROM: expected an address such as 'name <a@b>', got {mail_from!r}")
+
+    smtp: SmtpTarget | None = None
+    smtp_url = get("AUTHSVC_SMTP_URL")
+    if smtp_url:
+        try:
+            smtp = parse_smtp_url(smtp_url)
+        except ValueError as exc:
+            problems.append(f"AUTHSVC_SMTP_URL: {exc}")
+
+    test_inbox = bool(parsed("AUTHSVC_TEST_INBOX", "off", parse_bool))
+    inbox_domain = (get("AUTHSVC_TEST_INBOX_DOMAIN", "inbox.test") or "").lower()
+    if not re.fullmatch(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?", inbox_domain):
+        problems.append(f"AUTHSVC_TEST_INBOX_DOMAIN: not a domain name: {inbox_domain!r}")
+
+    lease_seconds = int(parsed("AUTHSVC_LEASE_SECONDS", "45", parse_duration))  # type: ignore[call-overload]
+    max_attempts_raw = get("AUTHSVC_MAX_ATTEMPTS", "8") or "8"
+    if not max_attempts_raw.isdigit() or not 1 <= int(max_attempts_raw) <= 100:
+        problems.append(f"AUTHSVC_MAX_ATTEMPTS: expected a whole number 1-100, got {max_attempts_raw!r}")
+        max_attempts_raw = "8"
+
+    trusted_raw = get("AUTHSVC_TRUSTED_PROXIES", "0") or "0"
+    if not trusted_raw.isdigit() or int(trusted_raw) > 5:
+        problems.append(f"AUTHSVC_TRUSTED_PROXIES: expected 0-5, got {trusted_raw!r}")
+        trusted_raw = "0"
+
+    if production:
+        if not keys:
+            problems.append("AUTHSVC_SECRET_KEYS: required in production")
+        if not database_url:
+            problems.append("AUTHSVC_DATABASE_URL: required in production")
+        if not smtp_url:
+            problems.append("AUTHSVC_SMTP_URL: required in production")
+        if test_inbox:
+            problems.append("AUTHSVC_TEST_INBOX: the test inbox is refused in production")
+
+    settings_kwargs = dict(
+        reset_ttl=parsed("AUTHSVC_RESET_TTL", "1800", parse_duration),
+        verify_ttl=parsed("AUTHSVC_VERIFY_TTL", "86400", parse_duration),
+        rate_limit_email=parsed("AUTHSVC_RATE_LIMIT_EMAIL", "5/15m", parse_rate_limit),
+        rate_limit_ip=parsed("AUTHSVC_RATE_LIMIT_IP", "30/15m", parse_rate_limit),
+        rate_limit_app=parsed("AUTHSVC_RATE_LIMIT_APP", "600/1m", parse_rate_limit),
+        rate_limit_login=parsed("AUTHSVC_RATE_LIMIT_LOGIN", "10/15m", parse_rate_limit),
+    )
+    if problems:
+        raise ConfigError(problems)
+
+    if not keys:
+        keys = _dev_secret_keys(data_dir)
+
+    return Settings(
+        env=mode,
+        database_url=database_url,
+        data_dir=data_dir,
+        secret_keys=keys,
+        base_url=base_url,
+        mail_from=mail_from,
+        smtp=smtp,
+        lease_seconds=lease_seconds,
+        max_attempts=int(max_attempts_raw),
+        test_inbox=test_inbox,
+        test_inbox_domain=inbox_domain,
+        test_inbox_token=get("AUTHSVC_TEST_INBOX_TOKEN"),
+        trusted_proxies=int(trusted_raw),
+        **settings_kwargs,  # type: ignore[arg-type]
+    )

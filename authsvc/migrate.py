@@ -1,0 +1,83 @@
+"""Forward-only migrations: numbered .sql files applied under an advisory lock.
+
+A dozen lines of runner instead of a migration framework: the files are plain
+SQL, each applied in its own transaction together with its bookkeeping row,
+and the advisory lock makes concurrent `authsvc db upgrade` runs (several
+containers starting at once) wait for each other instead of racing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from authsvc.resources import migrations_dir
+
+# An arbitrary constant naming this lock in pg_locks.
+_LOCK_KEY = 0x61757468  # "auth"
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: str
+    name: str
+    path: Path
+
+
+def available_migrations(folder: Path | None = None) -> list[Migration]:
+    folder = folder or migrations_dir()
+    found = []
+    for path in sorted(folder.iterdir()):
+        match = _FILE.match(path.name)
+        if match:
+            found.append(Migration(match.group(1), match.group(2), path))
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError(f"duplicate migration numbers in {folder}")
+    return found
+
+
+def _ensure_table(conn: psycopg.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version text PRIMARY KEY, name text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+
+
+def applied_versions(conn: psycopg.Connection) -> set[str]:
+    exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+    if not exists or not exists[0]:
+        return set()
+    return {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+
+
+def pending_migrations(conn: psycopg.Connection) -> list[Migration]:
+    done = applied_versions(conn)
+    return [m for m in available_migrations() if m.version not in done]
+
+
+def upgrade(url: str) -> list[Migration]:
+    """Apply pending migrations; return those this call applied."""
+    applied: list[Migration] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        try:
+            # Another process may have created it between our connect and lock.
+            _ensure_table(conn)
+            for migration in pending_migrations(conn):
+                sql = migration.path.read_text(encoding="utf-8")
+                with conn.transaction():
+                    conn.execute(sql)  # type: ignore[arg-type]  # shipped file, not input
+                    conn.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                        (migration.version, migration.name),
+                    )
+                applied.append(migration)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    return applied

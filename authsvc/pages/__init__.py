@@ -1,0 +1,7 @@
+"""Server-rendered web pages."""
+
+from __future__ import annotations
+
+from flask import Blueprint
+
+bp = Blueprint("pages", __name__)

@@ -1,0 +1,56 @@
+"""Fixed-window rate limits held in PostgreSQL, shared by every process and host.
+
+A fixed window can admit up to twice the limit across a window boundary; for
+abuse throttling that is an accepted trade for one atomic upsert per check.
+Bucket keys are hashed so no email address or IP is stored here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from psycopg import Connection
+
+from authsvc.config import RateLimit
+from authsvc.sql import load_queries
+
+Q = load_queries(Path(__file__).parent / "sql" / "ratelimit.sql")
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    retry_after: int  # seconds until the window resets
+
+
+def _bucket(kind: str, key: str) -> str:
+    return kind + ":" + hashlib.sha256(f"{kind}:{key}".encode()).hexdigest()[:32]
+
+
+def _window(limit: RateLimit, now: datetime) -> tuple[datetime, int]:
+    epoch = int(now.timestamp())
+    start = epoch - epoch % limit.window_seconds
+    return datetime.fromtimestamp(start, UTC), start + limit.window_seconds - epoch
+
+
+def hit(conn: Connection, kind: str, key: str, limit: RateLimit, now: datetime) -> Decision:
+    """Count one event; allowed while the window's count stays within the limit."""
+    start, retry_after = _window(limit, now)
+    row = conn.execute(Q["hit"], {"bucket": _bucket(kind, key), "window_start": start}).fetchone()
+    count = int(row[0]) if row else 1
+    return Decision(count <= limit.limit, retry_after)
+
+
+def check(conn: Connection, kind: str, key: str, limit: RateLimit, now: datetime) -> Decision:
+    """Whether another event would be allowed, without counting one."""
+    start, retry_after = _window(limit, now)
+    row = conn.execute(Q["peek"], {"bucket": _bucket(kind, key), "window_start": start}).fetchone()
+    count = int(row[0]) if row else 0
+    return Decision(count < limit.limit, retry_after)
+
+
+def prune_rate_limits(conn: Connection, now: datetime, keep: timedelta = timedelta(days=1)) -> int:
+    return conn.execute(Q["prune_rate_limits"], {"before": now - keep}).rowcount

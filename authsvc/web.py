@@ -1,0 +1,54 @@
+"""Request plumbing shared by the blueprints: services, connections, headers."""
+
+from __future__ import annotations
+
+from flask import Flask, Response, current_app, g, request
+from psycopg import Connection
+
+from authsvc.services import Services
+
+# No scripts at all: the token pages must not be submittable by anything but
+# a person's click, and nothing here needs JavaScript.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+def services() -> Services:
+    """The process's shared services, registered by create_app."""
+    svc: Services = current_app.extensions["authsvc"]
+    return svc
+
+
+def db() -> Connection:
+    """This request's connection, checked out of the pool on first use."""
+    if "db_conn" not in g:
+        g.db_conn = services().pool.getconn()
+    conn: Connection = g.db_conn
+    return conn
+
+
+def client_ip() -> str:
+    # ProxyFix (configured from AUTHSVC_TRUSTED_PROXIES) has already rewritten
+    # remote_addr when the app sits behind trusted proxies.
+    return request.remote_addr or "unknown"
+
+
+def _return_connection(_exc: BaseException | None) -> None:
+    conn = g.pop("db_conn", None)
+    if conn is not None:
+        services().pool.putconn(conn)
+
+
+def _security_headers(response: Response) -> Response:
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response
+
+
+def install_request_plumbing(app: Flask) -> None:
+    app.teardown_appcontext(_return_connection)
+    app.after_request(_security_headers)

@@ -1,0 +1,99 @@
+"""Shared fixtures: real PostgreSQL per test, the Flask app, a frozen clock."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from psycopg_pool import ConnectionPool
+
+from authsvc.app import create_app
+from authsvc.clock import FrozenClock
+from authsvc.config import Settings, load_settings
+from authsvc.db import create_pool
+from authsvc.passwords import Passwords, cheap_passwords
+from authsvc.services import Services, build_services
+from tests.pg import TestDatabases, server_url
+
+TEST_KEY = "test-secret-key-0123456789abcdef-0123456789"
+
+
+@pytest.fixture(scope="session")
+def test_databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestDatabases]:
+    # Short path: the embedded server's Unix socket path must stay under 107 bytes.
+    url, handle = server_url(tmp_path_factory.mktemp("pg", numbered=True))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    databases = TestDatabases(url, worker)
+    yield databases
+    databases.close()
+    del handle
+
+
+@pytest.fixture
+def database_url(test_databases: TestDatabases) -> Iterator[str]:
+    url = test_databases.create()
+    yield url
+    test_databases.drop(url)
+
+
+@pytest.fixture
+def conn(database_url: str) -> Iterator[psycopg.Connection]:
+    """A direct autocommit connection for arranging and asserting."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        yield connection
+
+
+@pytest.fixture
+def env(database_url: str, tmp_path: Path) -> dict[str, str]:
+    """The environment a process under test gets (subprocess tests extend it)."""
+    return {
+        "AUTHSVC_ENV": "test",
+        "AUTHSVC_DATABASE_URL": database_url,
+        "AUTHSVC_DATA_DIR": str(tmp_path / "data"),
+        "AUTHSVC_SECRET_KEYS": TEST_KEY,
+        "AUTHSVC_BASE_URL": "http://127.0.0.1:8000",
+    }
+
+
+@pytest.fixture
+def settings(env: dict[str, str]) -> Settings:
+    return load_settings(env)
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock()
+
+
+@pytest.fixture(scope="session")
+def passwords() -> Passwords:
+    return cheap_passwords()
+
+
+@pytest.fixture
+def pool(database_url: str) -> Iterator[ConnectionPool]:
+    pool = create_pool(database_url, min_size=1, max_size=12)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def svc(settings: Settings, pool: ConnectionPool, clock: FrozenClock, passwords: Passwords) -> Services:
+    return build_services(settings, pool, clock=clock, passwords=passwords)
+
+
+@pytest.fixture
+def app(settings: Settings, pool: ConnectionPool, clock: FrozenClock, passwords: Passwords) -> Flask:
+    app = create_app(settings, pool=pool, clock=clock, passwords=passwords)
+    app.config["TESTING"] = True
+    return app
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()

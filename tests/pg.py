@@ -1,0 +1,65 @@
+"""Test databases: one migrated template per test session, one clone per test.
+
+Uses AUTHSVC_TEST_DATABASE_URL when set (CI may point it at a normal server),
+otherwise the embedded PostgreSQL from pgserver under a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from authsvc.embedded import start_embedded_postgres
+from authsvc.migrate import upgrade
+
+
+def with_database(url: str, dbname: str) -> str:
+    """The same server URL pointing at another database."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + dbname))
+
+
+class TestDatabases:
+    """Creates the template once and clones it per test (CREATE DATABASE … TEMPLATE)."""
+
+    __test__ = False
+
+    def __init__(self, server_url: str, tag: str) -> None:
+        self.server_url = server_url
+        self.template = f"authsvc_tpl_{tag}_{os.getpid()}"
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.template)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.template)))
+        upgrade(with_database(server_url, self.template))
+
+    def create(self) -> str:
+        name = f"authsvc_t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.server_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(name), sql.Identifier(self.template)
+                )
+            )
+        return with_database(self.server_url, name)
+
+    def drop(self, url: str) -> None:
+        name = urlsplit(url).path.lstrip("/")
+        with psycopg.connect(self.server_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+    def close(self) -> None:
+        self.drop(with_database(self.server_url, self.template))
+
+
+def server_url(tmp_root: Path) -> tuple[str, object | None]:
+    """(URL of a maintenance database, embedded server handle or None)."""
+    configured = os.environ.get("AUTHSVC_TEST_DATABASE_URL")
+    if configured:
+        return configured, None
+    handle = start_embedded_postgres(tmp_root)
+    return str(handle.get_uri()), handle  # type: ignore[attr-defined]

@@ -1,0 +1,191 @@
+"""SPEC §4 token guarantees, against real PostgreSQL."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import psycopg
+import pytest
+
+from authsvc import accounts
+from authsvc.clock import FrozenClock
+from authsvc.services import Services
+from authsvc.tokens import TokenClaims, TokenCodec, TokenError
+from authsvc.users import find_user_by_email
+from tests.conftest import TEST_KEY
+
+
+def _latest_claims(conn: psycopg.Connection, email: str, purpose: str) -> TokenClaims:
+    """What the worker would mint for the newest queued link (no token is stored)."""
+    row = conn.execute(
+        "SELECT user_id, token_version, issued_at FROM email_jobs"
+        " WHERE recipient = %s AND purpose = %s ORDER BY id DESC LIMIT 1",
+        (email, purpose),
+    ).fetchone()
+    assert row is not None, f"no {purpose} email queued for {email}"
+    return TokenClaims(row[0], purpose, row[1], row[2])
+
+
+def _signed_up(conn: psycopg.Connection, svc: Services, email: str = "ann@example.com") -> str:
+    accounts.sign_up(conn, svc, email=email, password="correct horse battery")
+    return svc.tokens.mint(_latest_claims(conn, email, "verify"))
+
+
+def test_signup_queues_verification_and_link_redeems_once(conn, svc):
+    token = _signed_up(conn, svc)
+    user = accounts.confirm_verification(conn, svc, token=token)
+    assert user.email_verified_at is not None
+    with pytest.raises(TokenError) as again:
+        accounts.confirm_verification(conn, svc, token=token)
+    assert again.value.code == "token_used"
+
+
+def test_two_quick_resets_only_newest_redeems_even_presented_late(conn, svc):
+    _signed_up(conn, svc)
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    older = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    newer = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+
+    accounts.reset_password(conn, svc, token=newer, password="a new long passphrase")
+    with pytest.raises(TokenError) as stale:
+        accounts.reset_password(conn, svc, token=older, password="another long passphrase")
+    assert stale.value.code == "token_superseded"
+
+
+def test_older_link_superseded_before_newer_is_used(conn, svc):
+    _signed_up(conn, svc)
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    older = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    with pytest.raises(TokenError) as stale:
+        accounts.reset_password(conn, svc, token=older, password="a new long passphrase")
+    assert stale.value.code == "token_superseded"
+
+
+def test_concurrent_redemptions_exactly_one_succeeds(database_url, conn, svc):
+    _signed_up(conn, svc)
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    token = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    barrier = threading.Barrier(8)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def redeem(i: int) -> None:
+        with psycopg.connect(database_url, autocommit=True) as own:
+            barrier.wait(timeout=10)
+            try:
+                accounts.reset_password(own, svc, token=token, password=f"parallel passphrase {i}")
+                result = "ok"
+            except TokenError as exc:
+                result = exc.code
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=redeem, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(outcomes) == ["ok"] + ["token_used"] * 7
+
+
+def test_verify_token_at_reset_is_invalid(conn, svc):
+    token = _signed_up(conn, svc)
+    with pytest.raises(TokenError) as wrong:
+        accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
+    assert wrong.value.code == "invalid_token"
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda t: t[:-3],
+        lambda t: t[: len(t) // 2],
+        lambda t: ("A" if t[5] != "A" else "B").join([t[:5], t[6:]]),
+        lambda t: t + "x",
+        lambda t: "",
+        lambda t: "x" * 5000,
+        lambda t: 12345,
+        lambda t: None,
+    ],
+    ids=["truncated", "half", "tampered", "appended", "empty", "oversized", "number", "null"],
+)
+def test_malformed_tokens_are_invalid(conn, svc, mangle):
+    token = _signed_up(conn, svc)
+    with pytest.raises(TokenError) as bad:
+        accounts.confirm_verification(conn, svc, token=mangle(token))
+    assert bad.value.code == "invalid_token"
+
+
+def test_expired_link_rejected_with_injected_clock(conn, svc, clock: FrozenClock):
+    _signed_up(conn, svc)
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    token = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    clock.advance(svc.settings.reset_ttl - 1)
+    accounts.check_link(conn, svc, token, "reset")  # still valid one second before
+    clock.advance(1)
+    with pytest.raises(TokenError) as expired:
+        accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
+    assert expired.value.code == "token_expired"
+
+
+def test_password_change_ends_sessions_and_retires_reset_link(conn, svc):
+    _signed_up(conn, svc)
+    before = find_user_by_email(conn, "ann@example.com")
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    outstanding = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+
+    accounts.change_password(
+        conn, svc, user_id=before.id, session_version=before.session_version,
+        current="correct horse battery", new="a brand new passphrase",
+    )
+    assert accounts.current_session_user(conn, before.id, before.session_version) is None
+    with pytest.raises(TokenError) as stale:
+        accounts.reset_password(conn, svc, token=outstanding, password="yet another passphrase")
+    assert stale.value.code == "token_superseded"
+    notices = conn.execute(
+        "SELECT count(*) FROM email_jobs WHERE template = 'password_changed'"
+    ).fetchone()[0]
+    assert notices == 1
+
+
+def test_reset_ends_sessions_verifies_email_and_queues_notice(conn, svc):
+    _signed_up(conn, svc)
+    before = find_user_by_email(conn, "ann@example.com")
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    token = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    user = accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
+    assert user.email_verified_at is not None
+    assert accounts.current_session_user(conn, before.id, before.session_version) is None
+    assert accounts.authenticate(conn, svc, email="ann@example.com", password="a new long passphrase")
+
+
+def test_key_rotation_old_tokens_verify_new_tokens_use_new_key(conn, svc, clock):
+    _signed_up(conn, svc)
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    claims = _latest_claims(conn, "ann@example.com", "reset")
+    old_token = svc.tokens.mint(claims)
+
+    new_key = "rotated-secret-key-abcdefghijklmnopqrstuvwxyz"
+    rotated = TokenCodec([new_key, TEST_KEY], {"reset": 1800, "verify": 86400}, clock)
+    assert rotated.read(old_token, "reset") == claims
+    new_token = rotated.mint(claims)
+    assert new_token != old_token
+    only_new = TokenCodec([new_key], {"reset": 1800, "verify": 86400}, clock)
+    assert only_new.read(new_token, "reset") == claims
+    with pytest.raises(TokenError):
+        only_new.read(old_token, "reset")
+
+
+def test_no_usable_token_at_rest(conn, svc):
+    _signed_up(conn, svc)
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    token = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    dump = conn.execute(
+        "SELECT string_agg(t::text, ' ') FROM (SELECT * FROM email_jobs) t"
+    ).fetchone()[0]
+    assert token not in dump
+    # itsdangerous tokens look like <payload>.<signature> in URL-safe base64.
+    assert not re.search(r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{20,}", dump)

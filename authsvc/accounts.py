@@ -40,7 +40,12 @@ def _email_allowed(conn: Connection, svc: Services, email: str, now: datetime) -
 
 
 def _issue_link(
-    conn: Connection, svc: Services, user: User, purpose: str, redirect_url: str | None, now: datetime
+    conn: Connection,
+    svc: Services,
+    user: User,
+    purpose: str,
+    redirect_url: str | None,
+    now: datetime,
 ) -> int:
     """Bump the purpose's version and queue the email that carries it."""
     version = users.bump_link_version(conn, user.id, purpose)
@@ -178,7 +183,13 @@ def authenticate(conn: Connection, svc: Services, *, email: str, password: str) 
 
 
 def change_password(
-    conn: Connection, svc: Services, *, user_id: int, session_version: int, current: str, new: object
+    conn: Connection,
+    svc: Services,
+    *,
+    user_id: int,
+    session_version: int,
+    current: str,
+    new: object,
 ) -> User:
     """Change the password from a signed-in session; ends every session."""
     user = users.find_user_by_id(conn, user_id)
@@ -190,10 +201,14 @@ def change_password(
     assert isinstance(new, str)
     now = svc.clock()
     with conn.transaction():
-        changed = users.change_password(conn, user.id, session_version, svc.passwords.hash(new), now)
+        changed = users.change_password(
+            conn, user.id, session_version, svc.passwords.hash(new), now
+        )
         if changed is None:
             raise SessionEnded()
-        enqueue_email(conn, template="password_changed", recipient=changed.email, user_id=changed.id)
+        enqueue_email(
+            conn, template="password_changed", recipient=changed.email, user_id=changed.id
+        )
     return changed
 
 

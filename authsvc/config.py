@@ -196,7 +196,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
 
     mail_from = get("AUTHSVC_MAIL_FROM", "authsvc <no-reply@localhost>") or ""
     if "@" not in mail_from or any(ord(c) < 32 for c in mail_from):
-        problems.append(f"AUTHSVC_MAIL_FROM: expected an address such as 'name <a@b>', got {mail_from!r}")
+        problems.append(
+            f"AUTHSVC_MAIL_FROM: expected an address such as 'name <a@b>', got {mail_from!r}"
+        )
 
     smtp: SmtpTarget | None = None
     smtp_url = get("AUTHSVC_SMTP_URL")
@@ -214,7 +216,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
     lease_seconds = int(parsed("AUTHSVC_LEASE_SECONDS", "45", parse_duration))  # type: ignore[call-overload]
     max_attempts_raw = get("AUTHSVC_MAX_ATTEMPTS", "8") or "8"
     if not max_attempts_raw.isdigit() or not 1 <= int(max_attempts_raw) <= 100:
-        problems.append(f"AUTHSVC_MAX_ATTEMPTS: expected a whole number 1-100, got {max_attempts_raw!r}")
+        problems.append(
+            f"AUTHSVC_MAX_ATTEMPTS: expected a whole number 1-100, got {max_attempts_raw!r}"
+        )
         max_attempts_raw = "8"
 
     trusted_raw = get("AUTHSVC_TRUSTED_PROXIES", "0") or "0"

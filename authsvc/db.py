@@ -17,7 +17,9 @@ def resolve_database_url(settings: Settings) -> str:
     return settings.database_url or embedded_database_url(settings.data_dir)
 
 
-def create_pool(url: str, *, min_size: int = 1, max_size: int = 10, name: str = "authsvc") -> ConnectionPool:
+def create_pool(
+    url: str, *, min_size: int = 1, max_size: int = 10, name: str = "authsvc"
+) -> ConnectionPool:
     """An open pool of autocommit connections.
 
     Autocommit plus explicit `with conn.transaction():` blocks makes every unit

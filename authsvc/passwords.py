@@ -13,7 +13,9 @@ MIN_LENGTH = 8
 MAX_LENGTH = 256
 
 # OWASP's floor for argon2id: m=19 MiB, t=2, p=1.
-PRODUCTION_PARAMETERS = {"time_cost": 2, "memory_cost": 19 * 1024, "parallelism": 1}
+TIME_COST = 2
+MEMORY_COST_KIB = 19 * 1024
+PARALLELISM = 1
 
 
 class WeakPassword(Exception):
@@ -23,7 +25,9 @@ class WeakPassword(Exception):
 @cache
 def _common_passwords() -> frozenset[str]:
     path = data_file("common-passwords.txt")
-    return frozenset(line.strip().lower() for line in path.read_text("utf-8").splitlines() if line.strip())
+    return frozenset(
+        line.strip().lower() for line in path.read_text("utf-8").splitlines() if line.strip()
+    )
 
 
 def check_policy(password: object, email: str | None = None) -> str:
@@ -47,7 +51,9 @@ class Passwords:
     """Hash and verify with argon2id; parameters are injectable (cheap in tests)."""
 
     def __init__(self, hasher: PasswordHasher | None = None) -> None:
-        self._hasher = hasher or PasswordHasher(**PRODUCTION_PARAMETERS)
+        self._hasher = hasher or PasswordHasher(
+            time_cost=TIME_COST, memory_cost=MEMORY_COST_KIB, parallelism=PARALLELISM
+        )
         # Verified against when the email is unknown, so both paths cost the same.
         self._dummy_hash = self._hasher.hash("authsvc-timing-equaliser")
 

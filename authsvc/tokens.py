@@ -63,7 +63,9 @@ class TokenCodec:
 
     def mint(self, claims: TokenClaims) -> str:
         issued = int(claims.issued_at.timestamp())
-        return str(self._serializers[claims.purpose].dumps([claims.user_id, claims.version, issued]))
+        return str(
+            self._serializers[claims.purpose].dumps([claims.user_id, claims.version, issued])
+        )
 
     def read(self, token: object, purpose: str) -> TokenClaims:
         """Verify signature, purpose and lifetime; raise TokenError otherwise."""

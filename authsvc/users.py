@@ -52,7 +52,9 @@ def bump_link_version(conn: Connection, user_id: int, purpose: str) -> int:
 
 
 def redeem_verify_link(conn: Connection, user_id: int, version: int, now: datetime) -> User | None:
-    return _one_user(conn, "redeem_verify_link", {"user_id": user_id, "version": version, "now": now})
+    return _one_user(
+        conn, "redeem_verify_link", {"user_id": user_id, "version": version, "now": now}
+    )
 
 
 def redeem_reset_link(
@@ -78,7 +80,9 @@ def update_password_hash(conn: Connection, user_id: int, password_hash: str) -> 
     conn.execute(Q["update_password_hash"], {"user_id": user_id, "password_hash": password_hash})
 
 
-def record_redemption(conn: Connection, user_id: int, purpose: str, version: int, now: datetime) -> None:
+def record_redemption(
+    conn: Connection, user_id: int, purpose: str, version: int, now: datetime
+) -> None:
     params = {"user_id": user_id, "purpose": purpose, "version": version, "now": now}
     conn.execute(Q["record_redemption"], params)
 

@@ -83,12 +83,16 @@ def pool(database_url: str) -> Iterator[ConnectionPool]:
 
 
 @pytest.fixture
-def svc(settings: Settings, pool: ConnectionPool, clock: FrozenClock, passwords: Passwords) -> Services:
+def svc(
+    settings: Settings, pool: ConnectionPool, clock: FrozenClock, passwords: Passwords
+) -> Services:
     return build_services(settings, pool, clock=clock, passwords=passwords)
 
 
 @pytest.fixture
-def app(settings: Settings, pool: ConnectionPool, clock: FrozenClock, passwords: Passwords) -> Flask:
+def app(
+    settings: Settings, pool: ConnectionPool, clock: FrozenClock, passwords: Passwords
+) -> Flask:
     app = create_app(settings, pool=pool, clock=clock, passwords=passwords)
     app.config["TESTING"] = True
     return app

@@ -33,7 +33,11 @@ class TestDatabases:
         self.server_url = server_url
         self.template = f"authsvc_tpl_{tag}_{os.getpid()}"
         with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.template)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(self.template)
+                )
+            )
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.template)))
         upgrade(with_database(server_url, self.template))
 
@@ -50,7 +54,9 @@ class TestDatabases:
     def drop(self, url: str) -> None:
         name = urlsplit(url).path.lstrip("/")
         with psycopg.connect(self.server_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
     def close(self) -> None:
         self.drop(with_database(self.server_url, self.template))

@@ -138,8 +138,12 @@ def test_password_change_ends_sessions_and_retires_reset_link(conn, svc):
     outstanding = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
 
     accounts.change_password(
-        conn, svc, user_id=before.id, session_version=before.session_version,
-        current="correct horse battery", new="a brand new passphrase",
+        conn,
+        svc,
+        user_id=before.id,
+        session_version=before.session_version,
+        current="correct horse battery",
+        new="a brand new passphrase",
     )
     assert accounts.current_session_user(conn, before.id, before.session_version) is None
     with pytest.raises(TokenError) as stale:
@@ -159,7 +163,9 @@ def test_reset_ends_sessions_verifies_email_and_queues_notice(conn, svc):
     user = accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
     assert user.email_verified_at is not None
     assert accounts.current_session_user(conn, before.id, before.session_version) is None
-    assert accounts.authenticate(conn, svc, email="ann@example.com", password="a new long passphrase")
+    assert accounts.authenticate(
+        conn, svc, email="ann@example.com", password="a new long passphrase"
+    )
 
 
 def test_key_rotation_old_tokens_verify_new_tokens_use_new_key(conn, svc, clock):

@@ -40,7 +40,9 @@ def apps_create(name: str, redirect_urls: list[str]) -> None:
         with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
             app, key = create_app_record(conn, name.strip(), redirect_urls)
     except psycopg.errors.UndefinedTable:
-        raise click.ClickException("the schema is missing: run `authsvc db upgrade` first") from None
+        raise click.ClickException(
+            "the schema is missing: run `authsvc db upgrade` first"
+        ) from None
     click.echo(f"app id:  {app.id}")
     click.echo(f"api key: {key}")
     click.echo("Store the key now: it is not shown again.", err=True)

@@ -15,13 +15,21 @@ from authsvc.cli.common import database_url_or_exit, settings_or_exit
 def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
     """Command line for the web app; gthread keeps long polls from starving the server."""
     return [
-        sys.executable, "-m", "gunicorn",
-        "--bind", bind,
-        "--workers", str(workers),
-        "--worker-class", "gthread",
-        "--threads", str(threads),
-        "--graceful-timeout", "10",
-        "--access-logfile", "-",
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "--bind",
+        bind,
+        "--workers",
+        str(workers),
+        "--worker-class",
+        "gthread",
+        "--threads",
+        str(threads),
+        "--graceful-timeout",
+        "10",
+        "--access-logfile",
+        "-",
         "authsvc.app:create_app()",
     ]
 

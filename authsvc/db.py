@@ -32,6 +32,7 @@ def create_pool(
         name=name,
         kwargs={"autocommit": True},
         check=ConnectionPool.check_connection,
+        timeout=10.0,  # a request waiting longer than this for a connection fails
         open=False,
     )
     pool.open(wait=True, timeout=30)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 
 from authsvc.migrate import pending_migrations
-from authsvc.web import db
+from authsvc.web import services
 
 bp = Blueprint("service", __name__)
 
@@ -20,7 +20,10 @@ def healthz() -> Response:
 def readyz() -> tuple[Response, int]:
     """Ready when the database answers and every migration is applied."""
     try:
-        pending = pending_migrations(db())
+        # Its own short checkout: a probe must answer quickly, not queue for
+        # the pool's full timeout while the database is down.
+        with services().pool.connection(timeout=2.0) as conn:
+            pending = pending_migrations(conn)
     except Exception as exc:  # any database failure means "not ready", not a 500
         return jsonify(status="unavailable", error=type(exc).__name__), 503
     if pending:

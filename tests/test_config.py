@@ -1,0 +1,112 @@
+"""SPEC §3: configuration is validated at start-up, every problem named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from authsvc.config import ConfigError, RateLimit, load_settings, parse_smtp_url
+
+GOOD_KEY = "k" * 40
+
+
+def _load(tmp_path: Path, **env: str):
+    return load_settings({"AUTHSVC_DATA_DIR": str(tmp_path), **env})
+
+
+def test_defaults_match_the_spec(tmp_path):
+    s = _load(tmp_path)
+    assert s.env == "development"
+    assert s.base_url == "http://127.0.0.1:8000"
+    assert (s.reset_ttl, s.verify_ttl, s.lease_seconds, s.max_attempts) == (1800, 86400, 45, 8)
+    assert s.rate_limit_email == RateLimit(5, 900)
+    assert s.rate_limit_ip == RateLimit(30, 900)
+    assert s.rate_limit_app == RateLimit(600, 60)
+    assert s.rate_limit_login == RateLimit(10, 900)
+    assert s.test_inbox is False and s.test_inbox_domain == "inbox.test"
+
+
+def test_dev_secret_key_is_generated_once_and_reused(tmp_path):
+    first = _load(tmp_path).secret_keys
+    assert first == _load(tmp_path).secret_keys
+    assert len(first[0]) >= 32
+    assert (tmp_path / "secret-key").stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("value", ["1", "true", "ON", "yes"])
+def test_booleans_accept_the_documented_spellings(tmp_path, value):
+    assert _load(tmp_path, AUTHSVC_TEST_INBOX=value).test_inbox is True
+
+
+def test_every_malformed_value_is_reported_at_once(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        _load(
+            tmp_path,
+            AUTHSVC_TEST_INBOX="maybe",
+            AUTHSVC_RESET_TTL="soon",
+            AUTHSVC_RATE_LIMIT_EMAIL="five",
+            AUTHSVC_SMTP_URL="http://mail.example.com",
+            AUTHSVC_BASE_URL="ftp://x",
+            AUTHSVC_MAX_ATTEMPTS="0",
+            AUTHSVC_ENV="staging",
+        )
+    text = str(caught.value)
+    for name in [
+        "AUTHSVC_TEST_INBOX",
+        "AUTHSVC_RESET_TTL",
+        "AUTHSVC_RATE_LIMIT_EMAIL",
+        "AUTHSVC_SMTP_URL",
+        "AUTHSVC_BASE_URL",
+        "AUTHSVC_MAX_ATTEMPTS",
+        "AUTHSVC_ENV",
+    ]:
+        assert name in text
+    assert len(caught.value.problems) == 7
+
+
+def test_production_refuses_unsafe_defaults(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, AUTHSVC_ENV="production", AUTHSVC_TEST_INBOX="on")
+    problems = "\n".join(caught.value.problems)
+    for needed in ["SECRET_KEYS", "DATABASE_URL", "SMTP_URL", "TEST_INBOX", "https"]:
+        assert needed in problems
+    assert not (tmp_path / "secret-key").exists(), "nothing may be written on refusal"
+
+
+def test_production_with_explicit_settings_starts(tmp_path):
+    s = _load(
+        tmp_path,
+        AUTHSVC_ENV="production",
+        AUTHSVC_SECRET_KEYS=f"{GOOD_KEY}, {'o' * 40}",
+        AUTHSVC_DATABASE_URL="postgresql://db.internal/authsvc",
+        AUTHSVC_SMTP_URL="smtps://user:p%40ss@mail.example.com",
+        AUTHSVC_BASE_URL="https://auth.example.com/",
+    )
+    assert s.production and s.secret_keys == (GOOD_KEY, "o" * 40)
+    assert s.base_url == "https://auth.example.com"
+    assert s.smtp is not None and (s.smtp.port, s.smtp.password) == (465, "p@ss")
+
+
+def test_short_secret_keys_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="shorter than 32"):
+        _load(tmp_path, AUTHSVC_SECRET_KEYS="short")
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("smtp://127.0.0.1:2525", ("127.0.0.1", 2525, "plain")),
+        ("smtp+starttls://u:p@mail.example.com", ("mail.example.com", 587, "starttls")),
+        ("smtps://mail.example.com", ("mail.example.com", 465, "ssl")),
+    ],
+)
+def test_smtp_urls(url, expected):
+    target = parse_smtp_url(url)
+    assert (target.host, target.port, target.security) == expected
+
+
+@pytest.mark.parametrize("rate", ["5", "5/", "/15m", "0/1m", "5/15x", "-1/1m"])
+def test_bad_rate_limits_are_named(tmp_path, rate):
+    with pytest.raises(ConfigError, match="AUTHSVC_RATE_LIMIT_IP"):
+        _load(tmp_path, AUTHSVC_RATE_LIMIT_IP=rate)

@@ -1,0 +1,57 @@
+"""The wheel is self-contained: templates, migrations and data ship inside it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_carries_templates_migrations_and_data(tmp_path):
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    wheel = next(tmp_path.glob("authsvc-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "authsvc/_shipped/migrations/0001_initial.sql" in names
+    assert "authsvc/data/common-passwords.txt" in names
+    assert any(n.startswith("authsvc/_shipped/templates/") for n in names)
+    assert any(n.startswith("worker/") for n in names)
+
+    # Imported from the unpacked wheel (not the checkout), the package finds
+    # its shipped folders.
+    unpacked = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    probe = (
+        "import authsvc.resources as r, authsvc.migrate as m;"
+        "print(r.migrations_dir()); print(r.templates_dir()); print(len(m.available_migrations()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(unpacked)},
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.splitlines()
+    assert out[0] == str(unpacked / "authsvc/_shipped/migrations")
+    assert out[1] == str(unpacked / "authsvc/_shipped/templates")
+    assert int(out[2]) == len(list((ROOT / "migrations").glob("*.sql")))

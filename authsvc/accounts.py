@@ -125,13 +125,17 @@ def _stale_link_error(conn: Connection, claims: TokenClaims) -> TokenError:
     return TokenError("token_superseded")
 
 
-def check_link(conn: Connection, svc: Services, token: object, purpose: str) -> User:
-    """The link's account if it would redeem now; TokenError otherwise. Changes nothing."""
-    claims = svc.tokens.read(token, purpose)
+def _current_holder(conn: Connection, claims: TokenClaims) -> User:
+    """The account whose current link these claims describe; TokenError otherwise."""
     user = users.find_user_by_id(conn, claims.user_id)
-    if user is None or user.version(purpose) != claims.version:
+    if user is None or user.version(claims.purpose) != claims.version:
         raise _stale_link_error(conn, claims)
     return user
+
+
+def check_link(conn: Connection, svc: Services, token: object, purpose: str) -> User:
+    """The link's account if it would redeem now; TokenError otherwise. Changes nothing."""
+    return _current_holder(conn, svc.tokens.read(token, purpose))
 
 
 def confirm_verification(conn: Connection, svc: Services, *, token: object) -> User:
@@ -151,7 +155,9 @@ def confirm_verification(conn: Connection, svc: Services, *, token: object) -> U
 def reset_password(conn: Connection, svc: Services, *, token: object, password: object) -> User:
     """Redeem a reset link: set the password, end sessions, queue the notice."""
     claims = svc.tokens.read(token, "reset")
-    current = check_link(conn, svc, token, "reset")
+    # Reject a stale link before judging the password: "use the newest email"
+    # is the more useful answer.
+    current = _current_holder(conn, claims)
     check_policy(password, current.email)
     assert isinstance(password, str)
     password_hash = svc.passwords.hash(password)

@@ -1,7 +1,12 @@
-"""Server-rendered web pages."""
+"""Server-rendered web pages (SPEC §6): plain HTML forms, no JavaScript anywhere."""
 
 from __future__ import annotations
 
 from flask import Blueprint
 
-bp = Blueprint("pages", __name__)
+from authsvc.pages import account, guards, links, reset, signup, verify
+
+bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static/pages")
+guards.install(bp)
+for module in (signup, verify, reset, links, account):
+    module.register(bp)

@@ -1,0 +1,106 @@
+"""The web forms: field rules only; what a submission does lives in the views.
+
+Every FlaskForm carries the session's CSRF token, so a POST that did not come
+from a page this server rendered for the same browser is refused.
+"""
+
+from __future__ import annotations
+
+from flask_wtf import FlaskForm
+from wtforms import EmailField, HiddenField, PasswordField, SubmitField
+from wtforms.validators import InputRequired, Length, ValidationError
+
+from authsvc.emails import MAX_EMAIL_LENGTH, InvalidEmail, normalise_email
+from authsvc.passwords import MAX_LENGTH as MAX_PASSWORD_LENGTH
+from authsvc.tokens import MAX_TOKEN_LENGTH
+
+
+def _normalised_email(_form: FlaskForm, field: EmailField) -> None:
+    """Replace the typed address with its normal form, or explain what is wrong."""
+    try:
+        field.data = normalise_email(field.data)
+    except InvalidEmail as exc:
+        reason = str(exc)
+        if reason == "is not an email address":
+            raise ValidationError("Enter an email address such as name@example.com.") from None
+        raise ValidationError(f"The email address {reason}.") from None
+
+
+def _email_field(label: str = "Email address") -> EmailField:
+    return EmailField(
+        label,
+        validators=[InputRequired("Enter your email address."), _normalised_email],
+        render_kw={"autocomplete": "email", "maxlength": MAX_EMAIL_LENGTH},
+    )
+
+
+_TOO_LONG = f"Use at most {MAX_PASSWORD_LENGTH} characters."
+
+
+def _password_field(label: str, autocomplete: str) -> PasswordField:
+    # The policy itself (length, common passwords) is checked by the use case;
+    # the cap here only keeps absurd input away from the hasher.
+    return PasswordField(
+        label,
+        validators=[
+            InputRequired("Enter a password."),
+            Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG),
+        ],
+        render_kw={"autocomplete": autocomplete},
+    )
+
+
+def _token_field() -> HiddenField:
+    return HiddenField(validators=[Length(max=MAX_TOKEN_LENGTH)])
+
+
+class SignupForm(FlaskForm):
+    email = _email_field()
+    password = _password_field("Password", "new-password")
+    submit = SubmitField("Create account")
+
+
+class LoginForm(FlaskForm):
+    email = _email_field()
+    password = _password_field("Password", "current-password")
+    submit = SubmitField("Log in")
+
+
+class EmailForm(FlaskForm):
+    """Asks for an address to send a link to (reset or verification)."""
+
+    email = _email_field()
+    submit = SubmitField("Send link")
+
+
+class ConfirmEmailForm(FlaskForm):
+    """The button a person clicks to redeem a verification link."""
+
+    token = _token_field()
+    submit = SubmitField("Confirm my email address")
+
+
+class NewPasswordForm(FlaskForm):
+    """Sets a new password with a reset link."""
+
+    token = _token_field()
+    password = _password_field("New password", "new-password")
+    submit = SubmitField("Set new password")
+
+
+class ResendForm(FlaskForm):
+    """Sends a fresh link to whoever an expired or replaced link was for."""
+
+    token = _token_field()
+    purpose = HiddenField(validators=[InputRequired()])
+    submit = SubmitField("Send a new link")
+
+
+class ChangePasswordForm(FlaskForm):
+    current = _password_field("Current password", "current-password")
+    new = _password_field("New password", "new-password")
+    submit = SubmitField("Change password")
+
+
+class LogoutForm(FlaskForm):
+    submit = SubmitField("Log out")

@@ -1,0 +1,79 @@
+"""What every page shares: the per-IP limit on form posts, headers, error pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, make_response, render_template, request
+from flask.typing import ResponseReturnValue
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import HTTPException
+
+from authsvc import ratelimit
+from authsvc.pages.session import signed_in_user
+from authsvc.web import client_ip, db, services
+
+
+def render_page(template: str, status: int = 200, **context: Any) -> Response:
+    """A page from templates/pages/, with the signed-in account for the header."""
+    html = render_template(f"pages/{template}", current_user=signed_in_user(), **context)
+    return make_response(html, status)
+
+
+def error_page(
+    status: int, title: str, message: str, *, retry_after: int | None = None
+) -> Response:
+    response = render_page("error.html", status, title=title, message=message)
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(max(retry_after, 1))
+    return response
+
+
+def too_many_requests(retry_after: int) -> Response:
+    minutes = max(1, -(-retry_after // 60))
+    return error_page(
+        429,
+        "Too many attempts",
+        f"Too many attempts from here. Wait about {minutes} minute(s), then try again.",
+        retry_after=retry_after,
+    )
+
+
+def _limit_form_posts() -> ResponseReturnValue | None:
+    if request.method != "POST":
+        return None
+    svc = services()
+    decision = ratelimit.hit(db(), "ip", client_ip(), svc.settings.rate_limit_ip, svc.clock())
+    return None if decision.allowed else too_many_requests(decision.retry_after)
+
+
+def _never_cache(response: Response) -> Response:
+    # Pages carry CSRF tokens, link tokens or account details: none belong in
+    # a shared or back-button cache.
+    if request.endpoint != "pages.static":
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _csrf_refused(_error: CSRFError) -> Response:
+    return error_page(
+        400,
+        "This form has expired",
+        "The form was missing its security token or it did not match this browser. "
+        "Go back, reload the page and submit it again.",
+    )
+
+
+def _http_error(error: HTTPException) -> Response:
+    status = error.code or 500
+    if status >= 500:
+        return error_page(status, "Something went wrong", "Please try again in a moment.")
+    return error_page(status, error.name, error.description or "")
+
+
+def install(bp: Blueprint) -> None:
+    """Attach the shared behaviour to the pages blueprint."""
+    bp.before_request(_limit_form_posts)
+    bp.after_request(_never_cache)
+    bp.register_error_handler(CSRFError, _csrf_refused)
+    bp.register_error_handler(HTTPException, _http_error)

@@ -1,0 +1,98 @@
+"""What a person sees for a link that no longer works, and the one-click resend.
+
+Each TokenError code gets a page that says what happened and what to do next.
+For expired or replaced links the page offers a button that sends a fresh link
+to whoever the old one was for: the old token itself (signature checked, age
+ignored) names the account, so the page never shows or asks for an address,
+and a forged token learns nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from flask import Blueprint, Response, redirect, request, url_for
+from flask.typing import ResponseReturnValue
+
+from authsvc import accounts, users
+from authsvc.pages.forms import ResendForm
+from authsvc.pages.guards import render_page
+from authsvc.services import Services
+from authsvc.tokens import PURPOSES, TokenClaims, TokenCodec, TokenError
+from authsvc.web import db, services
+
+_STATUS = {"invalid_token": 400, "token_expired": 410, "token_superseded": 410, "token_used": 410}
+SENT_KINDS = ("signup", "verify", "reset", "resend")
+
+
+def link_problem(error: TokenError, purpose: str, token: object) -> Response:
+    """The page for a link that cannot be redeemed, with the way forward."""
+    resend = None
+    if error.code in {"token_expired", "token_superseded"} and isinstance(token, str):
+        resend = ResendForm(formdata=None, token=token, purpose=purpose)
+    return render_page(
+        "link_problem.html",
+        _STATUS.get(error.code, 400),
+        code=error.code,
+        purpose=purpose,
+        resend_form=resend,
+    )
+
+
+def _claims_regardless_of_age(svc: Services, token: object, purpose: str) -> TokenClaims:
+    """Read a link's claims checking only its signature, not its lifetime."""
+    # A codec whose clock stands at the epoch: nothing we signed is expired there.
+    ttl = {p: svc.tokens.ttl(p) for p in PURPOSES}
+    codec = TokenCodec(svc.settings.secret_keys, ttl, clock=lambda: datetime.fromtimestamp(0, UTC))
+    return codec.read(token, purpose)
+
+
+def resend() -> ResponseReturnValue:
+    """Queue a new link for the account an expired or replaced link belongs to."""
+    form = ResendForm()
+    purpose = form.purpose.data
+    if not form.validate_on_submit() or purpose not in PURPOSES:
+        return render_page("link_problem.html", 400, code="invalid_token", purpose="verify")
+    svc = services()
+    try:
+        claims = _claims_regardless_of_age(svc, form.token.data, purpose)
+    except TokenError as exc:
+        return link_problem(exc, purpose, None)
+    conn = db()
+    user = users.find_user_by_id(conn, claims.user_id)
+    if user is not None:
+        if purpose == "reset":
+            accounts.request_password_reset(conn, svc, email=user.email)
+        else:
+            accounts.request_verification(conn, svc, email=user.email)
+    return redirect(url_for("pages.check_email", sent="resend", purpose=purpose), 303)
+
+
+def check_email() -> ResponseReturnValue:
+    """The generic "we sent a link" page: never says whether an account exists."""
+    sent = request.args.get("sent", "")
+    purpose = request.args.get("purpose", "")
+    svc = services()
+    ttl = svc.tokens.ttl("reset" if sent == "reset" or purpose == "reset" else "verify")
+    return render_page(
+        "check_email.html",
+        sent=sent if sent in SENT_KINDS else "resend",
+        purpose=purpose if purpose in PURPOSES else "verify",
+        ttl_text=describe_duration(ttl),
+    )
+
+
+def describe_duration(seconds: int) -> str:
+    """'30 minutes', '24 hours', '2 days': how long a link lives, for people."""
+    for unit_seconds, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds >= unit_seconds and seconds % unit_seconds == 0:
+            count = seconds // unit_seconds
+            if unit == "day" and count == 1:
+                return "24 hours"
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} seconds"
+
+
+def register(bp: Blueprint) -> None:
+    bp.add_url_rule("/links/resend", view_func=resend, methods=["POST"])
+    bp.add_url_rule("/check-email", view_func=check_email, methods=["GET"])

@@ -1,0 +1,64 @@
+"""/reset and /reset/confirm: request a reset link, then set a new password."""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, redirect, request, url_for
+from flask.typing import ResponseReturnValue
+
+from authsvc import accounts
+from authsvc.pages.forms import EmailForm, NewPasswordForm
+from authsvc.pages.guards import render_page
+from authsvc.pages.links import link_problem
+from authsvc.pages.session import sign_out
+from authsvc.passwords import WeakPassword
+from authsvc.tokens import TokenError
+from authsvc.web import db, services
+
+
+def request_reset() -> ResponseReturnValue:
+    """Ask for a reset link; known and unknown addresses get the same answer."""
+    form = EmailForm()
+    if not form.validate_on_submit():
+        return render_page("reset_request.html", 422 if form.errors else 200, form=form)
+    accounts.request_password_reset(db(), services(), email=form.email.data)
+    return redirect(url_for("pages.check_email", sent="reset"), 303)
+
+
+def confirm_reset() -> ResponseReturnValue:
+    """GET/HEAD show the form without consuming the link; only the POST redeems it."""
+    if request.method == "POST":
+        return _set_password()
+    token = request.args.get("token", "")
+    try:
+        user = accounts.check_link(db(), services(), token, "reset")
+    except TokenError as exc:
+        return link_problem(exc, "reset", token)
+    form = NewPasswordForm(formdata=None, token=token)
+    return render_page("reset_confirm.html", form=form, email=user.email)
+
+
+def _set_password() -> ResponseReturnValue:
+    form = NewPasswordForm()
+    valid = form.validate_on_submit()
+    token = form.token.data
+    conn, svc = db(), services()
+    try:
+        user = accounts.check_link(conn, svc, token, "reset")
+        if valid:
+            accounts.reset_password(conn, svc, token=token, password=form.password.data)
+    except TokenError as exc:
+        return link_problem(exc, "reset", token)
+    except WeakPassword as exc:
+        form.password.errors = [str(exc)]
+        valid = False
+    if not valid:
+        return render_page("reset_confirm.html", 422, form=form, email=user.email)
+    # No auto-login: the reset ended every session, this browser's included.
+    sign_out()
+    flash("Your password was changed. Log in with your new password.", "success")
+    return redirect(url_for("pages.login"), 303)
+
+
+def register(bp: Blueprint) -> None:
+    bp.add_url_rule("/reset", view_func=request_reset, methods=["GET", "POST"])
+    bp.add_url_rule("/reset/confirm", view_func=confirm_reset, methods=["GET", "POST"])

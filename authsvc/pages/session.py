@@ -1,0 +1,51 @@
+"""The web session: Flask's signed cookie holds the user id and session version.
+
+Every request re-reads the account and compares versions, so a password change
+anywhere (which bumps session_version) ends every other session at once.
+"""
+
+from __future__ import annotations
+
+from flask import g, session
+
+from authsvc import accounts
+from authsvc.users import User
+from authsvc.web import db
+
+_USER_ID = "user_id"
+_SESSION_VERSION = "session_version"
+
+
+def sign_in(user: User) -> None:
+    """Start a fresh session for this account (drops anything the old one held)."""
+    session.clear()
+    session.permanent = True
+    session[_USER_ID] = user.id
+    session[_SESSION_VERSION] = user.session_version
+    g.pages_user = user
+
+
+def sign_out() -> None:
+    session.clear()
+    g.pages_user = None
+
+
+def has_session() -> bool:
+    """Whether the browser presents a sign-in, current or ended."""
+    return _USER_ID in session
+
+
+def signed_in_user() -> User | None:
+    """The account behind this request's session, or None (and the cookie is cleared)."""
+    if "pages_user" in g:
+        cached: User | None = g.pages_user
+        return cached
+    user_id, version = session.get(_USER_ID), session.get(_SESSION_VERSION)
+    user = None
+    if isinstance(user_id, int) and isinstance(version, int):
+        user = accounts.current_session_user(db(), user_id, version)
+    if user is None and has_session():
+        session.pop(_USER_ID, None)
+        session.pop(_SESSION_VERSION, None)
+    g.pages_user = user
+    return user

@@ -1,0 +1,75 @@
+"""Helpers for the web-page tests: CSRF tokens from rendered forms, queued links."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import psycopg
+from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
+
+from authsvc import accounts
+from authsvc.services import Services
+from authsvc.tokens import TokenClaims
+
+PASSWORD = "correct horse battery"
+_CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
+
+
+def csrf_token(client: FlaskClient, path: str) -> str:
+    """The CSRF token of the first form on the page at `path`."""
+    page = client.get(path)
+    match = _CSRF.search(page.get_data(as_text=True))
+    assert match, f"no CSRF token on {path} ({page.status_code})"
+    return unescape(match.group(1))
+
+
+def submit(
+    client: FlaskClient, path: str, data: dict[str, str], *, form_page: str | None = None
+) -> TestResponse:
+    """POST `data` the way a browser would after loading the form (CSRF included)."""
+    token = csrf_token(client, form_page or path)
+    return client.post(path, data={"csrf_token": token, **data})
+
+
+def latest_link(conn: psycopg.Connection, svc: Services, email: str, purpose: str) -> str:
+    """Mint the newest queued link the way the worker will (no token is stored)."""
+    row = conn.execute(
+        "SELECT user_id, token_version, issued_at FROM email_jobs"
+        " WHERE recipient = %s AND purpose = %s ORDER BY id DESC LIMIT 1",
+        (email, purpose),
+    ).fetchone()
+    assert row is not None, f"no {purpose} email queued for {email}"
+    return svc.tokens.mint(TokenClaims(row[0], purpose, row[1], row[2]))
+
+
+def queued(conn: psycopg.Connection, email: str, template: str | None = None) -> int:
+    """How many emails are queued for `email` (of one template, if given)."""
+    row = conn.execute(
+        "SELECT count(*) FROM email_jobs WHERE recipient = %s"
+        " AND (%s::text IS NULL OR template = %s)",
+        (email, template, template),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def make_account(
+    conn: psycopg.Connection,
+    svc: Services,
+    email: str = "ann@example.com",
+    *,
+    verified: bool = True,
+) -> str:
+    """An account with PASSWORD, verified unless asked otherwise; returns its email."""
+    accounts.sign_up(conn, svc, email=email, password=PASSWORD)
+    if verified:
+        accounts.confirm_verification(conn, svc, token=latest_link(conn, svc, email, "verify"))
+    return email
+
+
+def text_of(response: TestResponse) -> str:
+    """The page's text with tags removed and whitespace collapsed, as a person reads it."""
+    html = response.get_data(as_text=True)
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())

@@ -1,0 +1,1 @@
+"""The outbox worker: claims email jobs under a lease, renders and sends them."""

@@ -1,0 +1,99 @@
+"""Operating the outbox: statistics, listings, a job's trail, redrive and prune."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from psycopg import Connection
+from psycopg.rows import class_row
+
+from authsvc.sql import load_queries
+
+Q = load_queries(Path(__file__).parent / "admin.sql")
+STATUSES = ("pending", "sent", "failed", "superseded", "expired")
+
+
+@dataclass(frozen=True)
+class OutboxStats:
+    pending: int
+    due: int
+    leased: int
+    sent: int
+    failed: int
+    superseded: int
+    expired: int
+    oldest_pending_seconds: float
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    id: int
+    status: str
+    template: str
+    recipient: str
+    attempt_count: int
+    created_at: datetime
+    next_attempt_at: datetime
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    sent_at: datetime | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class JobDetail(JobSummary):
+    user_id: int | None
+    purpose: str | None
+    token_version: int | None
+    issued_at: datetime | None
+    provider_message_id: str | None
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    id: int
+    event: str
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    attempt: int | None
+    token_version: int | None
+    provider_message_id: str | None
+    error: str | None
+    created_at: datetime
+
+
+def outbox_stats(conn: Connection) -> OutboxStats:
+    """Counts per status and the age of the oldest pending job."""
+    with conn.cursor(row_factory=class_row(OutboxStats)) as cur:
+        stats = cur.execute(Q["outbox_stats"]).fetchone()
+    assert stats is not None
+    return stats
+
+
+def list_jobs(conn: Connection, status: str | None = None, limit: int = 50) -> list[JobSummary]:
+    """Newest jobs first, optionally only those with `status`."""
+    with conn.cursor(row_factory=class_row(JobSummary)) as cur:
+        return cur.execute(Q["list_jobs"], {"status": status, "limit": limit}).fetchall()
+
+
+def find_job(conn: Connection, job_id: int) -> JobDetail | None:
+    with conn.cursor(row_factory=class_row(JobDetail)) as cur:
+        return cur.execute(Q["find_job"], {"job_id": job_id}).fetchone()
+
+
+def job_events(conn: Connection, job_id: int) -> list[JobEvent]:
+    """The audit trail of one job, oldest first."""
+    with conn.cursor(row_factory=class_row(JobEvent)) as cur:
+        return cur.execute(Q["job_events"], {"job_id": job_id}).fetchall()
+
+
+def redrive_job(conn: Connection, job_id: int, note: str = "redriven by operator") -> bool:
+    """Make a failed job pending again with fresh attempts; False if it is not failed."""
+    return conn.execute(Q["redrive_job"], {"job_id": job_id, "note": note}).fetchone() is not None
+
+
+def prune_jobs(conn: Connection, older_than_seconds: int) -> int:
+    """Delete finished jobs older than the cutoff; returns how many."""
+    return conn.execute(Q["prune_jobs"], {"older_than_seconds": older_than_seconds}).rowcount

@@ -1,0 +1,56 @@
+-- outbox_stats --
+-- Jobs per status, plus what an operator watches: due now, leased, oldest pending.
+SELECT
+    count(*) FILTER (WHERE status = 'pending') AS pending,
+    count(*) FILTER (WHERE status = 'pending' AND lease_owner IS NULL
+                     AND next_attempt_at <= now()) AS due,
+    count(*) FILTER (WHERE status = 'pending' AND lease_owner IS NOT NULL
+                     AND lease_expires_at > now()) AS leased,
+    count(*) FILTER (WHERE status = 'sent') AS sent,
+    count(*) FILTER (WHERE status = 'failed') AS failed,
+    count(*) FILTER (WHERE status = 'superseded') AS superseded,
+    count(*) FILTER (WHERE status = 'expired') AS expired,
+    coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'pending')), 0)::float8
+        AS oldest_pending_seconds
+FROM email_jobs;
+
+-- list_jobs --
+-- Newest jobs first, optionally of one status.
+SELECT id, status, template, recipient, attempt_count, created_at, next_attempt_at,
+       lease_owner, lease_expires_at, sent_at, last_error
+FROM email_jobs
+WHERE %(status)s::text IS NULL OR status = %(status)s::text
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- find_job --
+-- One job with every column an operator may need.
+SELECT id, status, template, recipient, attempt_count, created_at, next_attempt_at,
+       lease_owner, lease_expires_at, sent_at, last_error, user_id, purpose,
+       token_version, issued_at, provider_message_id
+FROM email_jobs WHERE id = %(job_id)s;
+
+-- job_events --
+-- A job's audit trail, oldest first.
+SELECT id, event, lease_owner, lease_expires_at, attempt, token_version, provider_message_id,
+       error, created_at
+FROM email_job_events WHERE job_id = %(job_id)s ORDER BY id;
+
+-- redrive_job --
+-- Give a failed job a fresh set of attempts, due now; returns nothing for other states.
+WITH redriven AS (
+    UPDATE email_jobs
+    SET status = 'pending', attempt_count = 0, next_attempt_at = now(), last_error = NULL,
+        lease_owner = NULL, lease_expires_at = NULL
+    WHERE id = %(job_id)s AND status = 'failed'
+    RETURNING id, token_version
+)
+INSERT INTO email_job_events (job_id, event, token_version, error)
+SELECT id, 'redriven', token_version, %(note)s FROM redriven
+RETURNING job_id;
+
+-- prune_jobs --
+-- Delete finished jobs (and, by cascade, their trails) created before the cutoff.
+DELETE FROM email_jobs
+WHERE status IN ('sent', 'failed', 'superseded', 'expired')
+  AND created_at < now() - make_interval(secs => %(older_than_seconds)s);

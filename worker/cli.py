@@ -1,0 +1,176 @@
+"""`authsvc worker` and `authsvc outbox …`."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from types import FrameType
+
+import click
+import psycopg
+
+from authsvc.cli.common import database_url_or_exit, settings_or_exit
+from authsvc.config import Settings, SmtpTarget, parse_duration
+from authsvc.logs import configure_logging
+from authsvc.tokens import TokenCodec
+from worker import admin
+from worker.delivery import RetryPolicy
+from worker.loop import Worker, WorkerOptions
+from worker.mailers import Mailer, SmtpMailer
+from worker.render import Renderer
+
+# Where `authsvc dev` runs the test inbox; used when no SMTP URL is set
+# outside production (production refuses to start without one).
+DEV_SMTP = SmtpTarget(host="127.0.0.1", port=2525, security="plain")
+
+
+def smtp_mailer_factory(settings: Settings) -> Callable[[float], Mailer]:
+    target = settings.smtp or DEV_SMTP
+    return lambda timeout: SmtpMailer(target, timeout=timeout)
+
+
+@click.command()
+@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="Sends in flight at once (threads).")
+@click.option("--batch", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="Jobs claimed per statement.")
+@click.option("--lease-seconds", type=click.FloatRange(1, 86400), default=None,
+              help="Lease per claim [default: AUTHSVC_LEASE_SECONDS].")
+@click.option("--poll-seconds", type=click.FloatRange(0.05, 3600), default=5.0, show_default=True,
+              help="Look for due jobs at least this often, notification or not.")
+@click.option("--once", is_flag=True, help="Drain what is due now, then exit.")
+def worker(
+    concurrency: int, batch: int, lease_seconds: float | None, poll_seconds: float, once: bool
+) -> None:
+    """Send queued emails: claim due outbox jobs under a lease and deliver them."""
+    settings = settings_or_exit()
+    url = database_url_or_exit(settings)
+    configure_logging()
+    codec = TokenCodec(
+        settings.secret_keys, {"reset": settings.reset_ttl, "verify": settings.verify_ttl}
+    )
+    options = WorkerOptions(
+        concurrency=concurrency,
+        batch=batch,
+        lease_seconds=lease_seconds or settings.lease_seconds,
+        poll_seconds=poll_seconds,
+        once=once,
+        retry=RetryPolicy(max_attempts=settings.max_attempts),
+    )
+    runner = Worker(url, Renderer(settings, codec), smtp_mailer_factory(settings), options)
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        runner.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        runner.run()
+    except psycopg.OperationalError as exc:
+        raise click.ClickException(f"cannot reach the database: {exc}") from None
+
+
+@click.group()
+def outbox() -> None:
+    """Inspect and operate the email outbox."""
+
+
+@contextmanager
+def _connection() -> Iterator[psycopg.Connection]:
+    url = database_url_or_exit(settings_or_exit())
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            yield conn
+    except psycopg.errors.UndefinedTable:
+        raise click.ClickException("the schema is missing: run `authsvc db upgrade`") from None
+    except psycopg.OperationalError as exc:
+        raise click.ClickException(f"cannot reach the database: {exc}") from None
+
+
+def _when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+
+
+@outbox.command("stats")
+def outbox_stats() -> None:
+    """Jobs per status and the age of the oldest pending one."""
+    with _connection() as conn:
+        stats = admin.outbox_stats(conn)
+    for name in ("pending", "due", "leased", "sent", "failed", "superseded", "expired"):
+        click.echo(f"{name:<22} {getattr(stats, name)}")
+    click.echo(f"{'oldest_pending_seconds':<22} {stats.oldest_pending_seconds:.1f}")
+
+
+@outbox.command("list")
+@click.option("--status", type=click.Choice(admin.STATUSES), default=None)
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+def outbox_list(status: str | None, limit: int) -> None:
+    """Newest jobs first."""
+    with _connection() as conn:
+        rows = admin.list_jobs(conn, status, limit)
+    header = f"{'id':>8}  {'status':<10}  {'template':<16}  {'tries':>5}  {'created':<19}"
+    click.echo(header + "  recipient")
+    for job in rows:
+        click.echo(
+            f"{job.id:>8}  {job.status:<10}  {job.template:<16}  {job.attempt_count:>5}  "
+            f"{_when(job.created_at):<19}  {job.recipient}"
+            + (f"  [{job.last_error}]" if job.last_error else "")
+        )
+
+
+@outbox.command("show")
+@click.argument("job_id", type=click.IntRange(1))
+def outbox_show(job_id: int) -> None:
+    """A job and its lease audit trail."""
+    with _connection() as conn:
+        job = admin.find_job(conn, job_id)
+        if job is None:
+            raise click.ClickException(f"no outbox job {job_id}")
+        events = admin.job_events(conn, job_id)
+    for name, value in vars(job).items():
+        shown = _when(value) if isinstance(value, datetime) else ("-" if value is None else value)
+        click.echo(f"{name:<20} {shown}")
+    click.echo("")
+    click.echo("trail:")
+    for e in events:
+        click.echo(
+            f"  {_when(e.created_at)}  {e.event:<11} attempt={e.attempt or '-'} "
+            f"owner={e.lease_owner or '-'} lease_until={_when(e.lease_expires_at)} "
+            f"version={e.token_version if e.token_version is not None else '-'}"
+            + (f" message_id={e.provider_message_id}" if e.provider_message_id else "")
+            + (f" error={e.error}" if e.error else "")
+        )
+
+
+@outbox.command("redrive")
+@click.argument("job_id", type=click.IntRange(1))
+def outbox_redrive(job_id: int) -> None:
+    """Queue a failed job again with fresh attempts."""
+    with _connection() as conn:
+        if not admin.redrive_job(conn, job_id):
+            job = admin.find_job(conn, job_id)
+            if job is None:
+                raise click.ClickException(f"no outbox job {job_id}")
+            raise click.ClickException(
+                f"job {job_id} is {job.status}; only failed jobs are redriven"
+            )
+    click.echo(f"job {job_id} queued again")
+
+
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@outbox.command("prune")
+@click.option("--older-than", "older_than", required=True, callback=_duration,
+              help="Age such as 30d or 12h; only finished jobs are deleted.")
+def outbox_prune(older_than: int) -> None:
+    """Delete finished jobs (sent, failed, superseded, expired) and their trails."""
+    with _connection() as conn:
+        deleted = admin.prune_jobs(conn, older_than)
+    click.echo(f"deleted {deleted} job(s)")

@@ -1,0 +1,119 @@
+"""One job, start to finish: check, render, send outside any transaction, record.
+
+Failure classes and what each does:
+  superseded / expired link  → marked, never sent;
+  transient (4xx, connection errors, timeouts before DATA) → retry with backoff;
+  permanent (5xx, rejected recipient, template errors)     → failed, reason kept;
+  ambiguous (connection lost after the final dot)          → retried once, recorded as such;
+  lease lost (another worker took over)                    → nothing overwritten, logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from authsvc.clock import Clock, system_clock
+from authsvc.logs import log_event
+from worker import jobs
+from worker.jobs import ClaimedJob
+from worker.mailers import AmbiguousSendError, Mailer, PermanentSendError, TransientSendError
+from worker.render import Renderer, TemplateError
+
+log = logging.getLogger("worker.delivery")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 8
+    base_seconds: float = 30.0
+    cap_seconds: float = 3600.0
+
+    def delay(self, attempt: int) -> float:
+        """Exponential in the attempt, plus up to 50% jitter so retries never bunch up."""
+        exponential = min(self.cap_seconds, self.base_seconds * 2 ** (attempt - 1))
+        return exponential * (1 + random.random() / 2)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What delivering needs, shared by every sender thread of a worker."""
+
+    pool: ConnectionPool
+    renderer: Renderer
+    retry: RetryPolicy
+    send_timeout: float
+    clock: Clock = system_clock
+
+    def record(self, job: ClaimedJob, write: Callable[[psycopg.Connection], T]) -> T:
+        """Run `write` on a pooled connection, retrying through a database restart
+        for as long as the lease lasts (after that, another worker owns the job)."""
+        delay = 0.2
+        while True:
+            try:
+                with self.pool.connection(timeout=5) as conn:
+                    return write(conn)
+            except psycopg.OperationalError as exc:
+                if self.clock() >= job.lease_expires_at:
+                    raise
+                log_event(
+                    log, "database_unavailable", logging.WARNING, job_id=job.id, error=str(exc)
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def deliver(self, mailer: Mailer, job: ClaimedJob, lease_deadline: float) -> str:
+        """Handle one claimed job; returns the event recorded."""
+        if job.superseded:
+            error = f"version {job.token_version} replaced by {job.current_version}"
+            self.record(job, lambda c: jobs.finish_job(c, job, "superseded", error=error))
+            return "superseded"
+        expires_at = self.renderer.link_expires_at(job)
+        if expires_at is not None and expires_at <= self.clock():
+            error = f"link expired at {expires_at.isoformat()} before it could be sent"
+            self.record(job, lambda c: jobs.finish_job(c, job, "expired", error=error))
+            return "expired"
+        if job.attempt_count > self.retry.max_attempts:
+            # Only reachable when leases kept expiring (workers dying mid-send).
+            return self._fail(job, f"gave up after {job.attempt_count - 1} attempts")
+        if time.monotonic() + self.send_timeout * 2 > lease_deadline:
+            # Sending now could outlive the lease and race the next owner.
+            self.record(job, lambda c: jobs.release_lease(c, job, "lease too close to expiry"))
+            return "released"
+        try:
+            email = self.renderer.render(job)
+        except TemplateError as exc:
+            return self._fail(job, str(exc))
+        try:
+            provider_id = mailer.send(email)
+        except PermanentSendError as exc:
+            return self._fail(job, exc.reason)
+        except AmbiguousSendError as exc:
+            if job.ambiguous_before or job.attempt_count >= self.retry.max_attempts:
+                return self._fail(job, f"ambiguous again, may have been delivered: {exc.reason}")
+            return self._retry(job, exc.reason, ambiguous=True)
+        except TransientSendError as exc:
+            if job.attempt_count >= self.retry.max_attempts:
+                return self._fail(job, f"attempts exhausted ({job.attempt_count}): {exc.reason}")
+            return self._retry(job, exc.reason, ambiguous=False)
+        finished = self.record(
+            job, lambda c: jobs.finish_job(c, job, "sent", provider_message_id=provider_id)
+        )
+        return "sent" if finished else "lease_lost"
+
+    def _fail(self, job: ClaimedJob, error: str) -> str:
+        self.record(job, lambda c: jobs.finish_job(c, job, "failed", error=error))
+        return "failed"
+
+    def _retry(self, job: ClaimedJob, error: str, *, ambiguous: bool) -> str:
+        delay = self.retry.delay(job.attempt_count)
+        self.record(job, lambda c: jobs.schedule_retry(c, job, delay, error, ambiguous=ambiguous))
+        return "ambiguous" if ambiguous else "retry"

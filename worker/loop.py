@@ -1,0 +1,227 @@
+"""The worker process: claim due jobs, hand them to sender threads, wait, repeat.
+
+The main thread claims; `concurrency` sender threads each hold one mailer
+(so an SMTP connection is reused across jobs) and deliver; a listener
+thread turns NOTIFYs into wake-ups. The main thread sleeps on one event that
+a notification, the poll interval, a freed sender or a stop request sets.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from authsvc.clock import system_clock
+from authsvc.db import create_pool
+from authsvc.logs import log_event
+from authsvc.outbox import NOTIFY_CHANNEL
+from authsvc.ratelimit import prune_rate_limits
+from worker import jobs
+from worker.delivery import Delivery, RetryPolicy
+from worker.jobs import ClaimedJob
+from worker.mailers import Mailer
+from worker.render import Renderer
+
+log = logging.getLogger("worker.loop")
+PRUNE_EVERY_SECONDS = 600.0
+SENDER_IDLE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    concurrency: int = 4
+    batch: int = 10
+    lease_seconds: float = 45.0
+    poll_seconds: float = 5.0
+    once: bool = False
+    shutdown_grace_seconds: float = 10.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @property
+    def send_timeout(self) -> float:
+        """SMTP connect/read timeout: well inside the lease, so a stuck send cannot outlive it."""
+        return max(1.0, min(30.0, self.lease_seconds / 4))
+
+
+Claim = tuple[ClaimedJob, float]  # the job and its lease deadline on time.monotonic()
+
+
+class Worker:
+    """One worker process's machinery; `run()` blocks until stopped (or drained, with once)."""
+
+    def __init__(
+        self,
+        url: str,
+        renderer: Renderer,
+        mailer_factory: Callable[[float], Mailer],
+        options: WorkerOptions,
+        *,
+        owner: str | None = None,
+    ) -> None:
+        self.url = url
+        self.renderer = renderer
+        self.mailer_factory = mailer_factory
+        self.options = options
+        self.owner = owner or jobs.new_lease_owner()
+        self.stop = threading.Event()
+        self.failure: BaseException | None = None
+        self._wake = threading.Event()
+        self._queue: queue.Queue[Claim | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._unfinished = 0  # claimed by this process and not yet recorded
+
+    def request_stop(self) -> None:
+        """Stop claiming; in-flight sends finish, unsent claims are released."""
+        self.stop.set()
+        self._wake.set()
+
+    def run(self) -> None:
+        opts = self.options
+        pool = create_pool(
+            self.url, min_size=1, max_size=opts.concurrency + 2, name="authsvc-worker"
+        )
+        delivery = Delivery(pool, self.renderer, opts.retry, opts.send_timeout, system_clock)
+        threads = [
+            threading.Thread(target=self._sender, args=(delivery,), name=f"sender-{i}", daemon=True)
+            for i in range(opts.concurrency)
+        ]
+        if not opts.once:
+            threads.append(threading.Thread(target=self._listen, name="listener", daemon=True))
+        for thread in threads:
+            thread.start()
+        log_event(log, "worker_started", lease_owner=self.owner, concurrency=opts.concurrency,
+                  batch=opts.batch, lease_seconds=opts.lease_seconds)
+        try:
+            self._claim_loop(pool)
+        finally:
+            self.request_stop()
+            self._shutdown(delivery, threads)
+            pool.close()
+            log_event(log, "worker_stopped", lease_owner=self.owner)
+        if self.failure is not None:
+            raise self.failure
+
+    def _claim_loop(self, pool: ConnectionPool) -> None:
+        opts = self.options
+        next_prune = time.monotonic()
+        backoff = 0.5
+        while not self.stop.is_set():
+            self._wake.clear()
+            claimed = 0
+            with self._lock:
+                has_room = self._unfinished < opts.concurrency
+            if has_room:
+                try:
+                    claimed = self._claim(pool)
+                    if time.monotonic() >= next_prune:
+                        with pool.connection(timeout=5) as conn:
+                            prune_rate_limits(conn, system_clock())
+                        next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
+                    backoff = 0.5
+                except psycopg.OperationalError as exc:
+                    log_event(log, "database_unavailable", logging.WARNING,
+                              lease_owner=self.owner, error=str(exc), retry_in_seconds=backoff)
+                    self.stop.wait(backoff)
+                    backoff = min(backoff * 2, 10.0)
+                    continue
+                if claimed == opts.batch:
+                    continue  # probably more due; claim again once there is room
+            with self._lock:
+                idle = self._unfinished == 0
+            if opts.once and claimed == 0 and idle:
+                return
+            self._wake.wait(opts.poll_seconds)
+
+    def _claim(self, pool: ConnectionPool) -> int:
+        opts = self.options
+        with pool.connection(timeout=5) as conn:
+            claimed = jobs.claim_batch(conn, self.owner, opts.batch, opts.lease_seconds)
+        # Measured from after the claim returned: errs on the safe side.
+        deadline = time.monotonic() + opts.lease_seconds
+        with self._lock:
+            self._unfinished += len(claimed)
+        for job in claimed:
+            self._queue.put((job, deadline))
+        return len(claimed)
+
+    def _sender(self, delivery: Delivery) -> None:
+        mailer = self.mailer_factory(self.options.send_timeout)
+        try:
+            while True:
+                try:
+                    item = self._queue.get(timeout=SENDER_IDLE_SECONDS)
+                except queue.Empty:
+                    mailer.close()  # do not hold an idle SMTP connection open
+                    continue
+                if item is None:
+                    return
+                job, deadline = item
+                try:
+                    if self.stop.is_set():
+                        delivery.record(job, lambda c, j=job: jobs.release_lease(c, j, "shutdown"))
+                    else:
+                        delivery.deliver(mailer, job, deadline)
+                except BaseException as exc:
+                    # Unexpected: stop the process; the lease hands the job back.
+                    log.exception(
+                        "sender_crashed", extra={"job_id": job.id, "lease_owner": self.owner}
+                    )
+                    self.failure = exc
+                    self.request_stop()
+                finally:
+                    with self._lock:
+                        self._unfinished -= 1
+                    self._wake.set()
+        finally:
+            mailer.close()
+
+    def _listen(self) -> None:
+        """Turn NOTIFYs into wake-ups; reconnect (and poll once) after losing the database."""
+        backoff = 0.5
+        while not self.stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
+                    # Anything queued while we were not listening: look now.
+                    self._wake.set()
+                    backoff = 0.5
+                    while not self.stop.is_set():
+                        for _ in conn.notifies(timeout=1.0):
+                            self._wake.set()
+            except psycopg.OperationalError as exc:
+                log_event(log, "listener_disconnected", logging.WARNING,
+                          lease_owner=self.owner, error=str(exc), retry_in_seconds=backoff)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    def _shutdown(self, delivery: Delivery, threads: list[threading.Thread]) -> None:
+        # Claimed but not yet picked up by a sender: hand back right away.
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                job = item[0]
+                try:
+                    delivery.record(job, lambda c, j=job: jobs.release_lease(c, j, "shutdown"))
+                finally:
+                    with self._lock:
+                        self._unfinished -= 1
+        for _ in range(self.options.concurrency):
+            self._queue.put(None)
+        deadline = time.monotonic() + self.options.shutdown_grace_seconds
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [t.name for t in threads if t.is_alive() and t.name != "listener"]
+        if stuck:
+            log_event(log, "shutdown_timeout", logging.WARNING, lease_owner=self.owner,
+                      error=f"{len(stuck)} send(s) still running; their leases will expire")

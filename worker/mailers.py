@@ -1,0 +1,195 @@
+"""Delivery providers: a small Mailer protocol and its SMTP implementation.
+
+Every failure is raised as one of three classes, because each has its own
+remedy: transient (retry later), permanent (give up, keep the reason) and
+ambiguous (the server may have accepted the message; see docs/worker.md).
+An HTTP provider fits the same protocol: it would send `email.idempotency_key`
+as its idempotency header and return the provider's message id.
+"""
+
+from __future__ import annotations
+
+import re
+import smtplib
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from authsvc.config import SmtpTarget
+
+# Reuse a connection only if it was used recently; servers drop idle ones.
+IDLE_RECONNECT_SECONDS = 10.0
+
+
+class SendError(Exception):
+    """A delivery that did not (certainly) succeed; `reason` is kept on the job."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TransientSendError(SendError):
+    """Nothing was accepted; the same message may succeed later."""
+
+
+class PermanentSendError(SendError):
+    """The provider refused this message; retrying will not help."""
+
+
+class AmbiguousSendError(SendError):
+    """The connection broke after the message was handed over: it may have been delivered."""
+
+
+@dataclass(frozen=True)
+class OutgoingEmail:
+    job_id: int
+    sender: str  # bare address, for the envelope
+    recipient: str
+    message_id: str
+    data: bytes  # the whole RFC 5322 message, CRLF line endings
+
+    @property
+    def idempotency_key(self) -> str:
+        """Derived from the job, never the attempt, so every retry carries the same key."""
+        return f"authsvc-job-{self.job_id}"
+
+
+class Mailer(Protocol):
+    def send(self, email: OutgoingEmail) -> str:
+        """Deliver one message; return the provider's message id or raise SendError."""
+        ...
+
+    def close(self) -> None:
+        """Drop any open connection."""
+        ...
+
+
+_LEADING_DOT = re.compile(rb"(?m)^\.")
+
+
+def _dot_stuffed(data: bytes) -> bytes:
+    body = _LEADING_DOT.sub(b"..", data)
+    if not body.endswith(b"\r\n"):
+        body += b"\r\n"
+    return body + b".\r\n"
+
+
+def _reply_text(code: int, message: bytes | str) -> str:
+    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message
+    return f"{code} {text}".strip()
+
+
+class SmtpMailer:
+    """One SMTP connection, reused across messages; not shared between threads."""
+
+    def __init__(
+        self, target: SmtpTarget, *, timeout: float, local_hostname: str | None = None
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.local_hostname = local_hostname
+        self._smtp: smtplib.SMTP | None = None
+        self._last_used = 0.0
+
+    def _connect(self) -> smtplib.SMTP:
+        target = self.target
+        try:
+            smtp: smtplib.SMTP
+            if target.security == "ssl":
+                smtp = smtplib.SMTP_SSL(
+                    target.host, target.port, local_hostname=self.local_hostname,
+                    timeout=self.timeout, context=ssl.create_default_context(),
+                )
+            else:
+                smtp = smtplib.SMTP(
+                    target.host, target.port,
+                    local_hostname=self.local_hostname, timeout=self.timeout,
+                )
+            smtp.ehlo()
+            if target.security == "starttls":
+                smtp.starttls(context=ssl.create_default_context())
+                smtp.ehlo()
+            if target.username:
+                smtp.login(target.username, target.password or "")
+        except smtplib.SMTPResponseException as exc:
+            # A refused greeting, TLS or login is the server's or the
+            # operator's problem, not the message's: keep it and retry later.
+            reply = _reply_text(exc.smtp_code, exc.smtp_error)
+            raise TransientSendError(f"connect: {reply}") from None
+        except (OSError, smtplib.SMTPException) as exc:
+            raise TransientSendError(f"connect: {type(exc).__name__}: {exc}") from None
+        return smtp
+
+    def _session(self) -> smtplib.SMTP:
+        if self._smtp is not None and time.monotonic() - self._last_used > IDLE_RECONNECT_SECONDS:
+            self.close()
+        if self._smtp is None:
+            self._smtp = self._connect()
+        return self._smtp
+
+    def send(self, email: OutgoingEmail) -> str:
+        try:
+            return self._send(email)
+        except SendError as exc:
+            if isinstance(exc, PermanentSendError) and self._smtp is not None:
+                self._reset()
+            else:
+                self.close()
+            raise
+        finally:
+            self._last_used = time.monotonic()
+
+    def _send(self, email: OutgoingEmail) -> str:
+        smtp = self._session()
+        stage = "MAIL"
+        try:
+            code, reply = smtp.mail(email.sender)
+            self._check(stage, code, reply)
+            stage = "RCPT"
+            code, reply = smtp.rcpt(email.recipient)
+            self._check(stage, code, reply)
+            stage = "DATA"
+            code, reply = smtp.docmd("DATA")
+            if code != 354:
+                self._check(stage, code, reply)
+                raise TransientSendError(f"DATA: unexpected {_reply_text(code, reply)}")
+            smtp.send(_dot_stuffed(email.data))
+            # From here on the server holds the whole message: a broken
+            # connection no longer means "not delivered".
+            stage = "after final dot"
+            code, reply = smtp.getreply()
+        except smtplib.SMTPServerDisconnected as exc:
+            error_class = AmbiguousSendError if stage == "after final dot" else TransientSendError
+            raise error_class(f"{stage}: disconnected: {exc}") from None
+        except OSError as exc:  # timeouts and resets
+            error_class = AmbiguousSendError if stage == "after final dot" else TransientSendError
+            raise error_class(f"{stage}: {type(exc).__name__}: {exc}") from None
+        self._check("end of DATA", code, reply)
+        return email.message_id
+
+    @staticmethod
+    def _check(stage: str, code: int, reply: bytes) -> None:
+        if 200 <= code < 300:
+            return
+        text = f"{stage}: {_reply_text(code, reply)}"
+        if 500 <= code < 600:
+            raise PermanentSendError(text)
+        raise TransientSendError(text)
+
+    def _reset(self) -> None:
+        try:
+            assert self._smtp is not None
+            self._smtp.rset()
+        except (OSError, smtplib.SMTPException):
+            self.close()
+
+    def close(self) -> None:
+        smtp, self._smtp = self._smtp, None
+        if smtp is None:
+            return
+        try:
+            smtp.quit()
+        except (OSError, smtplib.SMTPException):
+            smtp.close()

@@ -4,4 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 
+from authsvc.inbox import views
+
 bp = Blueprint("inbox", __name__, url_prefix="/_inbox")
+views.register(bp)

@@ -1,0 +1,209 @@
+"""`authsvc dev`: the whole stack on one machine, stopped cleanly by Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+from urllib.error import URLError
+from urllib.request import urlopen
+
+import click
+import psycopg
+
+from authsvc.apps import create_app_record, find_app_by_key
+from authsvc.cli.serve import gunicorn_argv
+from authsvc.config import ConfigError, Settings, load_settings
+from authsvc.embedded import start_embedded_postgres
+from authsvc.migrate import upgrade
+
+READY_TIMEOUT_SECONDS = 60.0
+STOP_GRACE_SECONDS = 15.0
+DEV_APP_NAME = "dev"
+
+
+def ensure_dev_app(database_url: str, settings: Settings) -> str:
+    """The dev app's API key: reused from <data dir>/dev-app-key while the database knows it."""
+    key_file = settings.data_dir / "dev-app-key"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        if key_file.exists():
+            key = key_file.read_text(encoding="utf-8").strip()
+            if find_app_by_key(conn, key) is not None:
+                return key
+        with conn.transaction():
+            _app, key = create_app_record(conn, DEV_APP_NAME, [settings.base_url])
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    partial = key_file.with_suffix(".tmp")
+    partial.write_text(key + "\n", encoding="utf-8")
+    partial.chmod(0o600)
+    partial.replace(key_file)  # never a half-written key file
+    return key
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _http_ready(url: str) -> bool:
+    try:
+        with urlopen(url, timeout=2) as response:  # noqa: S310 - our own http URL
+            return bool(response.status == 200)
+    except (URLError, OSError):
+        return False
+
+
+def _smtp_ready(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as conn:
+            return conn.recv(4).startswith(b"220")
+    except OSError:
+        return False
+
+
+class Stack:
+    """The child processes of `authsvc dev`, each in its own process group."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, argv: list[str]) -> None:
+        # A new session per child: Ctrl-C in the terminal reaches only this
+        # process, which then stops the children in order and waits for them.
+        self.children[name] = subprocess.Popen(argv, env=self.env, start_new_session=True)
+
+    def exited(self) -> list[tuple[str, int]]:
+        """Children that are no longer running, with their exit codes."""
+        return [(n, c.returncode) for n, c in self.children.items() if c.poll() is not None]
+
+    def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+        """SIGTERM every process group, wait (bounded), then SIGKILL what is left."""
+        self._signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace_seconds
+        for child in self.children.values():
+            try:
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        # Group members (gunicorn's workers) may outlive their leader.
+        self._signal_all(signal.SIGKILL)
+        for child in self.children.values():
+            child.wait()
+
+    def _signal_all(self, signum: int) -> None:
+        for child in self.children.values():
+            try:
+                os.killpg(child.pid, signum)
+            except ProcessLookupError:
+                pass
+
+
+def _dev_environment(port: int, smtp_port: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("AUTHSVC_BASE_URL", f"http://127.0.0.1:{port}")
+    # Forced, not defaulted: `authsvc dev` is a sandbox, so no mail leaves the machine.
+    env["AUTHSVC_TEST_INBOX"] = "on"
+    env["AUTHSVC_SMTP_URL"] = f"smtp://127.0.0.1:{smtp_port}"
+    return env
+
+
+def _wait_until_ready(stack: Stack, stop: threading.Event, port: int, smtp_port: int) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while not stop.is_set():
+        if stack.exited():
+            name, code = stack.exited()[0]
+            raise click.ClickException(f"the {name} process exited with code {code} at start-up")
+        if _http_ready(f"http://127.0.0.1:{port}/readyz") and _smtp_ready(smtp_port):
+            return
+        if time.monotonic() > deadline:
+            limit = f"{READY_TIMEOUT_SECONDS:g} s"
+            raise click.ClickException(f"the stack was not ready within {limit}")
+        stop.wait(0.2)
+
+
+def _banner(settings: Settings, port: int, smtp_port: int, key: str, has_worker: bool) -> str:
+    web = f"http://127.0.0.1:{port}"
+    lines = [
+        "authsvc dev is running",
+        f"  web app      {web}  (base URL {settings.base_url})",
+        f"  JSON API     {web}/api/v1",
+        f"  test inbox   {web}/_inbox",
+        f"  SMTP sink    127.0.0.1:{smtp_port}  (mail for @{settings.test_inbox_domain})",
+        f"  dev app key  {key}",
+        f"               (also in {settings.data_dir / 'dev-app-key'})",
+    ]
+    if not has_worker:
+        lines.append("  warning: no `authsvc worker` command in this checkout; emails stay queued")
+    lines.append("Press Ctrl-C to stop.")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--smtp-port", type=click.IntRange(1, 65535), default=2525, show_default=True)
+def dev(port: int, smtp_port: int) -> None:
+    """Run the whole stack here: database, migrations, web app, worker and test inbox."""
+    env = _dev_environment(port, smtp_port)
+    try:
+        settings = load_settings(env)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    for taken in (p for p in (port, smtp_port) if _port_taken(p)):
+        raise click.ClickException(
+            f"port {taken} is already in use; pick another with --port / --smtp-port"
+        )
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+
+    embedded: Any = None
+    stack = Stack(env)
+    try:
+        if settings.database_url:
+            url = settings.database_url
+        else:
+            pgdata = settings.data_dir / "pgdata"
+            click.echo(f"starting the embedded PostgreSQL in {pgdata}", err=True)
+            embedded = start_embedded_postgres(settings.data_dir)
+            url = str(embedded.get_uri())
+        env["AUTHSVC_DATABASE_URL"] = url
+        env["AUTHSVC_DATA_DIR"] = str(settings.data_dir)
+        try:
+            upgrade(url)
+            key = ensure_dev_app(url, settings)
+        except psycopg.Error as exc:
+            raise click.ClickException(f"database set-up failed: {exc}") from None
+
+        from authsvc.cli import main as command_group
+
+        has_worker = "worker" in command_group.commands
+        cli = [sys.executable, "-m", "authsvc.cli"]
+        stack.start("web", gunicorn_argv(f"127.0.0.1:{port}", workers=2, threads=16))
+        stack.start("inbox", [*cli, "inbox", "--port", str(smtp_port)])
+        if has_worker:
+            stack.start("worker", [*cli, "worker"])
+        _wait_until_ready(stack, stop, port, smtp_port)
+        if not stop.is_set():
+            click.echo(_banner(settings, port, smtp_port, key, has_worker))
+        while not stop.wait(0.5):
+            if stack.exited():
+                name, code = stack.exited()[0]
+                raise click.ClickException(f"the {name} process exited with code {code}; stopping")
+    finally:
+        click.echo("stopping authsvc dev", err=True)
+        stack.stop()
+        if embedded is not None:
+            embedded.cleanup()  # stops the server once no other process holds it
+    click.echo("stopped", err=True)

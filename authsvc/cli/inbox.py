@@ -1,0 +1,63 @@
+"""`authsvc inbox`: the test-inbox SMTP sink alone."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import click
+import psycopg
+
+from authsvc.cli.common import database_url_or_exit, settings_or_exit
+from authsvc.db import create_pool
+from authsvc.inbox.smtp import DEFAULT_MAX_MESSAGE_BYTES, InboxSink
+from authsvc.logs import configure_logging
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=2525, show_default=True)
+@click.option(
+    "--max-message-size",
+    type=click.IntRange(1024, 100 * 1024 * 1024),
+    default=DEFAULT_MAX_MESSAGE_BYTES,
+    show_default=True,
+    help="Bytes; larger messages are refused with 552.",
+)
+def inbox(host: str, port: int, max_message_size: int) -> None:
+    """Run the test-inbox SMTP sink (needs AUTHSVC_TEST_INBOX=on; never in production)."""
+    settings = settings_or_exit()
+    if not settings.test_inbox:
+        raise click.ClickException(
+            "the test inbox is off: set AUTHSVC_TEST_INBOX=on to run its SMTP sink "
+            "(it is refused in production)"
+        )
+    configure_logging()
+    url = database_url_or_exit(settings)
+    pool = create_pool(url, min_size=1, max_size=4, name="authsvc-inbox")
+    try:
+        with pool.connection() as conn:
+            if conn.execute("SELECT to_regclass('inbox_messages')").fetchone() == (None,):
+                raise click.ClickException("the schema is missing: run `authsvc db upgrade` first")
+        sink = InboxSink(
+            pool, settings.test_inbox_domain, host=host, port=port,
+            max_message_bytes=max_message_size,
+        )
+        try:
+            sink.start()
+        except OSError as exc:
+            raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda _signum, _frame: stop.set())
+        click.echo(
+            f"test inbox: SMTP on {host}:{port}, accepting mail for @{settings.test_inbox_domain}",
+            err=True,
+        )
+        while not stop.wait(1.0):
+            pass
+        sink.stop()
+    except psycopg.OperationalError as exc:
+        raise click.ClickException(f"database unavailable: {exc}") from None
+    finally:
+        pool.close()

@@ -1,0 +1,140 @@
+"""Turn raw SMTP DATA into what a tester reads: headers, text, HTML and links.
+
+Anything may arrive at a test inbox, so nothing here raises on a malformed
+message: each part that cannot be decoded is left empty and the raw bytes
+are kept beside it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from email import policy
+from email.message import EmailMessage, Message
+from email.parser import BytesParser
+from html.parser import HTMLParser
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# Characters that end a URL in plain text; trailing punctuation is trimmed after.
+_TEXT_URL = re.compile(r"https?://[^\s<>\"'\[\]{}|\\^`]+", re.IGNORECASE)
+_TRAILING = ".,;:!?)'\""
+
+
+@dataclass(frozen=True)
+class ParsedMessage:
+    sender: str | None
+    subject: str | None
+    message_id: str | None
+    headers: dict[str, list[str]]
+    text: str | None
+    html: str | None
+    links: list[str]
+
+
+def clean_text(value: str) -> str:
+    """Valid UTF-8 text PostgreSQL accepts.
+
+    The email parser keeps 8-bit header bytes (SMTPUTF8) as surrogate escapes;
+    re-encoding them restores the UTF-8 the sender wrote. NUL cannot be stored.
+    """
+    fixed = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return fixed.replace("\x00", "\ufffd")
+
+
+def _attempt(produce: Callable[[], T], fallback: T) -> T:
+    try:
+        return produce()
+    except Exception:  # a malformed part must not lose the rest of the message
+        return fallback
+
+
+def _header(message: Message, name: str) -> str | None:
+    value = _attempt(lambda: message.get(name), None)
+    if value is None:
+        return None
+    return clean_text(_attempt(lambda: str(value), ""))
+
+
+def _headers(message: Message) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    fetch = message.policy.header_fetch_parse
+    for name, value in _attempt(message.raw_items, iter(())):
+        decoded = _attempt(lambda n=name, v=value: str(fetch(n, v)), value)
+        found.setdefault(clean_text(name).lower(), []).append(clean_text(str(decoded)))
+    return found
+
+
+def _part_text(part: Message) -> str:
+    if isinstance(part, EmailMessage):
+        content = _attempt(part.get_content, None)
+        if isinstance(content, str):
+            return clean_text(content)
+    payload = _attempt(lambda: part.get_payload(decode=True), b"")
+    if not isinstance(payload, bytes):
+        return ""
+    charset = _attempt(part.get_content_charset, None) or "utf-8"
+    try:
+        return clean_text(payload.decode(charset, "replace"))
+    except LookupError:  # an unknown charset name
+        return clean_text(payload.decode("utf-8", "replace"))
+
+
+def _bodies(message: Message) -> tuple[str | None, str | None]:
+    text: str | None = None
+    html: str | None = None
+    for part in _attempt(lambda: list(message.walk()), [message]):
+        if _attempt(part.is_multipart, False):
+            continue
+        if _attempt(lambda p=part: p.get_content_disposition() == "attachment", False):
+            continue
+        kind = _attempt(part.get_content_type, "text/plain")
+        if kind == "text/plain" and text is None:
+            text = _part_text(part)
+        elif kind == "text/html" and html is None:
+            html = _part_text(part)
+    return text, html
+
+
+class _HrefCollector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in {"a", "area"}:
+            for name, value in attrs:
+                if name == "href" and value:
+                    self.hrefs.append(value.strip())
+
+
+def find_links(text: str | None, html: str | None) -> list[str]:
+    """http(s) links from the text part and the HTML hrefs, first seen first, no repeats."""
+    links: list[str] = []
+    for match in _TEXT_URL.finditer(text or ""):
+        links.append(match.group(0).rstrip(_TRAILING))
+    if html:
+        collector = _HrefCollector()
+        _attempt(lambda: (collector.feed(html), collector.close()), None)
+        links.extend(h for h in collector.hrefs if h.lower().startswith(("http://", "https://")))
+    return list(dict.fromkeys(links))
+
+
+def parse_message(raw: bytes) -> ParsedMessage:
+    """Everything a tester needs from one raw message; never raises."""
+    message = _attempt(lambda: BytesParser(policy=policy.default).parsebytes(raw), None)
+    if message is None:
+        text = clean_text(raw.decode("utf-8", "replace"))
+        return ParsedMessage(None, None, None, {}, text, None, find_links(text, None))
+    text, html = _bodies(message)
+    return ParsedMessage(
+        sender=_header(message, "From"),
+        subject=_header(message, "Subject"),
+        message_id=(_header(message, "Message-ID") or "").strip() or None,
+        headers=_headers(message),
+        text=text,
+        html=html,
+        links=find_links(text, html),
+    )

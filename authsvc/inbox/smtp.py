@@ -1,0 +1,136 @@
+"""The test-inbox SMTP sink (aiosmtpd): accepts mail for one domain and stores it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import psycopg
+from aiosmtpd.controller import Controller
+from psycopg_pool import ConnectionPool
+
+from authsvc.inbox.messages import insert_message, prune_messages
+from authsvc.inbox.parsing import parse_message
+from authsvc.inbox.scopes import BadScope, scope_of
+from authsvc.logs import log_event
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
+PRUNE_INTERVAL_SECONDS = 600
+
+
+class InboxHandler:
+    """aiosmtpd handler: checks recipients at RCPT, stores the message at DATA."""
+
+    def __init__(self, pool: ConnectionPool, domain: str) -> None:
+        self.pool = pool
+        self.domain = domain.lower()
+        self._last_prune = 0.0
+        self._in_flight = 0
+        self._idle = threading.Condition()
+
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: list[str]
+    ) -> str:
+        try:
+            scope = scope_of(address, self.domain)
+        except BadScope as exc:
+            return f"553 5.1.3 {exc}"
+        if scope is None:
+            return f"550 5.1.1 this test inbox only accepts mail for @{self.domain}"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        with self._idle:
+            self._in_flight += 1
+        try:
+            loop = asyncio.get_running_loop()
+            raw = bytes(envelope.original_content or b"")
+            ids = await loop.run_in_executor(
+                None, self.store, raw, list(envelope.rcpt_tos), envelope.mail_from
+            )
+        except psycopg.Error as exc:
+            log_event(log, "inbox_store_failed", logging.WARNING, error=str(exc))
+            return "451 4.3.0 the message could not be stored; try again later"
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+        return f"250 OK stored as {','.join(map(str, ids))}"
+
+    def store(self, raw: bytes, recipients: list[str], envelope_sender: str | None) -> list[int]:
+        """Parse once, store once per scope, in one transaction; returns the new ids."""
+        parsed = parse_message(raw)
+        by_scope: dict[str, list[str]] = defaultdict(list)
+        for address in recipients:
+            scope = scope_of(address, self.domain)
+            if scope is not None:  # RCPT already refused everything else
+                by_scope[scope].append(address)
+        with self.pool.connection() as conn, conn.transaction():
+            ids = [
+                insert_message(conn, scope, rcpts, parsed, raw, envelope_sender)
+                for scope, rcpts in by_scope.items()
+            ]
+        for (scope, _), inbox_id in zip(by_scope.items(), ids, strict=True):
+            log_event(
+                log, "inbox_message_stored", scope=scope, inbox_id=inbox_id,
+                message_id=parsed.message_id, size=len(raw),
+            )
+        self.prune_if_due()
+        return ids
+
+    def prune_if_due(self) -> None:
+        """Delete messages past retention, at most every PRUNE_INTERVAL_SECONDS."""
+        # Retention piggybacks on deliveries: an idle sink has nothing new to prune.
+        now = time.monotonic()
+        if now - self._last_prune < PRUNE_INTERVAL_SECONDS:
+            return
+        self._last_prune = now
+        with self.pool.connection() as conn:
+            pruned = prune_messages(conn)
+        if pruned:
+            log_event(log, "inbox_pruned", count=pruned)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no message is being stored; False if still busy after `timeout`."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout)
+
+
+class InboxSink:
+    """The SMTP sink on host:port, running in a background thread."""
+
+    def __init__(
+        self, pool: ConnectionPool, domain: str, *, host: str = "127.0.0.1", port: int = 2525,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self.handler = InboxHandler(pool, domain)
+        self.host, self.port = host, port
+        self._controller = Controller(
+            self.handler, hostname=host, port=port, server_hostname="authsvc-test-inbox",
+            enable_SMTPUTF8=True, data_size_limit=max_message_bytes, ready_timeout=10,
+        )
+
+    def start(self) -> None:
+        """Listen; raises OSError when the port is taken."""
+        self._controller.start()
+        try:
+            self.handler.prune_if_due()
+        except psycopg.Error as exc:
+            log_event(log, "inbox_prune_failed", logging.WARNING, error=str(exc))
+        log_event(log, "inbox_listening", host=self.host, port=self.port)
+
+    def stop(self, grace_seconds: float = 5.0) -> None:
+        """Stop accepting, let messages being stored finish (bounded), then close."""
+        server = self._controller.server
+        if server is not None:
+            self._controller.loop.call_soon_threadsafe(server.close)
+        self.handler.wait_idle(grace_seconds)
+        self._controller.stop()
+        log_event(log, "inbox_stopped", host=self.host, port=self.port)

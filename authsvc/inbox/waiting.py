@@ -1,0 +1,134 @@
+"""Long polls that wake on LISTEN/NOTIFY: one listening connection per process.
+
+Every waiting request registers the scope it watches; a single background
+thread LISTENs and bumps a per-scope counter when the sink announces a new
+message, waking only the requests that watch that scope. The thread runs
+while anybody waits (and a little longer, to keep the connection warm), so
+an idle process holds no extra connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import psycopg
+
+from authsvc.logs import log_event
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+LINGER_SECONDS = 30.0
+# Only used while the listening connection is down, so a lost connection
+# degrades to slow polling instead of missing messages.
+FALLBACK_POLL_SECONDS = 1.0
+RECONNECT_DELAY_SECONDS = 1.0
+
+
+class ScopeWatcher:
+    """Fans NOTIFY payloads (scope names) out to the requests waiting on them."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._changed = threading.Condition()
+        self._counters: dict[str, int] = {}
+        self._watchers: dict[str, int] = {}
+        # Bumped on every (re)connect: notifications may have been missed.
+        self._epoch = 0
+        self._listening = False
+        self._thread: threading.Thread | None = None
+        self._last_waiter_left = time.monotonic()
+
+    def wait_until(
+        self, scope: str, check: Callable[[], T], done: Callable[[T], bool], timeout: float
+    ) -> T:
+        """Call `check` until `done(result)` or `timeout` seconds pass; re-check only on news."""
+        deadline = time.monotonic() + timeout
+        with self._watching(scope):
+            self._wait_listening(deadline)
+            while True:
+                seen = self._version(scope)
+                result = check()
+                remaining = deadline - time.monotonic()
+                if done(result) or remaining <= 0:
+                    return result
+                with self._changed:
+                    if not self._listening:
+                        remaining = min(remaining, FALLBACK_POLL_SECONDS)
+                    self._changed.wait_for(lambda s=seen: self._version(scope) != s, remaining)
+
+    def _version(self, scope: str) -> tuple[int, int]:
+        return self._epoch, self._counters.get(scope, 0)
+
+    @contextmanager
+    def _watching(self, scope: str) -> Iterator[None]:
+        with self._changed:
+            self._watchers[scope] = self._watchers.get(scope, 0) + 1
+            self._counters.setdefault(scope, 0)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._listen, name="inbox-listener", daemon=True
+                )
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._watchers[scope] -= 1
+                if not self._watchers[scope]:
+                    del self._watchers[scope], self._counters[scope]
+                if not self._watchers:
+                    self._last_waiter_left = time.monotonic()
+
+    def _wait_listening(self, deadline: float) -> None:
+        # Checking before LISTEN is active could miss a message that lands in
+        # between; wait briefly for it (the fallback poll covers a dead server).
+        with self._changed:
+            limit = min(deadline, time.monotonic() + 2 * RECONNECT_DELAY_SECONDS)
+            self._changed.wait_for(lambda: self._listening, max(0.0, limit - time.monotonic()))
+
+    def _should_stop(self, linger: float = LINGER_SECONDS) -> bool:
+        with self._changed:
+            idle = time.monotonic() - self._last_waiter_left > linger
+            if not self._watchers and idle:
+                self._thread = None
+                return True
+            return False
+
+    def _set_listening(self, listening: bool) -> None:
+        with self._changed:
+            if self._thread not in (threading.current_thread(), None):
+                return  # a newer listener thread owns the state now
+            self._listening = listening
+            self._epoch += 1
+            self._changed.notify_all()
+
+    def _announce(self, scope: str) -> None:
+        with self._changed:
+            if scope in self._counters:
+                self._counters[scope] += 1
+                self._changed.notify_all()
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                    conn.execute("LISTEN authsvc_inbox")  # messages.NOTIFY_CHANNEL
+                    self._set_listening(True)
+                    while not self._should_stop():
+                        for notify in conn.notifies(timeout=1.0):
+                            self._announce(notify.payload)
+                    self._set_listening(False)
+                    return
+            except psycopg.Error as exc:
+                self._set_listening(False)
+                # Nobody waiting: let the next waiter reconnect instead of retrying here.
+                if self._should_stop(linger=0.0):
+                    return
+                log_event(log, "inbox_listener_lost", logging.WARNING, error=str(exc))
+            time.sleep(RECONNECT_DELAY_SECONDS)

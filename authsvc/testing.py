@@ -1,0 +1,171 @@
+"""Pytest helpers for teams testing their own apps against authsvc's test inbox.
+
+    from authsvc.testing import ScopedInbox
+
+    inbox = ScopedInbox("http://127.0.0.1:8000")
+    inbox.new_scope()
+    sign_up(inbox.address("alice"))
+    token_link = inbox.link(inbox.expect_one(), containing="token=")
+
+Or add `pytest_plugins = ["authsvc.testing"]` to a conftest.py and use the
+`scoped_inbox` fixture (a fresh scope per test); it reads the service URL
+from AUTHSVC_INBOX_URL (default http://127.0.0.1:8000) and the optional
+bearer token from AUTHSVC_TEST_INBOX_TOKEN.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.error import HTTPError
+from urllib.parse import quote, urlencode
+from urllib.request import Request, urlopen
+
+import pytest
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+@dataclass(frozen=True)
+class Email:
+    """One message as the test inbox stored it."""
+
+    id: int
+    scope: str
+    to: list[str]
+    sender: str | None
+    subject: str | None
+    message_id: str | None
+    text: str | None
+    html: str | None
+    links: list[str]
+    received_at: str
+    headers: dict[str, list[str]]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Email:
+        return cls(
+            id=data["id"], scope=data["scope"], to=data["to"], sender=data["from"],
+            subject=data["subject"], message_id=data["message_id"], text=data["text"],
+            html=data["html"], links=data["links"], received_at=data["received_at"],
+            headers=data.get("headers", {}),
+        )
+
+
+def _seconds(value: float) -> str:
+    return f"{float(value):.3f}"
+
+
+class InboxError(AssertionError):
+    """The inbox did not hold what the test expected; the message says what it held."""
+
+
+class ScopedInbox:
+    """A client for one scope of the test inbox (SPEC §8)."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, *, token: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.scope: str | None = None
+        self.domain: str | None = None
+        # expect_one() only looks past the last message it returned, so a test
+        # can expect the verification email, then the reset email, in turn.
+        self.cursor = 0
+
+    def _request(
+        self, method: str, path: str, query: dict[str, Any] | None = None, timeout: float = 10.0
+    ) -> tuple[int, Any]:
+        url = f"{self.base_url}/_inbox{path}" + (f"?{urlencode(query)}" if query else "")
+        request = Request(url, method=method)  # noqa: S310 - http(s) URL given by the test
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urlopen(request, timeout=timeout) as response:  # noqa: S310
+                status, body = response.status, response.read()
+        except HTTPError as exc:
+            status, body = exc.code, exc.read()
+        return status, json.loads(body) if body else None
+
+    def _path(self) -> str:
+        if self.scope is None:
+            self.new_scope()
+        return f"/scopes/{quote(str(self.scope), safe='')}"
+
+    def new_scope(self) -> str:
+        """Start a fresh, unguessable scope; later calls use it."""
+        status, body = self._request("POST", "/scopes")
+        if status != 201:
+            raise InboxError(f"creating a scope failed: {status} {body}")
+        self.scope = body["scope"]
+        self.domain = body["address"].rpartition("@")[2]
+        self.cursor = 0
+        return str(self.scope)
+
+    def address(self, name: str = "user") -> str:
+        """An address that lands in this scope, e.g. alice+<scope>@inbox.test."""
+        self._path()
+        return f"{name}+{self.scope}@{self.domain}"
+
+    def messages(self, *, wait: float = 0, at_least: int = 1, since: int = 0) -> list[Email]:
+        """Messages in the scope, oldest first, waiting up to `wait` seconds for `at_least`."""
+        query = {"wait": _seconds(wait), "min": at_least, "since": since}
+        status, body = self._request("GET", self._path() + "/messages", query, timeout=wait + 10)
+        if status != 200:
+            raise InboxError(f"listing messages failed: {status} {body}")
+        return [Email.from_json(m) for m in body["messages"]]
+
+    def expect_one(
+        self, *, timeout: float = 10, settle: float = 1, since: int | None = None
+    ) -> Email:
+        """The one new message; InboxError if none arrives or more than one does."""
+        query = {
+            "timeout": _seconds(timeout),
+            "settle": _seconds(settle),
+            "since": self.cursor if since is None else since,
+        }
+        status, body = self._request(
+            "GET", self._path() + "/expect-one", query, timeout=timeout + settle + 10
+        )
+        if status == 200:
+            email = Email.from_json(body["message"])
+            self.cursor = max(self.cursor, email.id)
+            return email
+        if status == 408:
+            raise InboxError(f"no email arrived in scope {self.scope} within {timeout} s")
+        if status == 409:
+            subjects = [f"#{m['id']} {m['subject']!r} to {m['to']}" for m in body["messages"]]
+            raise InboxError(
+                f"expected one email in scope {self.scope}, got {body['count']}: "
+                f"{'; '.join(subjects)}; re-sends of one job: {body['duplicates']}"
+            )
+        raise InboxError(f"expect-one failed: {status} {body}")
+
+    def link(self, email: Email | None = None, *, containing: str = "") -> str:
+        """The first link in `email` (default: expect_one()) containing `containing`."""
+        email = email or self.expect_one()
+        for url in email.links:
+            if containing in url:
+                return url
+        raise InboxError(f"no link containing {containing!r} in {email.subject!r}: {email.links}")
+
+    def clear(self) -> None:
+        """Empty the scope."""
+        status, body = self._request("DELETE", self._path())
+        if status != 204:
+            raise InboxError(f"emptying the scope failed: {status} {body}")
+        self.cursor = 0
+
+
+@pytest.fixture
+def scoped_inbox() -> Iterator[ScopedInbox]:
+    """A ScopedInbox with a fresh scope, emptied after the test."""
+    inbox = ScopedInbox(
+        os.environ.get("AUTHSVC_INBOX_URL", DEFAULT_URL),
+        token=os.environ.get("AUTHSVC_TEST_INBOX_TOKEN") or None,
+    )
+    inbox.new_scope()
+    yield inbox
+    inbox.clear()

@@ -1,0 +1,67 @@
+"""Helpers for the test-inbox tests: free ports, an in-process sink, sending mail."""
+
+from __future__ import annotations
+
+import smtplib
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from email.message import EmailMessage
+
+from psycopg_pool import ConnectionPool
+
+from authsvc.inbox.smtp import InboxSink
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (aiosmtpd cannot bind port 0)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def running_sink(pool: ConnectionPool, **options: int) -> Iterator[InboxSink]:
+    sink = InboxSink(pool, "inbox.test", port=free_port(), **options)
+    sink.start()
+    try:
+        yield sink
+    finally:
+        sink.stop()
+
+
+def email(
+    to: str | list[str],
+    subject: str = "Confirm your email",
+    text: str = "Open https://app.example/verify?token=abc to confirm.",
+    html: str | None = None,
+    message_id: str | None = None,
+    sender: str = "authsvc <no-reply@localhost>",
+) -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = sender
+    message["To"] = ", ".join([to] if isinstance(to, str) else to)
+    message["Subject"] = subject
+    if message_id:
+        message["Message-ID"] = message_id
+    message.set_content(text)
+    if html is not None:
+        message.add_alternative(html, subtype="html")
+    return message
+
+
+def send(port: int, message: EmailMessage, recipients: list[str] | None = None) -> None:
+    with smtplib.SMTP("127.0.0.1", port, timeout=10) as client:
+        client.send_message(message, to_addrs=recipients)
+
+
+def wait_for(
+    condition: Callable[[], object], timeout: float = 10.0, what: str = "condition"
+) -> None:
+    """Poll `condition` until true; fails the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)

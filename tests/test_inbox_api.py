@@ -1,0 +1,240 @@
+"""The /_inbox HTTP API (SPEC §8) with mail delivered through the real SMTP sink."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from psycopg_pool import ConnectionPool
+
+from authsvc.app import create_app
+from authsvc.config import load_settings
+from authsvc.inbox.smtp import InboxSink
+from authsvc.passwords import Passwords
+from tests.inbox_support import email, running_sink, send
+
+
+@pytest.fixture
+def inbox_app(env: dict[str, str], pool: ConnectionPool, passwords: Passwords) -> Flask:
+    settings = load_settings({**env, "AUTHSVC_TEST_INBOX": "on"})
+    return create_app(settings, pool=pool, passwords=passwords)
+
+
+@pytest.fixture
+def inbox(inbox_app: Flask) -> FlaskClient:
+    return inbox_app.test_client()
+
+
+@pytest.fixture
+def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
+    with running_sink(pool) as running:
+        yield running
+
+
+def new_scope(inbox: FlaskClient) -> str:
+    response = inbox.post("/_inbox/scopes")
+    assert response.status_code == 201
+    return str(response.json["scope"])
+
+
+def test_new_scope_is_fresh_and_unguessable(inbox):
+    first = inbox.post("/_inbox/scopes").json
+    second = inbox.post("/_inbox/scopes").json
+    assert first["scope"] != second["scope"]
+    assert len(first["scope"]) >= 32
+    assert first["address"] == f"{first['scope']}@inbox.test"
+
+
+def test_expect_one_returns_the_single_message(inbox, sink):
+    scope = new_scope(inbox)
+    html = '<p><a href="https://app.example/verify?token=abc&amp;x=1">Confirm</a></p>'
+    send(sink.port, email(f"alice+{scope}@inbox.test", html=html, message_id="<authsvc-job-1@x>"))
+    response = inbox.get(f"/_inbox/scopes/{scope}/expect-one?timeout=5&settle=0.2")
+    assert response.status_code == 200
+    message = response.json["message"]
+    assert message["scope"] == scope
+    assert message["to"] == [f"alice+{scope}@inbox.test"]
+    assert message["from"] == "authsvc <no-reply@localhost>"
+    assert message["subject"] == "Confirm your email"
+    assert message["message_id"] == "<authsvc-job-1@x>"
+    assert "https://app.example/verify?token=abc" in message["text"]
+    assert "Confirm</a>" in message["html"]
+    assert message["links"] == [
+        "https://app.example/verify?token=abc",
+        "https://app.example/verify?token=abc&x=1",
+    ]
+    again = inbox.get(f"/_inbox/scopes/{scope}/messages/{message['id']}")
+    assert again.status_code == 200 and again.json["message"] == message
+
+
+def test_expect_one_409_groups_resends_of_one_job(inbox, sink):
+    scope = new_scope(inbox)
+    for _ in range(2):  # the same job sent twice carries the same Message-ID
+        send(sink.port, email(f"{scope}@inbox.test", message_id="<authsvc-job-7@localhost>"))
+    response = inbox.get(f"/_inbox/scopes/{scope}/expect-one?timeout=5&settle=0.5")
+    assert response.status_code == 409
+    body = response.json
+    assert body["count"] == 2
+    ids = [m["id"] for m in body["messages"]]
+    assert body["duplicates"] == [ids]
+
+
+def test_expect_one_409_for_two_distinct_emails(inbox, sink):
+    scope = new_scope(inbox)
+    send(sink.port, email(f"{scope}@inbox.test", subject="one", message_id="<authsvc-job-1@h>"))
+    send(sink.port, email(f"{scope}@inbox.test", subject="two", message_id="<authsvc-job-2@h>"))
+    response = inbox.get(f"/_inbox/scopes/{scope}/expect-one?timeout=5&settle=0.5")
+    assert response.status_code == 409
+    assert response.json["count"] == 2
+    assert [m["subject"] for m in response.json["messages"]] == ["one", "two"]
+    assert response.json["duplicates"] == []
+
+
+def test_expect_one_408_when_nothing_arrives(inbox, sink):
+    scope = new_scope(inbox)
+    started = time.monotonic()
+    response = inbox.get(f"/_inbox/scopes/{scope}/expect-one?timeout=0.5&settle=0")
+    assert response.status_code == 408
+    assert response.json["count"] == 0 and response.json["code"] == "no_message"
+    assert 0.5 <= time.monotonic() - started < 3
+
+
+def test_expect_one_settle_catches_a_second_email_arriving_late(inbox, sink):
+    scope = new_scope(inbox)
+    send(sink.port, email(f"{scope}@inbox.test", subject="first"))
+    late = threading.Timer(0.3, send, (sink.port, email(f"{scope}@inbox.test", subject="late")))
+    late.start()
+    response = inbox.get(f"/_inbox/scopes/{scope}/expect-one?timeout=5&settle=3")
+    late.join()
+    assert response.status_code == 409 and response.json["count"] == 2
+
+
+def test_since_only_counts_newer_messages(inbox, sink):
+    scope = new_scope(inbox)
+    send(sink.port, email(f"{scope}@inbox.test", subject="verify"))
+    first = inbox.get(f"/_inbox/scopes/{scope}/expect-one?settle=0").json["message"]
+    send(sink.port, email(f"{scope}@inbox.test", subject="reset"))
+    response = inbox.get(f"/_inbox/scopes/{scope}/expect-one?settle=0&since={first['id']}")
+    assert response.status_code == 200
+    assert response.json["message"]["subject"] == "reset"
+    listed = inbox.get(f"/_inbox/scopes/{scope}/messages?since={first['id']}").json["messages"]
+    assert [m["subject"] for m in listed] == ["reset"]
+
+
+def test_long_poll_wakes_on_arrival_not_at_the_deadline(inbox, sink):
+    scope = new_scope(inbox)
+    threading.Timer(0.5, send, (sink.port, email(f"{scope}@inbox.test"))).start()
+    started = time.monotonic()
+    response = inbox.get(f"/_inbox/scopes/{scope}/messages?wait=20&min=1")
+    elapsed = time.monotonic() - started
+    assert len(response.json["messages"]) == 1
+    assert elapsed < 5, f"the wait ended after {elapsed:.1f} s instead of on arrival"
+
+
+def test_list_waits_for_min_messages_oldest_first(inbox, sink):
+    scope = new_scope(inbox)
+    for n in range(3):
+        message = email(f"{scope}@inbox.test", subject=f"m{n}")
+        threading.Timer(0.2 * n, send, (sink.port, message)).start()
+    listed = inbox.get(f"/_inbox/scopes/{scope}/messages?wait=10&min=3").json["messages"]
+    assert [m["subject"] for m in listed] == ["m0", "m1", "m2"]
+    assert [m["id"] for m in listed] == sorted(m["id"] for m in listed)
+
+
+def test_scopes_are_case_insensitive_and_separate(inbox, sink):
+    send(sink.port, email("Bob+RUN42@Inbox.Test"))
+    send(sink.port, email("other@inbox.test"))
+    listed = inbox.get("/_inbox/scopes/Run42/messages").json["messages"]
+    assert len(listed) == 1 and listed[0]["scope"] == "run42"
+    assert listed[0]["to"] == ["Bob+RUN42@Inbox.Test"]
+
+
+def test_delete_empties_the_scope_and_later_mail_still_lands(inbox, sink):
+    scope = new_scope(inbox)
+    send(sink.port, email(f"{scope}@inbox.test", subject="before"))
+    assert len(inbox.get(f"/_inbox/scopes/{scope}/messages").json["messages"]) == 1
+    assert inbox.delete(f"/_inbox/scopes/{scope}").status_code == 204
+    assert inbox.get(f"/_inbox/scopes/{scope}/messages").json["messages"] == []
+    send(sink.port, email(f"{scope}@inbox.test", subject="after"))
+    response = inbox.get(f"/_inbox/scopes/{scope}/expect-one?settle=0")
+    assert response.json["message"]["subject"] == "after"
+
+
+def test_raw_message_is_kept_byte_for_byte(inbox, sink):
+    scope = new_scope(inbox)
+    send(sink.port, email(f"{scope}@inbox.test", subject="raw"))
+    message = inbox.get(f"/_inbox/scopes/{scope}/expect-one?settle=0").json["message"]
+    raw = inbox.get(f"/_inbox/scopes/{scope}/messages/{message['id']}/raw")
+    assert raw.status_code == 200 and raw.mimetype == "message/rfc822"
+    assert b"Subject: raw" in raw.data
+
+
+def test_messages_older_than_a_day_are_hidden_and_pruned(inbox, sink, pool, conn):
+    scope = new_scope(inbox)
+    send(sink.port, email(f"{scope}@inbox.test", subject="old"))
+    conn.execute("UPDATE inbox_messages SET received_at = now() - interval '25 hours'")
+    send(sink.port, email(f"{scope}@inbox.test", subject="new"))
+    listed = inbox.get(f"/_inbox/scopes/{scope}/messages").json["messages"]
+    assert [m["subject"] for m in listed] == ["new"]
+    with running_sink(pool):  # a sink prunes when it starts (and every few minutes after)
+        pass
+    subjects = conn.execute("SELECT subject FROM inbox_messages WHERE scope = %s", (scope,))
+    assert subjects.fetchall() == [("new",)]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "messages?wait=31",
+        "messages?wait=abc",
+        "messages?wait=-1",
+        "messages?wait=nan",
+        "messages?min=x",
+        "messages?since=1.5",
+        "messages?since=99999999999999999999",
+        "expect-one?timeout=1e3",
+        "expect-one?settle=11",
+        "expect-one?since=-2",
+    ],
+)
+def test_bad_parameters_are_400_problems(inbox, query):
+    response = inbox.get(f"/_inbox/scopes/abc/{query}")
+    assert response.status_code == 400
+    assert response.mimetype == "application/problem+json"
+    assert response.json["code"] == "invalid_request"
+
+
+@pytest.mark.parametrize("scope", ["a%20b", "x" * 65, "a+b", "%C3%A9%00", "a%40b"])
+def test_bad_scope_names_are_400_problems(inbox, scope):
+    for response in (
+        inbox.get(f"/_inbox/scopes/{scope}/messages"),
+        inbox.get(f"/_inbox/scopes/{scope}/expect-one?timeout=0"),
+        inbox.delete(f"/_inbox/scopes/{scope}"),
+    ):
+        assert response.status_code == 400, response.data
+        assert response.json["code"] == "invalid_request"
+
+
+def test_unknown_message_is_404(inbox):
+    response = inbox.get("/_inbox/scopes/abc/messages/123456")
+    assert response.status_code == 404 and response.json["code"] == "not_found"
+
+
+def test_bearer_token_is_required_when_configured(env, pool, passwords):
+    inbox_env = {**env, "AUTHSVC_TEST_INBOX": "on", "AUTHSVC_TEST_INBOX_TOKEN": "s3cret"}
+    settings = load_settings(inbox_env)
+    client = create_app(settings, pool=pool, passwords=passwords).test_client()
+    assert client.post("/_inbox/scopes").status_code == 401
+    wrong = client.post("/_inbox/scopes", headers={"Authorization": "Bearer s3cres"})
+    assert wrong.status_code == 401 and wrong.headers["WWW-Authenticate"].startswith("Bearer")
+    right = client.post("/_inbox/scopes", headers={"Authorization": "Bearer s3cret"})
+    assert right.status_code == 201
+
+
+def test_inbox_off_is_404(client):
+    assert client.post("/_inbox/scopes").status_code == 404
+    assert client.get("/_inbox/scopes/abc/messages").status_code == 404

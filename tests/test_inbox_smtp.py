@@ -1,0 +1,184 @@
+"""The SMTP sink: what it accepts, refuses and stores, in-process and as `authsvc inbox`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import smtplib
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from authsvc.inbox.smtp import InboxSink
+from tests.inbox_support import email, free_port, running_sink, send, wait_for
+
+
+@pytest.fixture
+def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
+    with running_sink(pool, max_message_bytes=64 * 1024) as running:
+        yield running
+
+
+def stored(conn: psycopg.Connection, scope: str) -> list[tuple]:
+    return conn.execute(
+        "SELECT recipients, mail_from, subject, text_body, links FROM inbox_messages"
+        " WHERE scope = %s ORDER BY id",
+        (scope,),
+    ).fetchall()
+
+
+def test_non_ascii_display_names_and_subjects_are_decoded(sink, conn):
+    message = email(
+        "zoe+intl@inbox.test",
+        subject="Bestätigen Sie Ihre E-Mail — 確認 ✉",
+        sender="Jörg Müller <no-reply@example.com>",
+        text="Grüße: https://app.example/verify?token=äbc",
+    )
+    send(sink.port, message)
+    [(_to, sender, subject, text, links)] = stored(conn, "intl")
+    assert sender == "Jörg Müller <no-reply@example.com>"
+    assert subject == "Bestätigen Sie Ihre E-Mail — 確認 ✉"
+    assert "Grüße" in text
+    assert links == ["https://app.example/verify?token=äbc"]
+
+
+def test_smtputf8_addresses_are_accepted_and_scoped(sink, conn):
+    message = email("jörg+läuft@inbox.test", sender="Absender <absender@bücher.example>")
+    with smtplib.SMTP("127.0.0.1", sink.port, timeout=10) as client:
+        client.ehlo()
+        assert client.has_extn("smtputf8")
+        client.send_message(message)  # switches to SMTPUTF8 for the non-ASCII addresses
+    [(to, sender, *_)] = stored(conn, "läuft")
+    assert to == ["jörg+läuft@inbox.test"]
+    assert sender == "Absender <absender@bücher.example>"
+
+
+def test_oversize_message_is_refused_with_552(sink, conn):
+    big = email("big@inbox.test", text="x" * (70 * 1024))
+    with pytest.raises(smtplib.SMTPResponseException) as refused:
+        send(sink.port, big)
+    assert refused.value.smtp_code == 552
+    assert stored(conn, "big") == []
+
+
+def test_foreign_domain_is_refused_with_550(sink, conn):
+    with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
+        send(sink.port, email("someone@example.com"))
+    [(code, reason)] = refused.value.recipients.values()
+    assert code == 550 and b"inbox.test" in reason
+    assert conn.execute("SELECT count(*) FROM inbox_messages").fetchone() == (0,)
+
+
+def test_foreign_recipient_among_good_ones_is_refused_alone(sink, conn):
+    with smtplib.SMTP("127.0.0.1", sink.port, timeout=10) as client:
+        refused = client.send_message(
+            email(["a+mixed@inbox.test", "b@example.com"]),
+            to_addrs=["a+mixed@inbox.test", "b@example.com"],
+        )
+    assert refused == {"b@example.com": (550, refused["b@example.com"][1])}
+    assert [row[0] for row in stored(conn, "mixed")] == [["a+mixed@inbox.test"]]
+
+
+def test_several_recipients_in_several_scopes(sink, conn):
+    recipients = [
+        "ann+one@inbox.test", "bob+two@inbox.test", "cat+one@inbox.test", "two@inbox.test"
+    ]
+    send(sink.port, email(recipients, subject="to everyone"), recipients)
+    assert [r[0] for r in stored(conn, "one")] == [["ann+one@inbox.test", "cat+one@inbox.test"]]
+    assert [r[0] for r in stored(conn, "two")] == [["bob+two@inbox.test", "two@inbox.test"]]
+    assert {r[2] for r in stored(conn, "one") + stored(conn, "two")} == {"to everyone"}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"this is not a MIME message at all \xff\xfe\x00 https://x.example/a\r\n",
+        b"Subject: =?bogus-charset?Q?broken?=\r\nContent-Type: multipart/mixed\r\n\r\n"
+        b"no boundary\r\n",
+        b"Subject: half\r\nContent-Type: multipart/alternative; boundary=XX\r\n\r\n--XX\r\n"
+        b"Content-Type: text/plain; charset=no-such-charset\r\nContent-Transfer-Encoding: base64"
+        b"\r\n\r\n!!!not base64!!!\r\n--XX\r\nContent-Type: text/html\r\n\r\n<a href='https://y.example/b",
+        b"From: \xc3\x28 <bad utf8>\r\nSubject: \xe2\x82\r\nMessage-ID: <\x01weird>\r\n"
+        b"\r\nbody\r\n",
+    ],
+    ids=["binary-no-headers", "multipart-no-boundary", "bad-charset-and-base64", "bad-utf8"],
+)
+def test_malformed_mime_is_stored_without_crashing(sink, conn, raw):
+    with smtplib.SMTP("127.0.0.1", sink.port, timeout=10) as client:
+        client.sendmail("x@example.com", ["weird@inbox.test"], raw)
+    [[stored_raw]] = conn.execute("SELECT raw FROM inbox_messages WHERE scope = 'weird'").fetchall()
+    assert bytes(stored_raw).rstrip(b"\r\n") == raw.rstrip(b"\r\n")
+    send(sink.port, email("weird@inbox.test", subject="next one"))  # the sink is still healthy
+    assert stored(conn, "weird")[-1][2] == "next one"
+
+
+def test_duplicates_are_stored(sink, conn):
+    message = email("dup@inbox.test", message_id="<authsvc-job-9@localhost>")
+    send(sink.port, message)
+    send(sink.port, message)
+    ids = conn.execute("SELECT message_id FROM inbox_messages WHERE scope = 'dup'").fetchall()
+    assert ids == [("<authsvc-job-9@localhost>",)] * 2
+
+
+def test_unusable_local_part_is_refused(sink):
+    with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
+        send(sink.port, email("x@inbox.test"), ['"a b"@inbox.test'])
+    [(code, _)] = refused.value.recipients.values()
+    assert code == 553
+
+
+def _inbox_command(env: dict[str, str], *args: str) -> list[str]:
+    return [sys.executable, "-m", "authsvc.cli", "inbox", *args]
+
+
+def test_inbox_command_receives_mail_and_stops_on_sigterm(env, conn):
+    port = free_port()
+    process = subprocess.Popen(
+        _inbox_command(env, "--port", str(port)),
+        env={**os.environ, **env, "AUTHSVC_TEST_INBOX": "on"},
+        stderr=subprocess.PIPE,
+    )
+    try:
+        def accepting() -> bool:
+            try:
+                send(port, email("cli@inbox.test", subject="via the command"))
+            except OSError:
+                return False
+            return True
+
+        wait_for(accepting, timeout=20, what="authsvc inbox to accept mail")
+        assert stored(conn, "cli")[0][2] == "via the command"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+
+
+def test_inbox_command_refuses_when_the_inbox_is_off(env):
+    port = free_port()
+    result = subprocess.run(
+        _inbox_command(env, "--port", str(port)),
+        env={**os.environ, **env, "AUTHSVC_TEST_INBOX": "off"},
+        capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode != 0
+    assert "test inbox is off" in result.stderr and "Traceback" not in result.stderr
+    with pytest.raises(OSError):
+        smtplib.SMTP("127.0.0.1", port, timeout=2)
+
+
+def test_inbox_command_refuses_in_production(env):
+    production = {
+        **env, "AUTHSVC_ENV": "production", "AUTHSVC_TEST_INBOX": "on",
+        "AUTHSVC_SMTP_URL": "smtp://mail.example:25", "AUTHSVC_BASE_URL": "https://auth.example",
+    }
+    result = subprocess.run(
+        _inbox_command(env), env={**os.environ, **production},
+        capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode != 0
+    assert "AUTHSVC_TEST_INBOX: the test inbox is refused in production" in result.stderr
+    assert "Traceback" not in result.stderr

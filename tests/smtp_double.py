@@ -1,0 +1,167 @@
+"""A controllable SMTP server (aiosmtpd, in a thread, on a free port) for tests.
+
+It records what it accepted and can be told, per message or by default, to
+answer 4xx or 5xx, to stall, or to drop the connection before or after DATA.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email
+import email.policy
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from typing import Any
+
+from aiosmtpd.controller import Controller
+
+MODES = (
+    "accept",              # 250 after `delay_seconds`
+    "tempfail",            # 451 to RCPT
+    "reject",              # 550 to RCPT: rejected recipient
+    "reject_data",         # 554 after the final dot
+    "drop_before_data",    # close the connection at RCPT
+    "stall_before_data",   # hang at RCPT until released
+    "accept_then_drop",    # record the message, then close without a reply
+    "stall_after_accept",  # record the message, then hang until released
+)
+
+
+@dataclass(frozen=True)
+class Received:
+    mail_from: str
+    rcpt_tos: list[str]
+    data: bytes
+    received_at: float  # time.time()
+    message: EmailMessage = field(repr=False)
+
+    @property
+    def message_id(self) -> str:
+        return str(self.message["Message-ID"])
+
+    @property
+    def subject(self) -> str:
+        return str(self.message["Subject"])
+
+    def header(self, name: str) -> str | None:
+        value = self.message[name]
+        return None if value is None else str(value)
+
+    @property
+    def text(self) -> str:
+        part = self.message.get_body(preferencelist=("plain",))
+        assert part is not None
+        return str(part.get_content())  # type: ignore[attr-defined]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class SmtpDouble:
+    """Start with `with SmtpDouble() as smtp:`; point AUTHSVC_SMTP_URL at `smtp.url`."""
+
+    def __init__(self, mode: str = "accept", delay_seconds: float = 0.0) -> None:
+        self.mode = mode
+        self.delay_seconds = delay_seconds
+        self.release = threading.Event()  # ends every stall
+        self.messages: list[Received] = []
+        self.attempts = 0  # RCPT commands seen, whatever the answer
+        self._script: deque[str] = deque()
+        self._changed = threading.Condition()
+        self.port = free_port()
+        self._controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port)
+
+    @property
+    def url(self) -> str:
+        return f"smtp://127.0.0.1:{self.port}"
+
+    def script(self, *modes: str) -> None:
+        """Answer the next messages with these modes, in order, then with `mode`."""
+        for mode in modes:
+            assert mode in MODES, mode
+        self._script.extend(modes)
+
+    def next_mode(self) -> str:
+        return self._script.popleft() if self._script else self.mode
+
+    def record(self, envelope: Any) -> None:
+        data = envelope.original_content or envelope.content
+        parsed = email.message_from_bytes(data, policy=email.policy.default)
+        received = Received(envelope.mail_from, list(envelope.rcpt_tos), data, time.time(), parsed)  # type: ignore[arg-type]
+        with self._changed:
+            self.messages.append(received)
+            self._changed.notify_all()
+
+    def note_attempt(self) -> None:
+        with self._changed:
+            self.attempts += 1
+            self._changed.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[Received]:
+        """Block until at least `count` messages were accepted; fail the test otherwise."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: len(self.messages) >= count, timeout):
+                got = len(self.messages)
+                raise AssertionError(f"expected {count} message(s) in {timeout}s, got {got}")
+            return list(self.messages)
+
+    def wait_for_attempts(self, count: int, timeout: float = 10.0) -> None:
+        with self._changed:
+            if not self._changed.wait_for(lambda: self.attempts >= count, timeout):
+                got = self.attempts
+                raise AssertionError(f"expected {count} attempt(s) in {timeout}s, got {got}")
+
+    def __enter__(self) -> SmtpDouble:
+        self._controller.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release.set()
+        self._controller.stop()
+
+
+class _Handler:
+    def __init__(self, double: SmtpDouble) -> None:
+        self.double = double
+
+    async def _stall(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.double.release.wait, 60)
+
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, _options: Any
+    ) -> str:
+        self.double.note_attempt()
+        mode = self.double.next_mode()
+        envelope.authsvc_mode = mode
+        if mode == "tempfail":
+            return "451 4.3.0 try again later"
+        if mode == "reject":
+            return "550 5.1.1 no such user here"
+        if mode == "drop_before_data":
+            server.transport.close()
+            return "421 closing"
+        if mode == "stall_before_data":
+            await self._stall()
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        mode = getattr(envelope, "authsvc_mode", self.double.mode)
+        if mode == "reject_data":
+            return "554 5.6.0 message refused"
+        self.double.record(envelope)
+        if mode == "accept_then_drop":
+            server.transport.close()
+            return "250 OK (never seen)"
+        if mode == "stall_after_accept":
+            await self._stall()
+        elif self.double.delay_seconds:
+            await asyncio.sleep(self.double.delay_seconds)
+        return "250 OK queued"

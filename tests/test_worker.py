@@ -1,0 +1,331 @@
+"""The outbox worker (issue 3) against real PostgreSQL and a real SMTP server."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from datetime import timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from authsvc import accounts, users
+from authsvc.outbox import enqueue_email
+from tests.smtp_double import SmtpDouble
+from tests.worker_support import (
+    delivery,
+    events,
+    job_status,
+    make_due,
+    queue_notices,
+    running,
+    smtp_factory,
+    wait_until,
+    worker,
+)
+from worker import jobs
+from worker.delivery import RetryPolicy
+
+FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
+
+
+@pytest.fixture
+def smtp():
+    with SmtpDouble() as double:
+        yield double
+
+
+def link_token(text: str) -> str:
+    link = next(word for word in text.split() if "token=" in word)
+    return parse_qs(urlsplit(link).query)["token"][0]
+
+
+def test_racing_workers_send_each_job_exactly_once(database_url, conn, settings, smtp):
+    """Done-when 1: 8 workers over 500 jobs; one claim, one send, one message per job."""
+    job_ids = queue_notices(conn, 500)
+    workers = [
+        worker(database_url, settings, smtp.url, concurrency=2, batch=10, once=True)
+        for _ in range(8)
+    ]
+    threads = [threading.Thread(target=w.run) for w in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(t.is_alive() for t in threads)
+
+    received = Counter(m.message_id for m in smtp.messages)
+    assert len(received) == 500 and set(received.values()) == {1}
+    assert {f"<authsvc-job-{i}@localhost>" for i in job_ids} == set(received)
+    statuses = conn.execute("SELECT status, count(*) FROM email_jobs GROUP BY status").fetchall()
+    assert statuses == [("sent", 500)]
+    claims = conn.execute(
+        "SELECT job_id, count(*), count(DISTINCT lease_owner) FROM email_job_events"
+        " WHERE event = 'claimed' GROUP BY job_id"
+    ).fetchall()
+    assert len(claims) == 500 and all(n == 1 for _, n, _owners in claims)
+    owners = conn.execute(
+        "SELECT count(DISTINCT lease_owner) FROM email_job_events WHERE event = 'sent'"
+    ).fetchone()
+    assert owners is not None and owners[0] > 1, "the workers did not actually race"
+
+
+def test_expired_lease_is_reclaimed_and_late_finisher_logs_lease_lost(
+    conn, pool, settings, smtp, caplog
+):
+    """Done-when 2."""
+    [job_id] = queue_notices(conn, 1)
+    with pool.connection() as c:
+        [first] = jobs.claim_batch(c, "worker-a", 1, lease_seconds=1)
+        assert jobs.claim_batch(c, "worker-b", 1, lease_seconds=30) == [], "lease still live"
+        [second] = wait_until(
+            lambda: jobs.claim_batch(c, "worker-b", 1, lease_seconds=30), 5, "the lease to expire"
+        )
+    assert (first.attempt_count, second.attempt_count) == (1, 2)
+
+    caplog.set_level(logging.INFO, logger="worker")
+    mailer = smtp_factory(smtp.url)(2.0)
+    outcome = delivery(pool, settings).deliver(mailer, first, FAR)
+    mailer.close()
+
+    assert outcome == "lease_lost"
+    assert job_status(conn, job_id) == ("pending", "worker-b", 2), "late finisher overwrote the job"
+    assert events(conn, job_id) == [
+        ("claimed", "worker-a", 1),
+        ("claimed", "worker-b", 2),
+        ("lease_lost", "worker-a", 1),
+    ]
+    lost = [r for r in caplog.records if r.getMessage() == "lease_lost"]
+    assert lost and lost[0].job_id == job_id and lost[0].lease_owner == "worker-a"
+
+
+def test_two_quick_resets_send_one_email_with_the_newest_link(
+    database_url, conn, svc, settings, smtp
+):
+    """Done-when 3: the older job is superseded, the one email carries the newest version."""
+    accounts.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+
+    worker(database_url, settings, smtp.url, svc.clock, once=True).run()
+
+    resets = [m for m in smtp.messages if m.subject == "Reset your password"]
+    assert len(resets) == 1
+    user = users.find_user_by_email(conn, "ann@example.com")
+    assert user is not None
+    assert resets[0].header("X-Authsvc-Token-Version") == str(user.reset_version) == "2"
+    older, newer = conn.execute(
+        "SELECT id, status FROM email_jobs WHERE template = 'reset' ORDER BY id"
+    ).fetchall()
+    assert (older[1], newer[1]) == ("superseded", "sent")
+    assert [e[0] for e in events(conn, older[0])] == ["claimed", "superseded"]
+    assert resets[0].header("X-Authsvc-Job") == str(newer[0])
+    # The link in the email works.
+    token = link_token(resets[0].text)
+    accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
+
+
+def test_link_email_states_expiry_and_honours_redirect_url(database_url, conn, svc, settings, smtp):
+    accounts.sign_up(conn, svc, email="bo@example.com", password="correct horse battery",
+                     redirect_url="https://app.example/welcome?lang=en")
+    worker(database_url, settings, smtp.url, svc.clock, once=True).run()
+
+    [message] = smtp.messages
+    assert message.message_id == f"<authsvc-job-{job_ids(conn)[0]}@localhost>"
+    assert "valid for 1 day" in message.text and "expires at" in message.text
+    link = next(w for w in message.text.split() if "token=" in w)
+    assert link.startswith("https://app.example/welcome?lang=en&token=")
+    html = message.message.get_body(preferencelist=("html",)).get_content()
+    assert "token=" in html and "expires at" in html
+    user = accounts.confirm_verification(conn, svc, token=link_token(message.text))
+    assert user.email_verified_at is not None
+
+
+def job_ids(conn) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM email_jobs ORDER BY id")]
+
+
+def test_link_that_expired_before_sending_is_not_sent(database_url, conn, svc, settings, smtp):
+    [user_id] = conn.execute(
+        "INSERT INTO users (email, password_hash) VALUES ('cy@example.com', 'x') RETURNING id"
+    ).fetchone()
+    with conn.transaction():
+        version = users.bump_link_version(conn, user_id, "reset")
+        job_id = enqueue_email(conn, template="reset", recipient="cy@example.com", user_id=user_id,
+                               purpose="reset", token_version=version,
+                               issued_at=svc.clock() - timedelta(seconds=settings.reset_ttl + 1))
+    worker(database_url, settings, smtp.url, svc.clock, once=True).run()
+
+    assert smtp.messages == []
+    assert job_status(conn, job_id)[0] == "expired"
+    trail = conn.execute(
+        "SELECT event, error FROM email_job_events WHERE job_id = %s ORDER BY id", (job_id,)
+    ).fetchall()
+    assert trail[-1][0] == "expired" and "link expired at" in trail[-1][1]
+
+
+def outcome(conn, job_id: int) -> tuple[str, str | None]:
+    row = conn.execute("SELECT status, last_error FROM email_jobs WHERE id = %s", (job_id,))
+    return tuple(row.fetchone())
+
+
+def _retry_delay(conn, job_id: int) -> float:
+    """Seconds between the retry being recorded and the job becoming due again."""
+    row = conn.execute(
+        "SELECT extract(epoch FROM j.next_attempt_at - e.created_at)::float8 FROM email_jobs j"
+        " JOIN email_job_events e ON e.job_id = j.id WHERE j.id = %s AND e.event = 'retry'"
+        " ORDER BY e.id DESC LIMIT 1",
+        (job_id,),
+    ).fetchone()
+    return float(row[0])
+
+
+def _claim_and_deliver(pool, deliverer, mailer) -> str:
+    with pool.connection() as c:
+        [job] = jobs.claim_batch(c, "tester", 1, lease_seconds=30)
+    return deliverer.deliver(mailer, job, FAR)
+
+
+def test_4xx_is_retried_with_growing_delay_then_sent(conn, pool, settings, smtp):
+    """Done-when 4 (transient): backoff grows, the message arrives once it is accepted."""
+    [job_id] = queue_notices(conn, 1)
+    smtp.script("tempfail", "tempfail")
+    deliverer = delivery(pool, settings, retry=RetryPolicy(max_attempts=5, base_seconds=10))
+    mailer = smtp_factory(smtp.url)(2.0)
+
+    assert _claim_and_deliver(pool, deliverer, mailer) == "retry"
+    first = _retry_delay(conn, job_id)
+    assert job_status(conn, job_id) == ("pending", None, 1)
+    with pool.connection() as c:
+        assert jobs.claim_batch(c, "tester", 1, 30) == [], "retried job must wait for its backoff"
+    make_due(conn, job_id)
+    assert _claim_and_deliver(pool, deliverer, mailer) == "retry"
+    second = _retry_delay(conn, job_id)
+    make_due(conn, job_id)
+    assert _claim_and_deliver(pool, deliverer, mailer) == "sent"
+    mailer.close()
+
+    assert 10 <= first <= 15 and 20 <= second <= 30
+    assert len(smtp.messages) == 1
+    assert job_status(conn, job_id) == ("sent", None, 3)
+    assert outcome(conn, job_id) == ("sent", None)
+
+
+def test_5xx_fails_with_the_smtp_reply(conn, pool, settings, smtp):
+    """Done-when 4 (permanent)."""
+    [job_id] = queue_notices(conn, 1)
+    smtp.mode = "reject"
+    mailer = smtp_factory(smtp.url)(2.0)
+    assert _claim_and_deliver(pool, delivery(pool, settings), mailer) == "failed"
+    mailer.close()
+    row = outcome(conn, job_id)
+    assert row[0] == "failed" and "550 5.1.1 no such user here" in row[1]
+    assert [e[0] for e in events(conn, job_id)] == ["claimed", "failed"]
+
+
+def test_max_attempts_fails_the_job(conn, pool, settings, smtp):
+    """Done-when 4 (exhausted)."""
+    [job_id] = queue_notices(conn, 1)
+    smtp.mode = "tempfail"
+    deliverer = delivery(pool, settings, retry=RetryPolicy(max_attempts=2, base_seconds=1))
+    mailer = smtp_factory(smtp.url)(2.0)
+    assert _claim_and_deliver(pool, deliverer, mailer) == "retry"
+    make_due(conn, job_id)
+    assert _claim_and_deliver(pool, deliverer, mailer) == "failed"
+    mailer.close()
+    row = outcome(conn, job_id)
+    assert row[0] == "failed" and row[1].startswith("attempts exhausted (2)") and "451" in row[1]
+
+
+@pytest.mark.parametrize("mode", ["drop_before_data", "stall_before_data"])
+def test_connection_lost_or_timeout_before_data_is_retried(conn, pool, settings, smtp, mode):
+    [job_id] = queue_notices(conn, 1)
+    smtp.mode = mode
+    mailer = smtp_factory(smtp.url)(0.5)
+    assert _claim_and_deliver(pool, delivery(pool, settings), mailer) == "retry"
+    mailer.close()
+    assert smtp.messages == [] and job_status(conn, job_id) == ("pending", None, 1)
+
+
+def test_disconnect_after_final_dot_is_retried_once_with_the_same_message_id(
+    conn, pool, settings, smtp
+):
+    [job_id] = queue_notices(conn, 1)
+    smtp.script("accept_then_drop")
+    deliverer = delivery(pool, settings)
+    mailer = smtp_factory(smtp.url)(2.0)
+    assert _claim_and_deliver(pool, deliverer, mailer) == "ambiguous"
+    make_due(conn, job_id)
+    assert _claim_and_deliver(pool, deliverer, mailer) == "sent"
+    mailer.close()
+    assert [m.message_id for m in smtp.messages] == [f"<authsvc-job-{job_id}@localhost>"] * 2
+    assert [e[0] for e in events(conn, job_id)] == ["claimed", "ambiguous", "claimed", "sent"]
+
+
+def test_second_ambiguous_send_fails_instead_of_repeating(conn, pool, settings, smtp):
+    [job_id] = queue_notices(conn, 1)
+    smtp.mode = "accept_then_drop"
+    deliverer = delivery(pool, settings)
+    mailer = smtp_factory(smtp.url)(2.0)
+    assert _claim_and_deliver(pool, deliverer, mailer) == "ambiguous"
+    make_due(conn, job_id)
+    assert _claim_and_deliver(pool, deliverer, mailer) == "failed"
+    mailer.close()
+    row = outcome(conn, job_id)
+    assert row[0] == "failed" and "may have been delivered" in row[1]
+
+
+def test_delivering_one_claimed_job_twice_leaves_one_sent_row(conn, pool, settings, smtp):
+    """Done-when 5: run every job twice; same Message-ID, one sent row, nothing overwritten."""
+    [job_id] = queue_notices(conn, 1)
+    with pool.connection() as c:
+        [job] = jobs.claim_batch(c, "tester", 1, lease_seconds=30)
+    deliverer = delivery(pool, settings)
+    mailer = smtp_factory(smtp.url)(2.0)
+    assert deliverer.deliver(mailer, job, FAR) == "sent"
+    first = conn.execute(
+        "SELECT status, sent_at, provider_message_id FROM email_jobs WHERE id = %s", (job_id,)
+    ).fetchone()
+    assert deliverer.deliver(mailer, job, FAR) == "lease_lost"
+    mailer.close()
+
+    again = conn.execute(
+        "SELECT status, sent_at, provider_message_id FROM email_jobs WHERE id = %s", (job_id,)
+    ).fetchone()
+    assert first == again and first[0] == "sent"
+    assert first[2] == f"<authsvc-job-{job_id}@localhost>"
+    assert {m.message_id for m in smtp.messages} == {first[2]}
+    assert [e[0] for e in events(conn, job_id)].count("sent") == 1
+
+
+def test_idle_worker_wakes_on_notify_not_on_polling(database_url, conn, svc, settings, smtp):
+    w = worker(database_url, settings, smtp.url, svc.clock, poll_seconds=60)
+    with running(w):
+        # Wait until the worker has started listening (its first empty claim).
+        wait_until(lambda: conn.execute(
+            "SELECT 1 FROM pg_stat_activity"
+            " WHERE query ILIKE 'LISTEN%%' AND datname = current_database()"
+        ).fetchone(), 10, "the worker to LISTEN")
+        accounts.sign_up(conn, svc, email="di@example.com", password="correct horse battery")
+        smtp.wait_for(1, timeout=5)
+    assert smtp.messages[0].subject == "Confirm your email address"
+
+
+def test_sigterm_like_stop_releases_claimed_but_unsent_jobs(database_url, conn, settings):
+    """The in-process half of done-when 7: queued claims are handed back, none stay leased."""
+    job_ids_ = queue_notices(conn, 10)
+    with SmtpDouble(delay_seconds=0.3) as slow:
+        w = worker(database_url, settings, slow.url, concurrency=1, batch=10)
+        with running(w):
+            slow.wait_for_attempts(1)
+        sent = len(slow.wait_for(1))
+    rows = conn.execute(
+        "SELECT status, count(*) FROM email_jobs WHERE lease_owner IS NULL GROUP BY status"
+    ).fetchall()
+    assert sum(n for _, n in rows) == 10, "a job was left leased"
+    assert dict(rows).get("sent", 0) == sent
+    released = conn.execute(
+        "SELECT count(DISTINCT job_id) FROM email_job_events WHERE event = 'released'"
+    ).fetchone()
+    assert released[0] == 10 - sent and len(job_ids_) == 10

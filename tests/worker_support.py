@@ -1,0 +1,145 @@
+"""Helpers shared by the worker tests: queue jobs, run a worker, wait on conditions."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import psycopg
+
+from authsvc.clock import Clock, system_clock
+from authsvc.config import Settings, parse_smtp_url
+from authsvc.tokens import TokenCodec
+from worker.delivery import Delivery, RetryPolicy
+from worker.loop import Worker, WorkerOptions
+from worker.mailers import SmtpMailer
+from worker.render import Renderer
+
+T = TypeVar("T")
+
+
+def wait_until(check: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
+    """Poll `check` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def renderer(settings: Settings, clock: Clock = system_clock) -> Renderer:
+    ttl = {"reset": settings.reset_ttl, "verify": settings.verify_ttl}
+    return Renderer(settings, TokenCodec(settings.secret_keys, ttl, clock), clock)
+
+
+def smtp_factory(smtp_url: str) -> Callable[[float], SmtpMailer]:
+    target = parse_smtp_url(smtp_url)
+    return lambda timeout: SmtpMailer(target, timeout=timeout)
+
+
+def worker(url: str, settings: Settings, smtp_url: str, clock: Clock = system_clock,
+           **options: object) -> Worker:
+    """An in-process worker against `url`, sending to `smtp_url`."""
+    return Worker(url, renderer(settings, clock), smtp_factory(smtp_url),
+                  WorkerOptions(**options))  # type: ignore[arg-type]
+
+
+def delivery(pool: object, settings: Settings, clock: Clock = system_clock,
+             retry: RetryPolicy | None = None, send_timeout: float = 2.0) -> Delivery:
+    return Delivery(pool, renderer(settings, clock), retry or RetryPolicy(),  # type: ignore[arg-type]
+                    send_timeout, clock)
+
+
+@contextmanager
+def running(w: Worker) -> Iterator[Worker]:
+    """Run `w` in a thread for the duration of the block, then stop it."""
+    thread = threading.Thread(target=w.run, daemon=True)
+    thread.start()
+    try:
+        yield w
+    finally:
+        w.request_stop()
+        thread.join(15)
+        assert not thread.is_alive(), "worker did not stop"
+
+
+def add_users(conn: psycopg.Connection, count: int, prefix: str = "user") -> list[int]:
+    rows = conn.execute(
+        "INSERT INTO users (email, password_hash)"
+        " SELECT %s || n || '@example.com', 'x' FROM generate_series(1, %s) AS n RETURNING id",
+        (prefix, count),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def queue_notices(conn: psycopg.Connection, count: int, prefix: str = "user") -> list[int]:
+    """`count` password-changed notices (no link) for fresh users; returns job ids."""
+    add_users(conn, count, prefix)
+    rows = conn.execute(
+        "INSERT INTO email_jobs (template, recipient, user_id)"
+        " SELECT 'password_changed', email, id FROM users WHERE email LIKE %s || '%%'"
+        " ORDER BY id RETURNING id",
+        (prefix,),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def job_status(conn: psycopg.Connection, job_id: int) -> tuple[str, str | None, int]:
+    row = conn.execute(
+        "SELECT status, lease_owner, attempt_count FROM email_jobs WHERE id = %s", (job_id,)
+    ).fetchone()
+    assert row is not None
+    return row[0], row[1], row[2]
+
+
+def events(conn: psycopg.Connection, job_id: int) -> list[tuple[str, str | None, int | None]]:
+    """(event, lease_owner, attempt) of a job's trail, oldest first."""
+    return [
+        (r[0], r[1], r[2])
+        for r in conn.execute(
+            "SELECT event, lease_owner, attempt FROM email_job_events"
+            " WHERE job_id = %s ORDER BY id",
+            (job_id,),
+        )
+    ]
+
+
+def make_due(conn: psycopg.Connection, job_id: int) -> None:
+    """Skip the backoff wait: the retry delay itself is asserted separately."""
+    conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
+
+
+def authsvc_command() -> list[str]:
+    script = Path(sys.executable).parent / "authsvc"
+    return [str(script)] if script.exists() else [shutil.which("authsvc") or "authsvc"]
+
+
+def start_worker_process(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """`authsvc worker ARGS` as a real process with the test environment; logs go to `log`."""
+    full_env = {**os.environ, **env}
+    # A file, not a pipe: nobody drains a pipe while the test waits, and a
+    # full pipe would block the worker.
+    with log.open("ab") as sink:
+        return subprocess.Popen(
+            [*authsvc_command(), "worker", *args], env=full_env,
+            stdout=sink, stderr=sink, cwd=log.parent,
+        )
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 20.0) -> int:
+    """SIGTERM, wait, and return the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    return process.wait(timeout=timeout)

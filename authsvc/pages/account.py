@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
+
 from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc import accounts
+from authsvc.logs import log_event
 from authsvc.pages.forms import ChangePasswordForm, EmailForm, LoginForm, LogoutForm
 from authsvc.pages.guards import render_page, too_many_requests
 from authsvc.pages.session import has_session, sign_in, sign_out, signed_in_user
 from authsvc.passwords import WeakPassword
 from authsvc.users import User
 from authsvc.web import db, services
+
+logger = logging.getLogger(__name__)
 
 
 def login() -> ResponseReturnValue:
@@ -81,6 +86,7 @@ def change_password() -> ResponseReturnValue:
     except WeakPassword as exc:
         form.new.errors = [str(exc)]
         return _account_page(form, 422)
+    log_event(logger, "password_changed", user_id=user.id)
     sign_out()
     flash(
         "Your password was changed and you were logged out everywhere. "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from flask import Blueprint, Response, make_response, render_template, request
@@ -10,8 +11,11 @@ from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
 from authsvc import ratelimit
+from authsvc.logs import log_event
 from authsvc.pages.session import signed_in_user
 from authsvc.web import client_ip, db, services
+
+logger = logging.getLogger(__name__)
 
 
 def render_page(template: str, status: int = 200, **context: Any) -> Response:
@@ -44,7 +48,10 @@ def _limit_form_posts() -> ResponseReturnValue | None:
         return None
     svc = services()
     decision = ratelimit.hit(db(), "ip", client_ip(), svc.settings.rate_limit_ip, svc.clock())
-    return None if decision.allowed else too_many_requests(decision.retry_after)
+    if decision.allowed:
+        return None
+    log_event(logger, "form_rate_limited", path=request.path, retry_after=decision.retry_after)
+    return too_many_requests(decision.retry_after)
 
 
 def _never_cache(response: Response) -> Response:
@@ -55,7 +62,8 @@ def _never_cache(response: Response) -> Response:
     return response
 
 
-def _csrf_refused(_error: CSRFError) -> Response:
+def _csrf_refused(error: CSRFError) -> Response:
+    log_event(logger, "csrf_refused", path=request.path, reason=error.description)
     return error_page(
         400,
         "This form has expired",

@@ -9,12 +9,14 @@ and a forged token learns nothing.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 
 from flask import Blueprint, Response, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc import accounts, users
+from authsvc.logs import log_event
 from authsvc.pages.forms import ResendForm
 from authsvc.pages.guards import render_page
 from authsvc.services import Services
@@ -24,9 +26,12 @@ from authsvc.web import db, services
 _STATUS = {"invalid_token": 400, "token_expired": 410, "token_superseded": 410, "token_used": 410}
 SENT_KINDS = ("signup", "verify", "reset", "resend")
 
+logger = logging.getLogger(__name__)
+
 
 def link_problem(error: TokenError, purpose: str, token: object) -> Response:
     """The page for a link that cannot be redeemed, with the way forward."""
+    log_event(logger, "link_refused", purpose=purpose, code=error.code, method=request.method)
     resend = None
     if error.code in {"token_expired", "token_superseded"} and isinstance(token, str):
         resend = ResendForm(formdata=None, token=token, purpose=purpose)
@@ -61,6 +66,7 @@ def resend() -> ResponseReturnValue:
     conn = db()
     user = users.find_user_by_id(conn, claims.user_id)
     if user is not None:
+        log_event(logger, "link_resend_requested", purpose=purpose, user_id=user.id)
         if purpose == "reset":
             accounts.request_password_reset(conn, svc, email=user.email)
         else:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from flask import Blueprint, flash, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc import accounts
+from authsvc.logs import log_event
 from authsvc.pages.forms import EmailForm, NewPasswordForm
 from authsvc.pages.guards import render_page
 from authsvc.pages.links import link_problem
@@ -13,6 +16,8 @@ from authsvc.pages.session import sign_out
 from authsvc.passwords import WeakPassword
 from authsvc.tokens import TokenError
 from authsvc.web import db, services
+
+logger = logging.getLogger(__name__)
 
 
 def request_reset() -> ResponseReturnValue:
@@ -46,6 +51,7 @@ def _set_password() -> ResponseReturnValue:
         user = accounts.check_link(conn, svc, token, "reset")
         if valid:
             accounts.reset_password(conn, svc, token=token, password=form.password.data)
+            log_event(logger, "password_reset", user_id=user.id)
     except TokenError as exc:
         return link_problem(exc, "reset", token)
     except WeakPassword as exc:

@@ -6,14 +6,19 @@ anywhere (which bumps session_version) ends every other session at once.
 
 from __future__ import annotations
 
+import logging
+
 from flask import g, session
 
 from authsvc import accounts
+from authsvc.logs import log_event
 from authsvc.users import User
 from authsvc.web import db
 
 _USER_ID = "user_id"
 _SESSION_VERSION = "session_version"
+
+logger = logging.getLogger(__name__)
 
 
 def sign_in(user: User) -> None:
@@ -23,9 +28,12 @@ def sign_in(user: User) -> None:
     session[_USER_ID] = user.id
     session[_SESSION_VERSION] = user.session_version
     g.pages_user = user
+    log_event(logger, "signed_in", user_id=user.id)
 
 
 def sign_out() -> None:
+    if has_session():
+        log_event(logger, "signed_out", user_id=session.get(_USER_ID))
     session.clear()
     g.pages_user = None
 

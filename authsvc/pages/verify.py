@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+
 from flask import Blueprint, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc import accounts
+from authsvc.logs import log_event
 from authsvc.pages.forms import ConfirmEmailForm, EmailForm
 from authsvc.pages.guards import render_page
 from authsvc.pages.links import link_problem
 from authsvc.tokens import TokenError
 from authsvc.web import db, services
+
+logger = logging.getLogger(__name__)
 
 
 def verify() -> ResponseReturnValue:
@@ -33,6 +38,7 @@ def _confirm() -> ResponseReturnValue:
         user = accounts.confirm_verification(db(), services(), token=token)
     except TokenError as exc:
         return link_problem(exc, "verify", token)
+    log_event(logger, "email_verified", user_id=user.id)
     return render_page("verified.html", email=user.email)
 
 

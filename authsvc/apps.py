@@ -38,7 +38,7 @@ def validate_redirect_url(url: str) -> str:
     if len(url) > MAX_REDIRECT_URL_LENGTH or any(ord(c) <= 32 or ord(c) == 127 for c in url):
         raise ValueError(f"not a usable URL: {url!r}")
     parts = urlsplit(url)
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
+    if parts.scheme not in {"http", "https"} or not parts.hostname or parts.port == 0:
         raise ValueError(f"redirect URLs must be absolute http(s) URLs: {url!r}")
     if parts.username or parts.password or parts.fragment:
         raise ValueError(f"redirect URLs may not carry credentials or a fragment: {url!r}")

@@ -18,16 +18,20 @@ from authsvc.web import client_ip, db, services
 logger = logging.getLogger(__name__)
 
 
-def render_page(template: str, status: int = 200, **context: Any) -> Response:
+def render_page(
+    template: str, status: int = 200, *, with_user: bool = True, **context: Any
+) -> Response:
     """A page from templates/pages/, with the signed-in account for the header."""
-    html = render_template(f"pages/{template}", current_user=signed_in_user(), **context)
+    user = signed_in_user() if with_user else None
+    html = render_template(f"pages/{template}", current_user=user, **context)
     return make_response(html, status)
 
 
 def error_page(
     status: int, title: str, message: str, *, retry_after: int | None = None
 ) -> Response:
-    response = render_page("error.html", status, title=title, message=message)
+    # Error pages never touch the database: it may be the thing that failed.
+    response = render_page("error.html", status, with_user=False, title=title, message=message)
     if retry_after is not None:
         response.headers["Retry-After"] = str(max(retry_after, 1))
     return response

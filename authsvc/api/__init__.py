@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from flask import Blueprint
+from authsvc.api.views import bp
 
-bp = Blueprint("api", __name__, url_prefix="/api/v1")
+__all__ = ["bp"]

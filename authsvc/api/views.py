@@ -1,0 +1,135 @@
+"""The /api/v1 endpoints (SPEC §5): parse, run one use case, reply."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, g, jsonify, request
+from psycopg import Connection
+
+from authsvc import accounts
+from authsvc.api.auth import authenticate_caller, current_caller, enforce_app_rate_limit
+from authsvc.api.calls import run_call
+from authsvc.api.openapi import openapi_document
+from authsvc.api.problems import API_PREFIX, install_problem_handlers
+from authsvc.api.replies import Reply, json_reply
+from authsvc.api.requests import (
+    LINK_REQUEST,
+    PASSWORD_RESET_CONFIRM,
+    SESSION,
+    SIGNUP,
+    VERIFICATION_CONFIRM,
+    allowed_redirect,
+    parse_body,
+    read_idempotency_key,
+)
+from authsvc.web import db, services
+
+bp = Blueprint("api", __name__, url_prefix=API_PREFIX)
+install_problem_handlers(bp)
+PUBLIC_ENDPOINTS = {"api.openapi"}
+
+
+@bp.before_request
+def admit_caller() -> None:
+    """Authenticate, count against the app's rate limit, read the Idempotency-Key."""
+    if request.endpoint in PUBLIC_ENDPOINTS:
+        return
+    conn = db()
+    caller = authenticate_caller(conn)
+    enforce_app_rate_limit(conn, services(), caller.app)
+    g.api_caller = caller
+    if request.method == "POST":
+        g.idempotency_key = read_idempotency_key()
+
+
+@bp.get("/openapi.json")
+def openapi() -> Response:
+    """The OpenAPI 3 description of this API (no key needed)."""
+    return jsonify(openapi_document())
+
+
+@bp.post("/signups")
+def signups() -> Response:
+    values, document = parse_body(SIGNUP)
+    redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
+
+    def sign_up(conn: Connection) -> Reply:
+        accounts.sign_up(
+            conn,
+            services(),
+            email=str(values["email"]),
+            password=str(values["password"]),
+            redirect_url=redirect_url,
+        )
+        return json_reply(202, {"status": "verification_sent"})
+
+    return run_call(sign_up, document)
+
+
+@bp.post("/verifications")
+def verifications() -> Response:
+    values, document = parse_body(LINK_REQUEST)
+    redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
+
+    def request_verification(conn: Connection) -> Reply:
+        accounts.request_verification(
+            conn, services(), email=str(values["email"]), redirect_url=redirect_url
+        )
+        return json_reply(202, {"status": "accepted"})
+
+    return run_call(request_verification, document)
+
+
+@bp.post("/verifications/confirm")
+def verifications_confirm() -> Response:
+    values, document = parse_body(VERIFICATION_CONFIRM)
+
+    def confirm_verification(conn: Connection) -> Reply:
+        user = accounts.confirm_verification(conn, services(), token=values["token"])
+        return json_reply(200, {"email": user.email, "verified": True})
+
+    return run_call(confirm_verification, document)
+
+
+@bp.post("/password-resets")
+def password_resets() -> Response:
+    values, document = parse_body(LINK_REQUEST)
+    redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
+
+    def request_password_reset(conn: Connection) -> Reply:
+        accounts.request_password_reset(
+            conn, services(), email=str(values["email"]), redirect_url=redirect_url
+        )
+        return json_reply(202, {"status": "accepted"})
+
+    return run_call(request_password_reset, document)
+
+
+@bp.post("/password-resets/confirm")
+def password_resets_confirm() -> Response:
+    values, document = parse_body(PASSWORD_RESET_CONFIRM)
+
+    def reset_password(conn: Connection) -> Reply:
+        accounts.reset_password(
+            conn, services(), token=values["token"], password=values["password"]
+        )
+        return json_reply(200, {"status": "password_changed"})
+
+    return run_call(reset_password, document)
+
+
+@bp.post("/sessions")
+def sessions() -> Response:
+    values, document = parse_body(SESSION)
+
+    def authenticate(conn: Connection) -> Reply:
+        user = accounts.authenticate(
+            conn, services(), email=str(values["email"]), password=str(values["password"])
+        )
+        summary = {
+            "id": user.id,
+            "email": user.email,
+            "email_verified": user.email_verified_at is not None,
+        }
+        return json_reply(200, {"user": summary})
+
+    return run_call(authenticate, document)

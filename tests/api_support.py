@@ -1,0 +1,105 @@
+"""Helpers for the JSON API tests: an app key, a caller, problem and schema checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import psycopg
+from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
+
+from authsvc.api.openapi import openapi_document
+from authsvc.apps import App, create_app_record
+from authsvc.tokens import TokenClaims
+
+ALLOWED_REDIRECT = "https://allowed.example.com/welcome"
+
+
+@dataclass
+class ApiCaller:
+    """A test client that sends one app's key with every call."""
+
+    client: FlaskClient
+    app: App
+    key: str
+
+    def post(
+        self,
+        path: str,
+        body: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> TestResponse:
+        sent = {"Authorization": f"Bearer {key or self.key}"}
+        if idempotency_key is not None:
+            sent["Idempotency-Key"] = idempotency_key
+        sent.update(headers or {})
+        if body is not None:
+            kwargs["json"] = body
+        return self.client.post("/api/v1" + path, headers=sent, **kwargs)
+
+
+def register_app(conn: psycopg.Connection, name: str = "shop") -> tuple[App, str]:
+    return create_app_record(conn, name, ["https://allowed.example.com/welcome"])
+
+
+def assert_problem(response: TestResponse, status: int, code: str) -> dict[str, Any]:
+    """The response is an RFC 9457 problem with this status and code."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == "application/problem+json"
+    body = response.get_json(force=True)
+    assert body["status"] == status and body["code"] == code, body
+    assert body["type"] == f"urn:authsvc:problem:{code}"
+    assert body["title"] and body["detail"]
+    return body
+
+
+def _inline_refs(node: Any, document: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            target: Any = document
+            for part in node["$ref"].removeprefix("#/").split("/"):
+                target = target[part.replace("~1", "/").replace("~0", "~")]
+            return _inline_refs(target, document)
+        return {k: _inline_refs(v, document) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline_refs(v, document) for v in node]
+    return node
+
+
+def assert_documented(response: TestResponse, method: str, path: str) -> None:
+    """The status is documented for the operation and the body matches its schema."""
+    document = openapi_document()
+    operation = document["paths"]["/api/v1" + path][method.lower()]
+    documented = operation["responses"].get(str(response.status_code))
+    assert documented, f"{method} {path} answered undocumented {response.status_code}"
+    media = documented["content"][response.mimetype]
+    schema = _inline_refs(media["schema"], document)
+    jsonschema.validate(response.get_json(force=True), schema, cls=jsonschema.Draft202012Validator)
+
+
+def latest_claims(conn: psycopg.Connection, email: str, purpose: str) -> TokenClaims:
+    """What the worker would mint for the newest queued link (no token is stored)."""
+    row = conn.execute(
+        "SELECT user_id, token_version, issued_at FROM email_jobs"
+        " WHERE recipient = %s AND purpose = %s ORDER BY id DESC LIMIT 1",
+        (email, purpose),
+    ).fetchone()
+    assert row is not None, f"no {purpose} email queued for {email}"
+    return TokenClaims(row[0], purpose, row[1], row[2])
+
+
+def job_count(conn: psycopg.Connection, recipient: str | None = None) -> int:
+    if recipient is None:
+        row = conn.execute("SELECT count(*) FROM email_jobs").fetchone()
+    else:
+        row = conn.execute(
+            "SELECT count(*) FROM email_jobs WHERE recipient = %s", (recipient,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])

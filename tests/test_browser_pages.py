@@ -1,21 +1,30 @@
 """The pages in a real browser (Debian's Chromium, JavaScript switched off).
 
 The app runs under a real WSGI server in a thread against the test database.
-Emails are not sent here (that is the worker's job): the links are minted
-from the queued outbox rows exactly as the worker would mint them.
+Most tests mint links from the queued outbox rows exactly as the worker
+would; the last one runs `authsvc dev` and reads the links from real email.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.error import URLError
+from urllib.request import urlopen
 
 import pytest
 from playwright.sync_api import expect
 from werkzeug.serving import make_server
 
+from authsvc.testing import ScopedInbox
 from authsvc.users import find_user_by_email
+from tests.conftest import TEST_KEY
+from tests.inbox_support import free_port, wait_for
 from tests.pages_support import PASSWORD, latest_link, make_account
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -132,3 +141,89 @@ def test_expired_link_resends_with_one_click_in_a_browser(page, base_url, conn, 
     page.goto(f"{base_url}/verify?token={latest_link(conn, svc, 'ann@example.com', 'verify')}")
     page.get_by_role("button", name="Confirm my email address").click()
     expect(page.get_by_role("heading", name="Email address confirmed")).to_be_visible()
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urlopen(url, timeout=1) as response:  # noqa: S310 - our own local server
+            return bool(response.status == 200)
+    except (URLError, OSError):
+        return False
+
+
+@pytest.fixture
+def stack(database_url: str, tmp_path: Path) -> Iterator[str]:
+    """`authsvc dev` on free ports against this test's database; yields its URL."""
+    port, smtp_port = free_port(), free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "AUTHSVC_ENV": "test",
+        "AUTHSVC_DATABASE_URL": database_url,
+        "AUTHSVC_DATA_DIR": str(tmp_path / "data"),
+        "AUTHSVC_SECRET_KEYS": TEST_KEY,
+        "AUTHSVC_BASE_URL": url,
+    }
+    log = (tmp_path / "dev.log").open("wb")
+    dev = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "authsvc.cli",
+            "dev",
+            "--port",
+            str(port),
+            "--smtp-port",
+            str(smtp_port),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(
+            lambda: dev.poll() is not None or _ready(f"{url}/readyz"),
+            timeout=60,
+            what="authsvc dev to be ready",
+        )
+        assert dev.poll() is None, (tmp_path / "dev.log").read_text()
+        yield url
+    finally:
+        dev.send_signal(signal.SIGTERM)
+        dev.wait(timeout=30)
+        log.close()
+
+
+@pytest.mark.e2e
+def test_sign_up_confirm_reset_and_log_in_through_real_email(stack, page):
+    inbox = ScopedInbox(stack)
+    inbox.new_scope()
+    address = inbox.address("ann")
+
+    page.goto(f"{stack}/signup")
+    page.get_by_label("Email address").fill(address)
+    page.get_by_label("Password").fill("correct horse battery")
+    page.get_by_role("button", name="Create account").click()
+    expect(page.get_by_role("heading", name="Check your email")).to_be_visible()
+
+    page.goto(inbox.link(inbox.expect_one(timeout=20), containing="/verify?token="))
+    page.get_by_role("button", name="Confirm my email address").click()
+    expect(page.get_by_role("heading", name="Email address confirmed")).to_be_visible()
+
+    page.goto(f"{stack}/reset")
+    page.get_by_label("Email address").fill(address)
+    page.get_by_role("button", name="Send link").click()
+    reset_email = inbox.expect_one(timeout=20)
+    page.goto(inbox.link(reset_email, containing="/reset/confirm?token="))
+    page.get_by_label("New password").fill("a brand new passphrase")
+    page.get_by_role("button", name="Set new password").click()
+    expect(
+        page.get_by_text("Your password was changed. Log in with your new password.")
+    ).to_be_visible()
+    assert "password was changed" in (inbox.expect_one(timeout=20).subject or "").lower()
+
+    page.get_by_label("Email address").fill(address)
+    page.get_by_label("Password").fill("a brand new passphrase")
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{stack}/account")
+    expect(page.get_by_text(address)).to_be_visible()

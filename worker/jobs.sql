@@ -2,8 +2,11 @@
 -- Lease up to n due jobs, oldest first, and return what sending them needs.
 -- Locking the ids in a CTE (not `WHERE id IN (SELECT … LIMIT n)`) keeps the
 -- planner from updating more rows than the limit and lets it walk the
--- partial index email_jobs_due. next_attempt_at moves to the lease expiry, so
--- a job whose worker died becomes due again exactly when its lease runs out.
+-- partial index email_jobs_due; handing them to the UPDATE as one array
+-- makes it fetch exactly those rows by primary key (a join here chose a
+-- sequential scan of a 20k-row outbox: see bench/claim_plan.py).
+-- next_attempt_at moves to the lease expiry, so a job whose worker died
+-- becomes due again exactly when its lease runs out.
 WITH due AS (
     SELECT id FROM email_jobs
     WHERE status = 'pending'
@@ -18,8 +21,7 @@ WITH due AS (
         lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
         next_attempt_at = now() + make_interval(secs => %(lease_seconds)s),
         attempt_count = j.attempt_count + 1
-    FROM due
-    WHERE j.id = due.id
+    WHERE j.id = ANY (ARRAY(SELECT id FROM due))
     RETURNING j.id, j.template, j.recipient, j.payload, j.user_id, j.purpose,
               j.token_version, j.issued_at, j.attempt_count, j.lease_owner,
               j.lease_expires_at,

@@ -1,0 +1,66 @@
+"""What every benchmark needs: a fresh migrated database and the test SMTP double."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from authsvc.migrate import upgrade
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(ROOT))  # for tests.smtp_double
+
+
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """A migrated, empty database on AUTHSVC_BENCH_DATABASE_URL's server or a throwaway one."""
+    base = os.environ.get("AUTHSVC_BENCH_DATABASE_URL")
+    with tempfile.TemporaryDirectory(prefix="authsvc-bench-", dir="/tmp") as folder:
+        handle = None
+        if not base:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import pgserver
+
+                handle = pgserver.get_server(Path(folder) / "pg", cleanup_mode="delete")
+            base = str(handle.get_uri())
+        name = f"authsvc_bench_{os.getpid()}"
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        url = psycopg.conninfo.make_conninfo(base, dbname=name)
+        upgrade(url)
+        try:
+            yield url
+        finally:
+            with psycopg.connect(base, autocommit=True) as conn:
+                drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                conn.execute(drop.format(sql.Identifier(name)))
+            if handle is not None:
+                handle.cleanup()
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def report(name: str, lines: list[str]) -> None:
+    """Print the figures and keep them in bench/results/NAME.txt."""
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.txt").write_text(text)
+
+
+__all__ = ["fresh_database", "percentile", "report", "statistics"]

@@ -304,3 +304,16 @@ def test_form_posts_are_limited_per_client_ip(app_with, conn):
         environ_base={"REMOTE_ADDR": "10.0.0.9"},
     )
     assert other.status_code == 303
+
+
+def test_resend_with_a_used_link_sends_nothing(client, conn, svc):
+    make_account(conn, svc, verified=False)
+    token = latest_link(conn, svc, "ann@example.com", "verify")
+    submit(client, "/verify", {"token": token}, form_page=f"/verify?token={token}")
+    before = queued(conn, "ann@example.com")
+    refused = submit(
+        client, "/links/resend", {"token": token, "purpose": "verify"}, form_page="/verify/request"
+    )
+    assert refused.status_code == 410
+    assert "This link was already used" in text_of(refused)
+    assert queued(conn, "ann@example.com") == before

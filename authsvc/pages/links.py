@@ -64,6 +64,9 @@ def resend() -> ResponseReturnValue:
     except TokenError as exc:
         return link_problem(exc, purpose, None)
     conn = db()
+    if users.was_redeemed(conn, claims.user_id, purpose, claims.version):
+        # A used link is never a reason to mail its owner again.
+        return link_problem(TokenError("token_used"), purpose, None)
     user = users.find_user_by_id(conn, claims.user_id)
     if user is not None:
         log_event(logger, "link_resend_requested", purpose=purpose, user_id=user.id)

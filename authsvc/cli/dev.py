@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -71,6 +72,13 @@ def _smtp_ready(port: int) -> bool:
         return False
 
 
+def _terminate_with_parent() -> None:
+    """In the child: get SIGTERM if `authsvc dev` dies without cleaning up (Linux only)."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 class Stack:
     """The child processes of `authsvc dev`, each in its own process group."""
 
@@ -81,15 +89,20 @@ class Stack:
     def start(self, name: str, argv: list[str]) -> None:
         # A new session per child: Ctrl-C in the terminal reaches only this
         # process, which then stops the children in order and waits for them.
-        self.children[name] = subprocess.Popen(argv, env=self.env, start_new_session=True)
+        self.children[name] = subprocess.Popen(
+            argv, env=self.env, start_new_session=True, preexec_fn=_terminate_with_parent
+        )
 
     def exited(self) -> list[tuple[str, int]]:
         """Children that are no longer running, with their exit codes."""
         return [(n, c.returncode) for n, c in self.children.items() if c.poll() is not None]
 
     def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
-        """SIGTERM every process group, wait (bounded), then SIGKILL what is left."""
-        self._signal_all(signal.SIGTERM)
+        """SIGTERM each child, wait (bounded), then SIGKILL whatever is left in its group."""
+        # The leader alone: gunicorn's master shuts its own workers down in order.
+        for child in self.children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace_seconds
         for child in self.children.values():
             try:
@@ -97,16 +110,12 @@ class Stack:
             except subprocess.TimeoutExpired:
                 pass
         # Group members (gunicorn's workers) may outlive their leader.
-        self._signal_all(signal.SIGKILL)
-        for child in self.children.values():
-            child.wait()
-
-    def _signal_all(self, signum: int) -> None:
         for child in self.children.values():
             try:
-                os.killpg(child.pid, signum)
+                os.killpg(child.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            child.wait()
 
 
 def _dev_environment(port: int, smtp_port: int) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 
@@ -33,6 +34,8 @@ def inbox(host: str, port: int, max_message_size: int) -> None:
             "(it is refused in production)"
         )
     configure_logging()
+    # aiosmtpd logs every SMTP command at INFO; our own stored/refused events suffice.
+    logging.getLogger("mail.log").setLevel(logging.WARNING)
     url = database_url_or_exit(settings)
     pool = create_pool(url, min_size=1, max_size=4, name="authsvc-inbox")
     try:

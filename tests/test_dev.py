@@ -1,0 +1,190 @@
+"""`authsvc dev` as a user runs it: a real process tree, stopped by SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import smtplib
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.request import urlopen
+
+import psutil
+import pytest
+
+from tests.conftest import TEST_KEY
+from tests.inbox_support import free_port, wait_for
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Dev:
+    process: subprocess.Popen[bytes]
+    port: int
+    smtp_port: int
+    data_dir: Path
+    output: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def printed(self) -> str:
+        return self.output.read_text(errors="replace")
+
+
+def _ready(dev: Dev) -> bool:
+    assert dev.process.poll() is None, f"authsvc dev exited early:\n{dev.printed()[-3000:]}"
+    if "Press Ctrl-C to stop." not in dev.printed():
+        return False
+    try:
+        with urlopen(f"{dev.url}/readyz", timeout=2) as response:  # noqa: S310
+            if response.status != 200:
+                return False
+        with smtplib.SMTP("127.0.0.1", dev.smtp_port, timeout=2) as client:
+            return client.noop()[0] == 250
+    except OSError:
+        return False
+
+
+@contextmanager
+def running_dev(tmp_path: Path, env: dict[str, str]) -> Iterator[Dev]:
+    """Start `authsvc dev` on free ports and wait until it serves HTTP and SMTP."""
+    port, smtp_port = free_port(), free_port()
+    output = tmp_path / f"dev-{port}.log"
+    with output.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "authsvc.cli", "dev", "--port", str(port),
+             "--smtp-port", str(smtp_port)],
+            env={**os.environ, **env}, cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group, as a terminal gives a foreground job
+        )
+    dev = Dev(process, port, smtp_port, Path(env["AUTHSVC_DATA_DIR"]), output)
+    try:
+        wait_for(lambda: _ready(dev), timeout=90, what="authsvc dev to be ready")
+        yield dev
+    finally:
+        if process.poll() is None:  # a failed test: stop it the way a user would
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+
+
+def _process_tree(dev: Dev) -> list[psutil.Process]:
+    """Every process of this dev stack, the embedded PostgreSQL included."""
+    tree = [psutil.Process(dev.process.pid), *psutil.Process(dev.process.pid).children(True)]
+    pid_file = dev.data_dir / "pgdata" / "postmaster.pid"
+    if pid_file.exists():
+        postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
+        tree += [postmaster, *postmaster.children(True)]
+    return tree
+
+
+def _stop_and_check_nothing_left(dev: Dev, signum: int, *, to_group: bool) -> None:
+    tree = _process_tree(dev)
+    assert len(tree) >= 4  # dev, gunicorn master and workers, worker, sink
+    if to_group:
+        os.killpg(dev.process.pid, signum)  # what Ctrl-C does to a foreground job
+    else:
+        dev.process.send_signal(signum)
+    assert dev.process.wait(timeout=40) == 0, dev.printed()[-3000:]
+    _gone, alive = psutil.wait_procs(tree, timeout=10)
+    assert alive == [], f"left running: {[(p.pid, p.cmdline()) for p in alive]}"
+    for port in (dev.port, dev.smtp_port):
+        with socket.socket() as probe, pytest.raises(OSError):
+            probe.settimeout(1)
+            probe.connect(("127.0.0.1", port))
+
+
+def _printed_key(dev: Dev) -> str:
+    match = re.search(r"dev app key\s+(\S+)", dev.printed())
+    assert match, dev.printed()[-3000:]
+    return match.group(1)
+
+
+@pytest.fixture
+def embedded_env(tmp_path: Path) -> dict[str, str]:
+    """No database URL: `authsvc dev` starts the embedded PostgreSQL itself."""
+    return {
+        "AUTHSVC_ENV": "development",
+        "AUTHSVC_DATA_DIR": str(tmp_path / ".authsvc"),
+        "AUTHSVC_SECRET_KEYS": TEST_KEY,
+        "AUTHSVC_DATABASE_URL": "",
+    }
+
+
+def test_sigterm_and_ctrl_c_stop_everything_and_the_key_survives_restarts(tmp_path, embedded_env):
+    with running_dev(tmp_path, embedded_env) as dev:
+        key_file = dev.data_dir / "dev-app-key"
+        key = _printed_key(dev)
+        assert key_file.read_text() == key + "\n"
+        assert (dev.data_dir / "pgdata" / "postmaster.pid").exists()
+        _stop_and_check_nothing_left(dev, signal.SIGTERM, to_group=False)
+        assert not (dev.data_dir / "pgdata" / "postmaster.pid").exists()
+
+    with running_dev(tmp_path, embedded_env) as again:
+        assert _printed_key(again) == key
+        assert key_file.read_text() == key + "\n"
+        _stop_and_check_nothing_left(again, signal.SIGINT, to_group=True)
+
+
+def _walkthrough() -> str:
+    text = (REPO / "docs" / "inbox.md").read_text()
+    block = text.split("<!-- walkthrough:start -->")[1].split("<!-- walkthrough:end -->")[0]
+    return block.strip().removeprefix("```bash").removesuffix("```")
+
+
+def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
+    dev_env = {**env, "AUTHSVC_DATA_DIR": str(tmp_path / ".authsvc")}
+    with running_dev(tmp_path, dev_env) as dev:
+        result = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", _walkthrough()],
+            cwd=tmp_path, env={**os.environ, "AUTHSVC": dev.url},
+            capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        lines = result.stdout.splitlines()
+        assert lines[0] == '{"status":"verification_sent"}'
+        assert lines[2].endswith('"verified":true}')
+        assert lines[3] == '{"status":"accepted"}'
+        assert lines[5] == '{"status":"password_changed"}'
+        assert '"email_verified":true' in lines[6]
+        dev.process.send_signal(signal.SIGTERM)
+        assert dev.process.wait(timeout=40) == 0
+
+
+def test_production_refuses_to_start(tmp_path, env):
+    production = {
+        **env, "AUTHSVC_ENV": "production", "AUTHSVC_BASE_URL": "https://auth.example",
+        "AUTHSVC_SMTP_URL": "smtp://mail.example:25",
+    }
+    port = free_port()
+    result = subprocess.run(
+        [sys.executable, "-m", "authsvc.cli", "dev", "--port", str(port)],
+        env={**os.environ, **production}, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert "AUTHSVC_TEST_INBOX: the test inbox is refused in production" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "data" / "dev-app-key").exists()
+
+
+def test_port_in_use_is_reported_before_anything_starts(tmp_path, env):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "authsvc.cli", "dev", "--port", str(port)],
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
+        )
+    assert result.returncode != 0
+    assert f"port {port} is already in use" in result.stderr
+    assert not (Path(env["AUTHSVC_DATA_DIR"]) / "dev-app-key").exists()

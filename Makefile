@@ -35,3 +35,10 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .authsvc .pytest_cache .mypy_cache .ruff_cache
+
+# Worker figures (not tests): claim plan, enqueue->SMTP latency, emails/s at 200 ms per send.
+.PHONY: bench
+bench: $(STAMP)
+	$(BIN)/python -m bench.claim_plan
+	$(BIN)/python -m bench.worker_latency
+	$(BIN)/python -m bench.worker_throughput

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
@@ -38,7 +39,7 @@ def fresh_database() -> Iterator[str]:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        url = psycopg.conninfo.make_conninfo(base, dbname=name)
+        url = urlunsplit(urlsplit(base)._replace(path="/" + name))
         upgrade(url)
         try:
             yield url
@@ -63,4 +64,19 @@ def report(name: str, lines: list[str]) -> None:
     (RESULTS / f"{name}.txt").write_text(text)
 
 
-__all__ = ["fresh_database", "percentile", "report", "statistics"]
+__all__ = ["authsvc_script", "fresh_database", "percentile", "report", "statistics", "worker_env"]
+
+
+def worker_env(url: str, smtp_url: str, data_dir: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "AUTHSVC_ENV": "test",
+        "AUTHSVC_DATABASE_URL": url,
+        "AUTHSVC_SMTP_URL": smtp_url,
+        "AUTHSVC_DATA_DIR": data_dir,
+        "AUTHSVC_SECRET_KEYS": "bench-secret-key-0123456789abcdef-0123456789",
+    }
+
+
+def authsvc_script() -> str:
+    return str(Path(sys.executable).parent / "authsvc")

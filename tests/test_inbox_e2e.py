@@ -1,0 +1,137 @@
+"""End to end through real processes: gunicorn, two outbox workers, the SMTP sink."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.error import HTTPError
+from urllib.request import Request, urlopen
+
+import pytest
+
+from authsvc.apps import create_app_record
+from authsvc.cli.serve import gunicorn_argv
+from authsvc.passwords import cheap_passwords
+from authsvc.testing import ScopedInbox
+from authsvc.users import insert_user
+from tests.inbox_support import free_port, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SCOPES = 50
+USERS_PER_SCOPE = 4  # one reset each: 200 reset requests
+
+
+def _call(url: str, key: str, body: dict[str, object]) -> tuple[int, dict]:
+    request = Request(  # noqa: S310
+        url, data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urlopen(request, timeout=30) as response:  # noqa: S310
+            return response.status, json.loads(response.read())
+    except HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.fixture
+def stack(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
+    """Web app, two workers and the sink, started as `authsvc dev` starts them."""
+    port, smtp_port = free_port(), free_port()
+    stack_env = {
+        **os.environ, **env,
+        "AUTHSVC_BASE_URL": f"http://127.0.0.1:{port}",
+        "AUTHSVC_TEST_INBOX": "on",
+        "AUTHSVC_SMTP_URL": f"smtp://127.0.0.1:{smtp_port}",
+        "AUTHSVC_RATE_LIMIT_EMAIL": "1000/1m",
+        "AUTHSVC_RATE_LIMIT_APP": "100000/1m",
+    }
+    cli = [sys.executable, "-m", "authsvc.cli"]
+    argvs = [
+        gunicorn_argv(f"127.0.0.1:{port}", workers=2, threads=16),
+        [*cli, "inbox", "--port", str(smtp_port)],
+        [*cli, "worker"],
+        [*cli, "worker"],
+    ]
+    log = (tmp_path / "stack.log").open("wb")
+    processes = [
+        subprocess.Popen(argv, env=stack_env, stdout=log, stderr=subprocess.STDOUT)
+        for argv in argvs
+    ]
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert all(p.poll() is None for p in processes), (tmp_path / "stack.log").read_text()
+        try:
+            ScopedInbox(url).new_scope()
+            return True
+        except OSError:
+            return False
+
+    try:
+        wait_for(up, timeout=30, what="the web app")
+        yield url
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        codes = [process.wait(timeout=30) for process in processes]
+        log.close()
+        assert codes == [0, 0, 0, 0], (tmp_path / "stack.log").read_text()[-5000:]
+
+
+def test_200_resets_across_50_scopes_each_scope_exact_and_each_link_once(stack, conn):
+    url = stack
+    with conn.transaction():
+        _app, key = create_app_record(conn, "e2e", [url])
+    password_hash = cheap_passwords().hash("the original passphrase")
+    inboxes = [ScopedInbox(url) for _ in range(SCOPES)]
+    expected: dict[str, set[str]] = {}
+    for inbox in inboxes:
+        addresses = {inbox.address(f"user{n}") for n in range(USERS_PER_SCOPE)}
+        expected[str(inbox.scope)] = addresses
+        for address in addresses:
+            insert_user(conn, address, password_hash)
+
+    requests = [address for addresses in expected.values() for address in addresses]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        answers = list(pool.map(
+            lambda a: _call(f"{url}/api/v1/password-resets", key, {"email": a}), requests
+        ))
+    assert answers == [(202, {"status": "accepted"})] * len(requests)
+
+    links: list[str] = []
+    for inbox in inboxes:
+        emails = inbox.messages(wait=30, at_least=USERS_PER_SCOPE)
+        assert {to for e in emails for to in e.to} == expected[str(inbox.scope)]
+        assert len(emails) == USERS_PER_SCOPE
+        assert len({e.message_id for e in emails}) == USERS_PER_SCOPE  # no re-sends
+        links += [inbox.link(e, containing="token=") for e in emails]
+    # Nothing else is on its way: the outbox is drained and no scope grew.
+    wait_for(
+        lambda: conn.execute("SELECT count(*) FROM email_jobs WHERE status = 'pending'")
+        .fetchone() == (0,),
+        timeout=30, what="the outbox to drain",
+    )
+    assert sum(len(i.messages()) for i in inboxes) == len(requests)
+
+    def redeem_twice(link: str) -> list[int]:
+        token = link.split("token=")[1].split("&")[0]
+        body = {"token": token, "password": "a brand new passphrase"}
+        with ThreadPoolExecutor(max_workers=2) as racing:
+            results = list(racing.map(
+                lambda _: _call(f"{url}/api/v1/password-resets/confirm", key, body), range(2)
+            ))
+        return sorted(status for status, _ in results)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        outcomes = list(pool.map(redeem_twice, links))
+    assert outcomes == [[200, 410]] * len(requests)
+    used = conn.execute("SELECT count(*) FROM token_redemptions WHERE purpose = 'reset'").fetchone()
+    assert used == (len(requests),)
+

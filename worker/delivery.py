@@ -70,6 +70,10 @@ class Delivery:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    def release(self, job: ClaimedJob, reason: str) -> None:
+        """Hand a claimed, unsent job back (shutdown): due again at once."""
+        self.record(job, lambda c: jobs.release_lease(c, job, reason))
+
     def deliver(self, mailer: Mailer, job: ClaimedJob, lease_deadline: float) -> str:
         """Handle one claimed job; returns the event recorded."""
         if job.superseded:
@@ -86,7 +90,7 @@ class Delivery:
             return self._fail(job, f"gave up after {job.attempt_count - 1} attempts")
         if time.monotonic() + self.send_timeout * 2 > lease_deadline:
             # Sending now could outlive the lease and race the next owner.
-            self.record(job, lambda c: jobs.release_lease(c, job, "lease too close to expiry"))
+            self.release(job, "lease too close to expiry")
             return "released"
         try:
             email = self.renderer.render(job)

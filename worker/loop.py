@@ -166,7 +166,7 @@ class Worker:
                 job, deadline = item
                 try:
                     if self.stop.is_set():
-                        delivery.record(job, lambda c, j=job: jobs.release_lease(c, j, "shutdown"))
+                        delivery.release(job, "shutdown")
                     else:
                         delivery.deliver(mailer, job, deadline)
                 except BaseException as exc:
@@ -212,7 +212,7 @@ class Worker:
             if item is not None:
                 job = item[0]
                 try:
-                    delivery.record(job, lambda c, j=job: jobs.release_lease(c, j, "shutdown"))
+                    delivery.release(job, "shutdown")
                 finally:
                     with self._lock:
                         self._unfinished -= 1

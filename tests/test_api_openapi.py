@@ -1,0 +1,84 @@
+"""The OpenAPI document is valid OpenAPI 3 and describes what the server does."""
+
+from __future__ import annotations
+
+import pytest
+from openapi_spec_validator import validate
+
+from authsvc.api.requests import (
+    LINK_REQUEST,
+    PASSWORD_RESET_CONFIRM,
+    SESSION,
+    SIGNUP,
+    VERIFICATION_CONFIRM,
+)
+from tests.api_support import ApiCaller, assert_documented, assert_problem, register_app
+
+IGNORED_METHODS = {"HEAD", "OPTIONS"}
+
+
+@pytest.fixture
+def document(client) -> dict:
+    response = client.get("/api/v1/openapi.json")  # no key needed
+    assert response.status_code == 200
+    assert response.mimetype == "application/json"
+    return response.get_json()
+
+
+def test_document_is_valid_openapi_3(document):
+    assert document["openapi"].startswith("3.")
+    validate(document)
+
+
+def test_document_lists_exactly_the_routes_the_blueprint_serves(app, document):
+    served = {
+        (rule.rule, method.lower())
+        for rule in app.url_map.iter_rules()
+        if rule.endpoint.startswith("api.")
+        for method in (rule.methods or set()) - IGNORED_METHODS
+    }
+    documented = {(path, method) for path, item in document["paths"].items() for method in item}
+    assert served == documented
+
+
+def test_every_post_documents_the_key_header_and_the_common_failures(document):
+    for path, item in document["paths"].items():
+        if "post" not in item:
+            continue
+        operation = item["post"]
+        assert {"$ref": "#/components/parameters/IdempotencyKey"} in operation["parameters"]
+        for status in ("400", "401", "409", "413", "415", "422", "429"):
+            assert status in operation["responses"], (path, status)
+        assert "Retry-After" in operation["responses"]["429"]["headers"]
+    header = document["components"]["parameters"]["IdempotencyKey"]
+    assert (header["in"], header["schema"]["maxLength"]) == ("header", 255)
+
+
+def test_request_schemas_are_strict(document):
+    schemas = document["components"]["schemas"]
+    for spec in (SIGNUP, LINK_REQUEST, VERIFICATION_CONFIRM, PASSWORD_RESET_CONFIRM, SESSION):
+        schema = schemas[spec.name]
+        assert schema["additionalProperties"] is False
+        assert set(schema["properties"]) == {f.name for f in spec.fields}
+        assert set(schema["required"]) == {f.name for f in spec.fields if f.required}
+
+
+def test_problems_the_server_sends_match_the_document(client, conn):
+    app, key = register_app(conn)
+    api = ApiCaller(client, app, key)
+    cases = [
+        ("/signups", {"email": "x"}, 400),
+        ("/signups", {"email": "a@example.com", "password": "short"}, 422),
+        ("/password-resets", {"email": "a@example.com", "redirect_url": "//evil.example"}, 400),
+        ("/verifications/confirm", {"token": "nope"}, 400),
+        ("/sessions", {"email": "a@example.com", "password": "whatever it is"}, 401),
+    ]
+    for path, body, status in cases:
+        response = api.post(path, body)
+        assert response.status_code == status
+        assert_documented(response, "POST", path)
+    unauthorized = client.post("/api/v1/signups", json={})
+    assert_problem(unauthorized, 401, "unauthorized")
+    assert_documented(unauthorized, "POST", "/signups")
+    wrong_type = api.post("/sessions", data="x", headers={"Content-Type": "text/plain"})
+    assert_documented(wrong_type, "POST", "/sessions")

@@ -116,6 +116,13 @@ def test_malformed_mime_is_stored_without_crashing(sink, conn, raw):
     assert stored(conn, "weird")[-1][2] == "next one"
 
 
+def test_links_before_broken_html_are_kept(sink, conn):
+    html = '<a href="https://before.example/x?a=1&amp;b=2">ok</a><![bogus[ <a href="https://after">'
+    send(sink.port, email("html@inbox.test", text="no links here", html=html))
+    [(*_, links)] = stored(conn, "html")
+    assert links[0] == "https://before.example/x?a=1&b=2"
+
+
 def test_duplicates_are_stored(sink, conn):
     message = email("dup@inbox.test", message_id="<authsvc-job-9@localhost>")
     send(sink.port, message)

@@ -7,6 +7,7 @@ are kept beside it.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from html.parser import HTMLParser
 from typing import TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Characters that end a URL in plain text; trailing punctuation is trimmed after.
 _TEXT_URL = re.compile(r"https?://[^\s<>\"'\[\]{}|\\^`]+", re.IGNORECASE)
@@ -60,10 +62,13 @@ def _header(message: Message, name: str) -> str | None:
 
 def _headers(message: Message) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    fetch = message.policy.header_fetch_parse
-    for name, value in _attempt(message.raw_items, iter(())):
-        decoded = _attempt(lambda n=name, v=value: str(fetch(n, v)), value)
-        found.setdefault(clean_text(name).lower(), []).append(clean_text(str(decoded)))
+    items: list[tuple[str, str]] = _attempt(lambda: list(message.raw_items()), [])
+    for name, value in items:
+        try:
+            decoded = str(message.policy.header_fetch_parse(name, value))
+        except Exception:  # an undecodable header keeps its raw form
+            decoded = str(value)
+        found.setdefault(clean_text(name).lower(), []).append(clean_text(decoded))
     return found
 
 
@@ -72,7 +77,10 @@ def _part_text(part: Message) -> str:
         content = _attempt(part.get_content, None)
         if isinstance(content, str):
             return clean_text(content)
-    payload = _attempt(lambda: part.get_payload(decode=True), b"")
+    try:
+        payload = part.get_payload(decode=True)
+    except Exception:  # e.g. a transfer encoding that cannot be undone
+        return ""
     if not isinstance(payload, bytes):
         return ""
     charset = _attempt(part.get_content_charset, None) or "utf-8"
@@ -88,7 +96,8 @@ def _bodies(message: Message) -> tuple[str | None, str | None]:
     for part in _attempt(lambda: list(message.walk()), [message]):
         if _attempt(part.is_multipart, False):
             continue
-        if _attempt(lambda p=part: p.get_content_disposition() == "attachment", False):
+        disposition: str | None = _attempt(part.get_content_disposition, None)
+        if disposition == "attachment":
             continue
         kind = _attempt(part.get_content_type, "text/plain")
         if kind == "text/plain" and text is None:
@@ -117,17 +126,22 @@ def find_links(text: str | None, html: str | None) -> list[str]:
         links.append(match.group(0).rstrip(_TRAILING))
     if html:
         collector = _HrefCollector()
-        _attempt(lambda: (collector.feed(html), collector.close()), None)
+        try:
+            collector.feed(html)
+            collector.close()
+        except AssertionError:  # html.parser's verdict on some broken <![...]> sections
+            log.info("inbox_html_unparseable")  # the links found before it still count
         links.extend(h for h in collector.hrefs if h.lower().startswith(("http://", "https://")))
     return list(dict.fromkeys(links))
 
 
 def parse_message(raw: bytes) -> ParsedMessage:
     """Everything a tester needs from one raw message; never raises."""
-    message = _attempt(lambda: BytesParser(policy=policy.default).parsebytes(raw), None)
-    if message is None:
-        text = clean_text(raw.decode("utf-8", "replace"))
-        return ParsedMessage(None, None, None, {}, text, None, find_links(text, None))
+    try:
+        message = BytesParser(policy=policy.default).parsebytes(raw)
+    except Exception:  # not even parseable as a message: keep it as text
+        body = clean_text(raw.decode("utf-8", "replace"))
+        return ParsedMessage(None, None, None, {}, body, None, find_links(body, None))
     text, html = _bodies(message)
     return ParsedMessage(
         sender=_header(message, "From"),

@@ -6,7 +6,7 @@ import hmac
 import re
 from typing import Any
 
-from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 from flask.blueprints import BlueprintSetupState
 
 from authsvc.inbox import messages
@@ -166,7 +166,7 @@ def delete_scope(scope: str) -> tuple[str, int]:
 
 
 def _start_watcher(state: BlueprintSetupState) -> None:
-    app: Flask = state.app
+    app = state.app
     conninfo = app.extensions["authsvc"].pool.conninfo
     app.extensions[EXTENSION_KEY] = ScopeWatcher(conninfo)
 

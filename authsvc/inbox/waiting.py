@@ -60,10 +60,13 @@ class ScopeWatcher:
                 with self._changed:
                     if not self._listening:
                         remaining = min(remaining, FALLBACK_POLL_SECONDS)
-                    self._changed.wait_for(lambda s=seen: self._version(scope) != s, remaining)
+                    self._changed.wait_for(self._changed_since(scope, seen), remaining)
 
     def _version(self, scope: str) -> tuple[int, int]:
         return self._epoch, self._counters.get(scope, 0)
+
+    def _changed_since(self, scope: str, seen: tuple[int, int]) -> Callable[[], bool]:
+        return lambda: self._version(scope) != seen
 
     @contextmanager
     def _watching(self, scope: str) -> Iterator[None]:

@@ -1,0 +1,46 @@
+"""Whatever arrives at the sink, parsing never raises and yields text PostgreSQL can store."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from authsvc.inbox.parsing import ParsedMessage, parse_message
+
+_HEADER_LINES = st.lists(
+    st.sampled_from([
+        b"Subject: =?utf-8?b?w6TDtsO8?=", b"Subject: =?x-unknown?q?=FF?=", b"From: \xc3\x28",
+        b"Content-Type: multipart/mixed; boundary=B", b"Content-Type: text/html; charset=bogus",
+        b"Content-Transfer-Encoding: base64", b"Content-Transfer-Encoding: quoted-printable",
+        b"Message-ID: <a@b>", b"To: <\x00>", b"X-Folded: a\r\n\tb", b": no name", b"--B",
+        b"<![bogus[ <a href='http://x.example/'>", b"https://y.example/p?q=1.",
+    ]),
+    max_size=12,
+)
+
+
+def _storable(value: str | None) -> bool:
+    if value is None:
+        return True
+    value.encode("utf-8")  # raises on lone surrogates, which PostgreSQL would refuse
+    return "\x00" not in value
+
+
+def _check(parsed: ParsedMessage) -> None:
+    texts = [parsed.sender, parsed.subject, parsed.message_id, parsed.text, parsed.html]
+    texts += parsed.links + [v for values in parsed.headers.values() for v in values]
+    assert all(_storable(t) for t in texts)
+    assert all(link.startswith(("http://", "https://")) for link in parsed.links)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400))
+def test_random_bytes_parse(raw: bytes) -> None:
+    _check(parse_message(raw))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_HEADER_LINES, _HEADER_LINES, st.binary(max_size=100))
+def test_mime_shaped_garbage_parses(headers: list[bytes], body: list[bytes], tail: bytes) -> None:
+    raw = b"\r\n".join(headers) + b"\r\n\r\n" + b"\r\n".join(body) + tail
+    _check(parse_message(raw))

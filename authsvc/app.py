@@ -55,6 +55,8 @@ def create_app(
     csrf = CSRFProtect(app)
     csrf.exempt(api.bp)  # bearer-key API: no cookies, so no CSRF
     app.register_blueprint(service_endpoints.bp)
+    from authsvc import metrics
+    app.register_blueprint(metrics.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(pages.bp)
     if settings.test_inbox:

@@ -1,0 +1,125 @@
+"""GET /metrics: Prometheus text format.
+
+Request counts are per process (each gunicorn worker counts its own; a
+scrape sees the process that answered). Outbox figures are read from the
+database at scrape time, so every process and host reports the same ones;
+the event totals shrink when `authsvc outbox prune` deletes old trails,
+which Prometheus treats as a counter reset.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+from flask import Blueprint, Flask, Response, current_app, request
+from flask.blueprints import BlueprintSetupState
+from psycopg import Connection
+
+from authsvc.sql import load_queries
+from authsvc.web import db
+
+Q = load_queries(Path(__file__).parent / "sql" / "metrics.sql")
+LATENCY_BOUNDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+EVENT_COUNTERS = {
+    "sent": ("authsvc_email_sends_total", "Emails accepted by the mail server."),
+    "failed": ("authsvc_email_failures_total", "Jobs that failed for good."),
+    "retry": ("authsvc_email_retries_total", "Transient send failures scheduled for retry."),
+    "ambiguous": ("authsvc_email_ambiguous_total", "Sends that broke after the final dot."),
+    "lease_expired": ("authsvc_outbox_lease_expiries_total", "Re-claims after a lease expired."),
+    "lease_lost": ("authsvc_outbox_lease_lost_total", "Outcomes dropped: the lease was lost."),
+}
+
+bp = Blueprint("metrics", __name__)
+
+
+class RequestCounter:
+    """HTTP responses by method and status, for this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[tuple[str, int]] = Counter()
+
+    def add(self, method: str, status: int) -> None:
+        with self._lock:
+            self._counts[(method, status)] += 1
+
+    def snapshot(self) -> dict[tuple[str, int], int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+def _counter(app: Flask) -> RequestCounter:
+    counter: RequestCounter = app.extensions["authsvc_metrics"]
+    return counter
+
+
+@bp.record_once
+def _install(state: BlueprintSetupState) -> None:
+    state.app.extensions["authsvc_metrics"] = RequestCounter()
+
+
+@bp.after_app_request
+def _count(response: Response) -> Response:
+    _counter(current_app).add(request.method, response.status_code)
+    return response
+
+
+def _family(lines: list[str], name: str, kind: str, help_text: str) -> None:
+    lines.append(f"# HELP {name} {help_text}")
+    lines.append(f"# TYPE {name} {kind}")
+
+
+def _outbox_lines(conn: Connection) -> list[str]:
+    lines: list[str] = []
+    cur = conn.execute(Q["outbox_gauges"])
+    row = cur.fetchone()
+    assert row is not None and cur.description is not None
+    gauges = dict(zip([c.name for c in cur.description], row, strict=True))
+    _family(lines, "authsvc_outbox_jobs", "gauge", "Outbox jobs by status.")
+    for status in ("pending", "sent", "failed", "superseded", "expired"):
+        lines.append(f'authsvc_outbox_jobs{{status="{status}"}} {gauges[status]}')
+    _family(lines, "authsvc_outbox_depth", "gauge", "Pending jobs due now and not leased.")
+    lines.append(f"authsvc_outbox_depth {gauges['due']}")
+    _family(lines, "authsvc_outbox_leased", "gauge", "Jobs under a live lease.")
+    lines.append(f"authsvc_outbox_leased {gauges['leased']}")
+    _family(lines, "authsvc_outbox_oldest_pending_age_seconds", "gauge",
+            "Age of the oldest pending job.")
+    oldest = gauges["oldest_pending_seconds"]
+    lines.append(f"authsvc_outbox_oldest_pending_age_seconds {oldest:.3f}")
+
+    totals = {str(event): int(total) for event, total in conn.execute(Q["event_totals"])}
+    for event, (name, help_text) in EVENT_COUNTERS.items():
+        _family(lines, name, "counter", help_text)
+        lines.append(f"{name} {totals.get(event, 0)}")
+
+    name = "authsvc_email_send_latency_seconds"
+    _family(lines, name, "histogram", "Seconds from queueing to acceptance, sent jobs.")
+    for bound, count in conn.execute(Q["send_latency"], {"bounds": list(LATENCY_BOUNDS)}):
+        lines.append(f'{name}_bucket{{le="{bound:g}"}} {count}')
+    sum_row = conn.execute(Q["send_latency_totals"]).fetchone()
+    assert sum_row is not None
+    lines.append(f'{name}_bucket{{le="+Inf"}} {sum_row[1]}')
+    lines.append(f"{name}_sum {sum_row[0]:.3f}")
+    lines.append(f"{name}_count {sum_row[1]}")
+    return lines
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    """Prometheus text exposition of requests and outbox figures."""
+    lines: list[str] = []
+    _family(lines, "authsvc_http_requests_total", "counter", "HTTP responses by method and status.")
+    for (method, status), count in sorted(_counter(current_app).snapshot().items()):
+        lines.append(f'authsvc_http_requests_total{{method="{method}",status="{status}"}} {count}')
+    try:
+        outbox = _outbox_lines(db())
+        up = 1
+    except Exception:  # a scrape must still answer when the database does not
+        outbox, up = [], 0
+    _family(lines, "authsvc_database_up", "gauge", "Whether the outbox figures could be read.")
+    lines.append(f"authsvc_database_up {up}")
+    lines += outbox
+    body = "\n".join(lines) + "\n"
+    return Response(body, content_type="text/plain; version=0.0.4; charset=utf-8")

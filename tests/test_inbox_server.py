@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -134,3 +135,27 @@ def test_scoped_inbox_reports_duplicates_and_silence(server: Server):
         send(server.sink.port, email(inbox.address(), message_id="<authsvc-job-3@h>"))
     with pytest.raises(InboxError, match=r"got 2: .*re-sends of one job: \[\[\d+, \d+\]\]"):
         inbox.expect_one(settle=0.5)
+
+
+def test_scoped_inbox_fixture_as_a_pytest_plugin(server: Server, tmp_path):
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["authsvc.testing"]\n')
+    (tmp_path / "test_theirs.py").write_text(
+        "import os, smtplib\n"
+        "from email.message import EmailMessage\n"
+        "def test_one_email(scoped_inbox):\n"
+        "    message = EmailMessage()\n"
+        "    message['From'], message['To'] = 'app@example.com', scoped_inbox.address('bo')\n"
+        "    message['Subject'] = 'Welcome'\n"
+        "    message.set_content('Confirm: https://their.app/confirm?token=t1')\n"
+        "    port = int(os.environ['SINK_PORT'])\n"
+        "    with smtplib.SMTP('127.0.0.1', port) as client:\n"
+        "        client.send_message(message)\n"
+        "    assert scoped_inbox.link(containing='token=').endswith('token=t1')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "AUTHSVC_INBOX_URL": server.url, "SINK_PORT": str(server.sink.port)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout

@@ -185,7 +185,10 @@ def dev(port: int, smtp_port: int) -> None:
         else:
             pgdata = settings.data_dir / "pgdata"
             click.echo(f"starting the embedded PostgreSQL in {pgdata}", err=True)
-            embedded = start_embedded_postgres(settings.data_dir)
+            try:
+                embedded = start_embedded_postgres(settings.data_dir)
+            except Exception as exc:  # pgserver failing to start is an operator problem
+                raise click.ClickException(f"cannot start the embedded PostgreSQL: {exc}") from None
             url = str(embedded.get_uri())
         env["AUTHSVC_DATABASE_URL"] = url
         env["AUTHSVC_DATA_DIR"] = str(settings.data_dir)

@@ -37,7 +37,10 @@ def inbox(host: str, port: int, max_message_size: int) -> None:
     # aiosmtpd logs every SMTP command at INFO; our own stored/refused events suffice.
     logging.getLogger("mail.log").setLevel(logging.WARNING)
     url = database_url_or_exit(settings)
-    pool = create_pool(url, min_size=1, max_size=4, name="authsvc-inbox")
+    try:
+        pool = create_pool(url, min_size=1, max_size=4, name="authsvc-inbox")
+    except psycopg.OperationalError as exc:
+        raise click.ClickException(f"database unavailable: {exc}") from None
     try:
         with pool.connection() as conn:
             if conn.execute("SELECT to_regclass('inbox_messages')").fetchone() == (None,):
@@ -50,17 +53,21 @@ def inbox(host: str, port: int, max_message_size: int) -> None:
             sink.start()
         except OSError as exc:
             raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
-        stop = threading.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda _signum, _frame: stop.set())
         click.echo(
             f"test inbox: SMTP on {host}:{port}, accepting mail for @{settings.test_inbox_domain}",
             err=True,
         )
-        while not stop.wait(1.0):
-            pass
+        _wait_for_stop_signal()
         sink.stop()
     except psycopg.OperationalError as exc:
         raise click.ClickException(f"database unavailable: {exc}") from None
     finally:
         pool.close()
+
+
+def _wait_for_stop_signal() -> None:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+    while not stop.wait(1.0):
+        pass

@@ -40,11 +40,14 @@ class InboxHandler:
         try:
             scope = scope_of(address, self.domain)
         except BadScope as exc:
-            return f"553 5.1.3 {exc}"
-        if scope is None:
-            return f"550 5.1.1 this test inbox only accepts mail for @{self.domain}"
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
+            reply = f"553 5.1.3 {exc}"
+        else:
+            if scope is not None:
+                envelope.rcpt_tos.append(address)
+                return "250 OK"
+            reply = f"550 5.1.1 this test inbox only accepts mail for @{self.domain}"
+        log_event(log, "inbox_recipient_refused", recipient=address, reply=reply)
+        return reply
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         with self._idle:

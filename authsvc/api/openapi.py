@@ -74,8 +74,8 @@ def _problem(
     return response
 
 
-_RETRY_AFTER = {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}}
-_HEADERS_BY_STATUS = {
+_RETRY_AFTER: dict[str, Any] = {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}}
+_HEADERS_BY_STATUS: dict[int, dict[str, Any]] = {
     401: {
         "WWW-Authenticate": {"schema": {"type": "string"}, "description": 'Bearer realm="authsvc"'}
     },

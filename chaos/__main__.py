@@ -1,0 +1,202 @@
+"""`python -m chaos`: run the fault schedule, reconcile, print one `chaos:` line.
+
+Exit status 0 only if every guarantee held: nothing lost or stuck, every
+duplicate inside the crash-after-accept window, no stale link redeemed, no
+token or password in any log, and the fault schedule actually ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+
+from authsvc.apps import create_app_record
+from chaos.cluster import ThrowawayPostgres
+from chaos.fleet import Fleet
+from chaos.load import ApiClient, LinkRequest, run_load
+from chaos.reconcile import NEW_PASSWORD, Report, check_redemptions, reconcile
+from chaos.smtp import FaultRates, FaultySmtp
+from chaos.worker import MAX_BACKOFF_SECONDS
+
+SECRET_KEY = "chaos-signing-key-" + "k" * 32
+MAX_CRASHES = 25  # workers exiting on their own (not our kills) before we give up
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m chaos", description=__doc__)
+    parser.add_argument("--requests", type=int, default=500)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--kills", type=int, default=6, help="SIGKILLs of random workers")
+    parser.add_argument("--kill-every", type=float, default=1.5, help="seconds between kills")
+    parser.add_argument("--lease-seconds", type=float, default=4.0)
+    parser.add_argument("--concurrency", type=int, default=12, help="concurrent API clients")
+    parser.add_argument("--rate", type=float, default=50.0, help="requests per second at most")
+    parser.add_argument("--drain-timeout", type=float, default=120.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--logs", type=Path, default=None, help="keep process logs here")
+    args = parser.parse_args(argv)
+    if args.requests < 2 or args.workers < 1 or args.kills < 0:
+        parser.error("need --requests >= 2, --workers >= 1, --kills >= 0")
+    return args
+
+
+def _environment(
+    db_url: str, smtp_url: str, data_dir: Path, lease_seconds: float
+) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTHSVC_")}
+    env.update(
+        AUTHSVC_ENV="test",
+        AUTHSVC_DATABASE_URL=db_url,
+        AUTHSVC_DATA_DIR=str(data_dir),
+        AUTHSVC_SECRET_KEYS=SECRET_KEY,
+        AUTHSVC_SMTP_URL=smtp_url,
+        AUTHSVC_MAIL_FROM="authsvc <no-reply@chaos.test>",
+        AUTHSVC_LEASE_SECONDS=str(int(lease_seconds)),
+        # The harness is one app calling hard; the per-app limit is not under test here.
+        AUTHSVC_RATE_LIMIT_APP="100000000/1m",
+    )
+    return env
+
+
+def _requests(count: int, rng: random.Random) -> tuple[list[str], list[LinkRequest]]:
+    """Two requests per address (inside the 5/15m email limit), in random order."""
+    emails = [f"chaos-{i}@chaos.test" for i in range((count + 1) // 2)]
+    requests = [LinkRequest(emails[i // 2], rng.choice(["verify", "reset"])) for i in range(count)]
+    rng.shuffle(requests)
+    return emails, requests
+
+
+def _drained(url: str) -> bool:
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        row = conn.execute("SELECT count(*) FROM email_jobs WHERE status = 'pending'").fetchone()
+    return row is not None and row[0] == 0
+
+
+def run(args: argparse.Namespace) -> Report:
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    rng = random.Random(seed)
+    print(f"chaos seed={seed}", file=sys.stderr)
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="chaos-logs-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    report = Report(requests=args.requests)
+    cluster = ThrowawayPostgres()
+    smtp = FaultySmtp(FaultRates(), seed)
+    fleet: Fleet | None = None
+    try:
+        smtp.start()
+        emails, requests = _requests(args.requests, rng)
+        with psycopg.connect(cluster.url, autocommit=True) as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO users (email, password_hash) SELECT unnest(%s::text[]), 'not-a-hash'",
+                (emails,),
+            )
+            _app, api_key = create_app_record(conn, "chaos", ["http://127.0.0.1/"])
+        env = _environment(cluster.url, smtp.url, logs / "data", args.lease_seconds)
+        fleet = Fleet(env, logs, args.workers, args.lease_seconds, seed)
+        fleet.start_api()
+        fleet.start_workers()
+        client = ApiClient(fleet.api_port, api_key)
+
+        halfway = threading.Event()
+        load_done = threading.Event()
+        crashes: list[int] = []
+
+        def faults() -> None:
+            """Kill workers on a timer, restart PostgreSQL once halfway through the load."""
+            next_kill = time.monotonic() + args.kill_every
+            while not (load_done.is_set() and len(fleet.killed_pids) >= args.kills
+                       and cluster.restarts >= 1):
+                if halfway.is_set() and cluster.restarts == 0:
+                    cluster.restart()
+                if len(fleet.killed_pids) < args.kills and time.monotonic() >= next_kill:
+                    fleet.kill_random_worker(rng)
+                    next_kill = time.monotonic() + args.kill_every * rng.uniform(0.5, 1.5)
+                crashes.extend(fleet.replace_exited_workers())
+                if len(crashes) > MAX_CRASHES:
+                    return
+                time.sleep(0.05)
+
+        def progress(done: int) -> None:
+            if done >= args.requests // 2:
+                halfway.set()
+
+        fault_thread = threading.Thread(target=faults, name="faults", daemon=True)
+        fault_thread.start()
+        started = time.monotonic()
+        result = run_load(client, requests, args.concurrency, args.rate, progress)
+        load_done.set()
+        report.accepted = result.accepted
+        report.details.update(load_seconds=round(time.monotonic() - started, 1),
+                              http_retries=result.retries, refused=result.refused[:10])
+        if result.refused:
+            report.problems.append(f"{len(result.refused)} requests refused: {result.refused[:5]}")
+        fault_thread.join(timeout=args.drain_timeout)
+
+        deadline = time.monotonic() + args.drain_timeout
+        while time.monotonic() < deadline and not _drained(cluster.url):
+            crashes.extend(fleet.replace_exited_workers())
+            if len(crashes) > MAX_CRASHES:
+                report.problems.append(f"workers keep exiting by themselves: {crashes[:5]}")
+                break
+            time.sleep(0.25)
+        report.details.update(run_seconds=round(time.monotonic() - started, 1),
+                              smtp_faults=dict(smtp.faults), worker_crashes=crashes)
+        report.kills = len(fleet.killed_pids)
+        report.db_restarts = cluster.restarts
+        receipts = smtp.snapshot()
+        with psycopg.connect(cluster.url, autocommit=True) as conn:
+            reconcile(conn, report, receipts, fleet.killed_pids,
+                      args.lease_seconds + MAX_BACKOFF_SECONDS)
+            check_redemptions(client, conn, report, receipts)
+        fleet.stop()
+        _scan_logs(logs, receipts, report)
+    finally:
+        if fleet is not None:
+            fleet.stop()
+        smtp.stop()
+        cluster.close()
+    _judge(report, args)
+    report.details["logs"] = str(logs)
+    return report
+
+
+def _scan_logs(logs: Path, receipts: list, report: Report) -> None:
+    """No link token and no password may appear in any process's log."""
+    secrets = {r.token for r in receipts if r.token} | {NEW_PASSWORD, SECRET_KEY}
+    for path in sorted(logs.glob("*.log")):
+        text = path.read_text("utf-8", "replace")
+        leaked = [s for s in secrets if s in text]
+        if leaked:
+            report.problems.append(f"{path.name} contains {len(leaked)} secret(s)")
+
+
+def _judge(report: Report, args: argparse.Namespace) -> None:
+    for name in ("lost", "stuck", "stale_redemptions"):
+        if getattr(report, name):
+            report.problems.append(f"{name}={getattr(report, name)}")
+    if report.kills < args.kills:
+        report.problems.append(f"only {report.kills} of {args.kills} kills happened")
+    if report.db_restarts != 1:
+        report.problems.append(f"db_restarts={report.db_restarts}, expected 1")
+
+
+def main(argv: list[str] | None = None) -> int:
+    report = run(_arguments(argv))
+    for key, value in report.details.items():
+        print(f"  {key}: {value}", file=sys.stderr)
+    for problem in report.problems:
+        print(f"BROKEN: {problem}", file=sys.stderr)
+    print(report.line(), flush=True)
+    return 1 if report.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The processes under test: the API under gunicorn and W outbox workers."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from chaos.smtp import free_port
+
+
+@dataclass
+class Fleet:
+    env: dict[str, str]
+    logs: Path
+    workers: int
+    lease_seconds: float
+    seed: int
+    api_port: int = field(default_factory=free_port)
+    killed_pids: list[int] = field(default_factory=list)
+    _api: subprocess.Popen[bytes] | None = None
+    _workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    _files: list[IO[bytes]] = field(default_factory=list)
+    _started: int = 0
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = (self.logs / f"{name}.log").open("wb")
+        self._files.append(log)
+        return subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def start_api(self, processes: int = 2, threads: int = 8) -> None:
+        argv = [sys.executable, "-m", "authsvc.cli", "serve", "--bind",
+                f"127.0.0.1:{self.api_port}", "--workers", str(processes),
+                "--threads", str(threads)]
+        self._api = self._spawn("api", argv)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self._api.poll() is not None:
+                raise RuntimeError(f"the API exited with {self._api.returncode}; see api.log")
+            try:
+                ready = f"{self.api_url}/readyz"  # always http://127.0.0.1
+                with urllib.request.urlopen(ready, timeout=2) as reply:  # noqa: S310
+                    if reply.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("the API did not become ready within 60 s")
+
+    def start_worker(self) -> None:
+        self._started += 1
+        argv = [sys.executable, "-m", "chaos.worker", "--lease-seconds", str(self.lease_seconds),
+                "--poll-seconds", "0.5", "--batch", "10", "--concurrency", "4"]
+        self._workers.append(self._spawn(f"worker-{self._started}", argv))
+
+    def start_workers(self) -> None:
+        for _ in range(self.workers):
+            self.start_worker()
+
+    def kill_random_worker(self, rng: random.Random) -> None:
+        """SIGKILL one running worker (no chance to clean up) and start a replacement."""
+        alive = [p for p in self._workers if p.poll() is None]
+        if alive:
+            victim = rng.choice(alive)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(timeout=10)
+            self.killed_pids.append(victim.pid)
+            self._workers.remove(victim)
+        self.start_worker()
+
+    def replace_exited_workers(self) -> list[int]:
+        """Restart workers that exited on their own; returns their exit codes."""
+        codes = []
+        for process in [p for p in self._workers if p.poll() is not None]:
+            codes.append(process.returncode)
+            self._workers.remove(process)
+            self.start_worker()
+        return codes
+
+    def stop(self) -> None:
+        processes = [p for p in [self._api, *self._workers] if p is not None]
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        for log in self._files:
+            log.close()

@@ -1,0 +1,192 @@
+"""After the run: compare the database, the audit trail and the mail received."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import psycopg
+
+from chaos.load import ApiClient
+from chaos.smtp import Receipt
+
+_JOB_ID = re.compile(r"<authsvc-job-(\d+)@")
+# Outcomes a worker records while it holds a lease; a killed worker records none.
+_OUTCOMES = {"sent", "failed", "superseded", "expired", "retry", "ambiguous", "released",
+             "lease_lost"}
+CONFIRM_PATHS = {"verify": "/api/v1/verifications/confirm",
+                 "reset": "/api/v1/password-resets/confirm"}
+CURRENT_RESET_SAMPLE = 25  # each costs a production-strength argon2 hash
+NEW_PASSWORD = "chaos-survivor-passphrase-42"  # noqa: S105  (set by redeemed reset links)
+
+
+@dataclass
+class Report:
+    requests: int
+    accepted: int = 0
+    jobs: int = 0
+    expected: int = 0
+    delivered: int = 0
+    lost: int = 0
+    stuck: int = 0
+    duplicates: int = 0
+    crash_window: int = 0
+    stale_redemptions: int = 0
+    kills: int = 0
+    db_restarts: int = 0
+    problems: list[str] = field(default_factory=list)
+    details: dict[str, object] = field(default_factory=dict)
+
+    def line(self) -> str:
+        return (
+            f"chaos: requests={self.requests} expected={self.expected} delivered={self.delivered}"
+            f" lost={self.lost} stuck={self.stuck} duplicates={self.duplicates}"
+            f" crash_window={self.crash_window} stale_redemptions={self.stale_redemptions}"
+            f" kills={self.kills} db_restarts={self.db_restarts}"
+        )
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    user_id: int
+    purpose: str
+    token_version: int
+    status: str
+    stuck: bool
+
+
+def _load_jobs(conn: psycopg.Connection, stuck_after_seconds: float) -> dict[int, Job]:
+    rows = conn.execute(
+        "SELECT id, user_id, purpose, token_version, status,"
+        " status = 'pending' AND greatest(next_attempt_at, lease_expires_at)"
+        "   < now() - make_interval(secs => %s)"
+        " FROM email_jobs WHERE purpose IS NOT NULL",
+        (stuck_after_seconds,),
+    ).fetchall()
+    return {r[0]: Job(*r) for r in rows}
+
+
+def _current_versions(conn: psycopg.Connection) -> dict[tuple[int, str], int]:
+    versions: dict[tuple[int, str], int] = {}
+    rows = conn.execute("SELECT id, reset_version, verify_version FROM users")
+    for user_id, reset, verify in rows:
+        versions[(user_id, "reset")] = reset
+        versions[(user_id, "verify")] = verify
+    return versions
+
+
+def _in_crash_window(trail: list[tuple[str, str | None]], killed_pids: set[int]) -> bool:
+    """A second delivery is expected only if an attempt's outcome was never known:
+    the server dropped the line after accepting (ambiguous), the lease ran out
+    mid-send (lease_lost), or the worker was killed between claim and record."""
+    events = [event for event, _owner in trail]
+    if "ambiguous" in events or "lease_lost" in events:
+        return True
+    for i, (event, owner) in enumerate(trail):
+        if event != "claimed" or owner is None or int(owner.split(":")[-2]) not in killed_pids:
+            continue
+        if not any(e in _OUTCOMES and o == owner for e, o in trail[i + 1:]):
+            return True
+    return False
+
+
+def reconcile(
+    conn: psycopg.Connection,
+    report: Report,
+    receipts: list[Receipt],
+    killed_pids: list[int],
+    stuck_after_seconds: float,
+) -> None:
+    """Fill in the delivery figures and record every broken guarantee in `report.problems`."""
+    jobs = _load_jobs(conn, stuck_after_seconds)
+    versions = _current_versions(conn)
+    report.jobs = len(jobs)
+    by_job: dict[int, list[Receipt]] = defaultdict(list)
+    for receipt in receipts:
+        match = _JOB_ID.search(receipt.message_id)
+        if not match or int(match.group(1)) not in jobs:
+            report.problems.append(f"mail with an unknown Message-ID: {receipt.message_id!r}")
+            continue
+        by_job[int(match.group(1))].append(receipt)
+
+    if report.jobs != report.accepted:
+        report.problems.append(f"{report.accepted} requests accepted but {report.jobs} jobs queued")
+    superseded = [j for j in jobs.values() if j.status == "superseded"]
+    for job in superseded:
+        if job.token_version >= versions[(job.user_id, job.purpose)]:
+            report.problems.append(f"job {job.id} marked superseded but its version is current")
+    must_arrive = [j for j in jobs.values() if j.status != "superseded"]
+    report.expected = len(must_arrive)
+    report.delivered = sum(1 for j in must_arrive if by_job.get(j.id))
+    report.lost = report.expected - report.delivered + max(0, report.accepted - report.jobs)
+    report.stuck = sum(1 for j in jobs.values() if j.stuck)
+    report.details["statuses"] = dict(Counter(j.status for j in jobs.values()))
+    unsent = [j.id for j in must_arrive if j.status == "sent" and not by_job.get(j.id)]
+    if unsent:
+        report.problems.append(f"jobs marked sent but never received: {unsent[:10]}")
+
+    trails: dict[int, list[tuple[str, str | None]]] = defaultdict(list)
+    for job_id, event, owner in conn.execute(
+        "SELECT job_id, event, lease_owner FROM email_job_events ORDER BY id"
+    ):
+        trails[job_id].append((event, owner))
+    for job_id in jobs:
+        if by_job.get(job_id) and "claimed" not in [e for e, _ in trails[job_id]]:
+            report.problems.append(f"job {job_id} was delivered with no claim in its trail")
+    killed = set(killed_pids)
+    duplicated = [job_id for job_id, got in by_job.items() if len(got) > 1]
+    report.duplicates = len(duplicated)
+    explained = [j for j in duplicated if _in_crash_window(trails[j], killed)]
+    report.crash_window = len(explained)
+    if report.duplicates > report.crash_window:
+        unexplained = sorted(set(duplicated) - set(explained))[:10]
+        report.problems.append(f"duplicates outside the crash window: jobs {unexplained}")
+
+
+def check_redemptions(
+    client: ApiClient, conn: psycopg.Connection, report: Report, receipts: list[Receipt]
+) -> None:
+    """Every stale link must answer token_superseded; current links redeem exactly once."""
+    versions = _current_versions(conn)
+    jobs = {r[0]: r[1:] for r in conn.execute(
+        "SELECT id, user_id, purpose, token_version FROM email_jobs WHERE purpose IS NOT NULL")}
+    stale: list[tuple[str, str]] = []
+    current: dict[tuple[int, str], str] = {}
+    for receipt in receipts:
+        match = _JOB_ID.search(receipt.message_id)
+        if not match or receipt.token is None or int(match.group(1)) not in jobs:
+            continue
+        user_id, purpose, version = jobs[int(match.group(1))]
+        if version < versions[(user_id, purpose)]:
+            stale.append((purpose, receipt.token))
+        else:
+            current[(user_id, purpose)] = receipt.token
+    answers: Counter[str] = Counter()
+    for purpose, token in stale:
+        status, body = _confirm(client, purpose, token)
+        answers[f"stale {status} {body.get('code', '')}".strip()] += 1
+        if status < 400:
+            report.stale_redemptions += 1
+        elif body.get("code") != "token_superseded":
+            report.problems.append(f"stale {purpose} link answered {status} {body.get('code')}")
+    resets = 0
+    for (_user_id, purpose), token in sorted(current.items()):
+        if purpose == "reset":
+            resets += 1
+            if resets > CURRENT_RESET_SAMPLE:
+                continue
+        first, _ = _confirm(client, purpose, token)
+        again, body = _confirm(client, purpose, token)
+        answers[f"current {first} then {again} {body.get('code', '')}"] += 1
+        if first != 200 or body.get("code") != "token_used":
+            report.problems.append(f"current {purpose} link: {first}, then {again} {body}")
+    report.details["redemptions"] = dict(answers)
+
+
+def _confirm(client: ApiClient, purpose: str, token: str) -> tuple[int, dict]:
+    body: dict[str, object] = {"token": token}
+    if purpose == "reset":
+        body["password"] = NEW_PASSWORD
+    return client.post(CONFIRM_PATHS[purpose], body)

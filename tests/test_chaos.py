@@ -1,0 +1,43 @@
+"""The chaos harness, short mode: 500 requests through real processes under faults.
+
+`make chaos` runs the long mode (5,000 requests, 4 workers, 20+ kills).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINE = re.compile(
+    r"^chaos: requests=(?P<requests>\d+) expected=(?P<expected>\d+) delivered=(?P<delivered>\d+)"
+    r" lost=(?P<lost>\d+) stuck=(?P<stuck>\d+) duplicates=(?P<duplicates>\d+)"
+    r" crash_window=(?P<crash_window>\d+) stale_redemptions=(?P<stale_redemptions>\d+)"
+    r" kills=(?P<kills>\d+) db_restarts=(?P<db_restarts>\d+)$",
+    re.MULTILINE,
+)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_no_email_lost_or_stale_link_redeemed_under_faults(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "chaos", "--requests", "500", "--workers", "3", "--kills", "6",
+         "--logs", str(tmp_path / "logs")],
+        cwd=ROOT, capture_output=True, text=True, timeout=230,
+    )
+    report = run.stdout + run.stderr
+    lines = LINE.findall(run.stdout)
+    assert len(lines) == 1, report
+    figures = {k: int(v) for k, v in LINE.search(run.stdout).groupdict().items()}
+    assert run.returncode == 0, report
+    assert figures["requests"] == 500
+    assert figures["lost"] == figures["stuck"] == figures["stale_redemptions"] == 0, report
+    assert figures["delivered"] == figures["expected"] > 0
+    assert figures["duplicates"] <= figures["crash_window"]
+    assert figures["kills"] >= 6 and figures["db_restarts"] == 1
+    assert "stale 410 token_superseded" in run.stderr, "no stale link was delivered and tried"

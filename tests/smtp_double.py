@@ -37,6 +37,7 @@ class Received:
     rcpt_tos: list[str]
     data: bytes
     received_at: float  # time.time()
+    peer: str  # the client's host:port, one per connection
     message: EmailMessage = field(repr=False)
 
     @property
@@ -74,6 +75,7 @@ class SmtpDouble:
         self.messages: list[Received] = []
         self.attempts = 0  # RCPT commands seen, whatever the answer
         self._script: deque[str] = deque()
+        self._transports: list[Any] = []
         self._changed = threading.Condition()
         self.port = free_port()
         self._controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port)
@@ -91,10 +93,12 @@ class SmtpDouble:
     def next_mode(self) -> str:
         return self._script.popleft() if self._script else self.mode
 
-    def record(self, envelope: Any) -> None:
+    def record(self, envelope: Any, peer: object = None) -> None:
         data = envelope.original_content or envelope.content
         parsed = email.message_from_bytes(data, policy=email.policy.default)
-        received = Received(envelope.mail_from, list(envelope.rcpt_tos), data, time.time(), parsed)  # type: ignore[arg-type]
+        received = Received(
+            envelope.mail_from, list(envelope.rcpt_tos), data, time.time(), str(peer), parsed  # type: ignore[arg-type]
+        )
         with self._changed:
             self.messages.append(received)
             self._changed.notify_all()
@@ -117,6 +121,22 @@ class SmtpDouble:
             if not self._changed.wait_for(lambda: self.attempts >= count, timeout):
                 got = self.attempts
                 raise AssertionError(f"expected {count} attempt(s) in {timeout}s, got {got}")
+
+    def remember(self, transport: Any) -> None:
+        self._transports.append(transport)
+
+    def drop_connections(self) -> None:
+        """Close every connection that delivered something, as servers do with idle ones."""
+        transports, self._transports = self._transports, []
+        done = threading.Event()
+
+        def close_all() -> None:
+            for transport in transports:
+                transport.close()
+            done.set()
+
+        self._controller.loop.call_soon_threadsafe(close_all)
+        assert done.wait(5)
 
     def __enter__(self) -> SmtpDouble:
         self._controller.start()
@@ -156,7 +176,8 @@ class _Handler:
         mode = getattr(envelope, "authsvc_mode", self.double.mode)
         if mode == "reject_data":
             return "554 5.6.0 message refused"
-        self.double.record(envelope)
+        self.double.record(envelope, session.peer)
+        self.double.remember(server.transport)
         if mode == "accept_then_drop":
             server.transport.close()
             return "250 OK (never seen)"

@@ -276,6 +276,21 @@ def test_second_ambiguous_send_fails_instead_of_repeating(conn, pool, settings, 
     assert row[0] == "failed" and "may have been delivered" in row[1]
 
 
+def test_connection_reused_across_jobs_and_reopened_when_the_server_dropped_it(
+    conn, pool, settings, smtp
+):
+    queue_notices(conn, 3)
+    deliverer = delivery(pool, settings)
+    mailer = smtp_factory(smtp.url)(2.0)
+    assert _claim_and_deliver(pool, deliverer, mailer) == "sent"
+    assert _claim_and_deliver(pool, deliverer, mailer) == "sent"
+    smtp.drop_connections()  # an idle timeout on the server side
+    assert _claim_and_deliver(pool, deliverer, mailer) == "sent", "stale connection cost a retry"
+    mailer.close()
+    peers = {m.peer for m in smtp.messages}
+    assert len(smtp.messages) == 3 and len(peers) == 2, "first two should share one connection"
+
+
 def test_delivering_one_claimed_job_twice_leaves_one_sent_row(conn, pool, settings, smtp):
     """Done-when 5: run every job twice; same Message-ID, one sent row, nothing overwritten."""
     [job_id] = queue_notices(conn, 1)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import signal
+import uuid
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from authsvc.migrate import upgrade
 from tests.smtp_double import SmtpDouble
@@ -179,3 +181,26 @@ def test_outbox_commands_show_trail_redrive_and_prune(conn, env, tmp_path):
         pruned = runner.invoke(main, ["outbox", "prune", "--older-than", "1d"], env=env)
         assert "deleted 1 job(s)" in pruned.output
         assert conn.execute("SELECT count(*) FROM email_job_events").fetchone() == (0,)
+
+
+def test_worker_refuses_an_unmigrated_database_with_a_clear_message(env, test_databases):
+    from click.testing import CliRunner
+
+    from authsvc.cli import main
+    from tests.pg import with_database
+
+    name = f"authsvc_worker_empty_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(test_databases.server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        empty = with_database(test_databases.server_url, name)
+        result = CliRunner().invoke(main, ["worker", "--once"],
+                                    env={**env, "AUTHSVC_DATABASE_URL": empty})
+        assert result.exit_code == 1
+        assert "run `authsvc db upgrade`" in result.output and "Traceback" not in result.output
+        bad = CliRunner().invoke(main, ["worker", "--concurrency", "0"], env=env)
+        assert bad.exit_code == 2 and "--concurrency" in bad.output
+    finally:
+        with psycopg.connect(test_databases.server_url, autocommit=True) as admin:
+            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+            admin.execute(drop.format(sql.Identifier(name)))

@@ -14,6 +14,7 @@ import psycopg
 from authsvc.cli.common import database_url_or_exit, settings_or_exit
 from authsvc.config import Settings, SmtpTarget, parse_duration
 from authsvc.logs import configure_logging
+from authsvc.migrate import pending_migrations
 from authsvc.tokens import TokenCodec
 from worker import admin
 from worker.delivery import RetryPolicy
@@ -29,6 +30,17 @@ DEV_SMTP = SmtpTarget(host="127.0.0.1", port=2525, security="plain")
 def smtp_mailer_factory(settings: Settings) -> Callable[[float], Mailer]:
     target = settings.smtp or DEV_SMTP
     return lambda timeout: SmtpMailer(target, timeout=timeout)
+
+
+def _require_current_schema(url: str) -> None:
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            pending = pending_migrations(conn)
+    except psycopg.OperationalError as exc:
+        raise click.ClickException(f"cannot reach the database: {exc}") from None
+    if pending:
+        names = ", ".join(f"{m.version}_{m.name}" for m in pending)
+        raise click.ClickException(f"the schema is not current ({names}): run `authsvc db upgrade`")
 
 
 @click.command()
@@ -47,6 +59,7 @@ def worker(
     """Send queued emails: claim due outbox jobs under a lease and deliver them."""
     settings = settings_or_exit()
     url = database_url_or_exit(settings)
+    _require_current_schema(url)
     configure_logging()
     codec = TokenCodec(
         settings.secret_keys, {"reset": settings.reset_ttl, "verify": settings.verify_ttl}

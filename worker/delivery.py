@@ -88,7 +88,7 @@ class Delivery:
         if job.attempt_count > self.retry.max_attempts:
             # Only reachable when leases kept expiring (workers dying mid-send).
             return self._fail(job, f"gave up after {job.attempt_count - 1} attempts")
-        if time.monotonic() + self.send_timeout * 2 > lease_deadline:
+        if time.monotonic() + self.send_timeout > lease_deadline:
             # Sending now could outlive the lease and race the next owner.
             self.release(job, "lease too close to expiry")
             return "released"

@@ -48,7 +48,7 @@ class WorkerOptions:
     @property
     def send_timeout(self) -> float:
         """SMTP connect/read timeout: well inside the lease, so a stuck send cannot outlive it."""
-        return max(1.0, min(30.0, self.lease_seconds / 4))
+        return max(0.25, min(30.0, self.lease_seconds / 4))
 
 
 Claim = tuple[ClaimedJob, float]  # the job and its lease deadline on time.monotonic()

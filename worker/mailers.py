@@ -38,6 +38,10 @@ class PermanentSendError(SendError):
     """The provider refused this message; retrying will not help."""
 
 
+class _StaleConnection(Exception):
+    """The server closed the connection before our first command on it."""
+
+
 class AmbiguousSendError(SendError):
     """The connection broke after the message was handed over: it may have been delivered."""
 
@@ -122,16 +126,18 @@ class SmtpMailer:
             raise TransientSendError(f"connect: {type(exc).__name__}: {exc}") from None
         return smtp
 
-    def _session(self) -> smtplib.SMTP:
+    def _session(self) -> tuple[smtplib.SMTP, bool]:
+        """The open connection (reused=True) or a new one."""
         if self._smtp is not None and time.monotonic() - self._last_used > IDLE_RECONNECT_SECONDS:
             self.close()
-        if self._smtp is None:
-            self._smtp = self._connect()
-        return self._smtp
+        if self._smtp is not None:
+            return self._smtp, True
+        self._smtp = self._connect()
+        return self._smtp, False
 
     def send(self, email: OutgoingEmail) -> str:
         try:
-            return self._send(email)
+            return self._send_reconnecting(email)
         except SendError as exc:
             if isinstance(exc, PermanentSendError) and self._smtp is not None:
                 self._reset()
@@ -141,11 +147,29 @@ class SmtpMailer:
         finally:
             self._last_used = time.monotonic()
 
-    def _send(self, email: OutgoingEmail) -> str:
-        smtp = self._session()
+    def _send_reconnecting(self, email: OutgoingEmail) -> str:
+        smtp, reused = self._session()
+        try:
+            return self._send(smtp, email)
+        except _StaleConnection:
+            if not reused:
+                raise TransientSendError("MAIL: server closed the connection") from None
+        # The server dropped our idle connection: not the message's fault, so
+        # once more on a fresh one rather than a retry minutes later.
+        self.close()
+        smtp, _ = self._session()
+        try:
+            return self._send(smtp, email)
+        except _StaleConnection:
+            raise TransientSendError("MAIL: server closed the connection") from None
+
+    def _send(self, smtp: smtplib.SMTP, email: OutgoingEmail) -> str:
         stage = "MAIL"
         try:
-            code, reply = smtp.mail(email.sender)
+            try:
+                code, reply = smtp.mail(email.sender)
+            except smtplib.SMTPServerDisconnected:
+                raise _StaleConnection() from None
             self._check(stage, code, reply)
             stage = "RCPT"
             code, reply = smtp.rcpt(email.recipient)

@@ -10,14 +10,18 @@ import asyncio
 import email
 import email.policy
 import socket
+import ssl
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from email.message import EmailMessage
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
 
 MODES = (
     "accept",              # 250 after `delay_seconds`
@@ -68,8 +72,18 @@ def free_port() -> int:
 class SmtpDouble:
     """Start with `with SmtpDouble() as smtp:`; point AUTHSVC_SMTP_URL at `smtp.url`."""
 
-    def __init__(self, mode: str = "accept", delay_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        mode: str = "accept",
+        delay_seconds: float = 0.0,
+        *,
+        security: str = "plain",  # "plain" | "starttls" | "ssl"
+        certificate: tuple[Path, Path] | None = None,  # (cert, key) PEM files
+        credentials: tuple[str, str] | None = None,
+    ) -> None:
         self.mode = mode
+        self.security = security
+        self.credentials = credentials
         self.delay_seconds = delay_seconds
         self.release = threading.Event()  # ends every stall
         self.messages: list[Received] = []
@@ -78,11 +92,33 @@ class SmtpDouble:
         self._transports: list[Any] = []
         self._changed = threading.Condition()
         self.port = free_port()
-        self._controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port)
+        options: dict[str, Any] = {}
+        if security != "plain":
+            assert certificate is not None, "TLS needs a certificate"
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(*certificate)
+            options["tls_context" if security == "starttls" else "ssl_context"] = context
+        if credentials:
+            options["authenticator"] = self._authenticate
+            # Implicit TLS is invisible to aiosmtpd's own check; RCPT enforces AUTH below.
+            options["auth_require_tls"] = security == "starttls"
+        self._controller = Controller(
+            _Handler(self), hostname="127.0.0.1", port=self.port, **options
+        )
 
     @property
     def url(self) -> str:
-        return f"smtp://127.0.0.1:{self.port}"
+        scheme = {"plain": "smtp", "starttls": "smtp+starttls", "ssl": "smtps"}[self.security]
+        auth = ""
+        if self.credentials:
+            auth = f"{quote(self.credentials[0], safe='')}:{quote(self.credentials[1], safe='')}@"
+        return f"{scheme}://{auth}127.0.0.1:{self.port}"
+
+    def _authenticate(self, _server: Any, _session: Any, _envelope: Any, _mechanism: str,
+                      data: Any) -> AuthResult:
+        login, password = data.login.decode(), data.password.decode()
+        # handled=False: let aiosmtpd send the 535 itself.
+        return AuthResult(success=(login, password) == self.credentials, handled=False)
 
     def script(self, *modes: str) -> None:
         """Answer the next messages with these modes, in order, then with `mode`."""
@@ -158,6 +194,10 @@ class _Handler:
         self, server: Any, session: Any, envelope: Any, address: str, _options: Any
     ) -> str:
         self.double.note_attempt()
+        if self.double.credentials and not session.authenticated:
+            return "530 5.7.0 authentication required"
+        if self.double.security == "starttls" and session.ssl is None:
+            return "530 5.7.0 must issue STARTTLS first"
         mode = self.double.next_mode()
         envelope.authsvc_mode = mode
         if mode == "tempfail":

@@ -153,6 +153,12 @@ def test_scopes_are_case_insensitive_and_separate(inbox, sink):
     assert listed[0]["to"] == ["Bob+RUN42@Inbox.Test"]
 
 
+def test_non_ascii_scope_is_reachable_over_http(inbox, sink):
+    send(sink.port, email("jörg+läuft@inbox.test"))
+    listed = inbox.get("/_inbox/scopes/L%C3%84UFT/messages").json["messages"]
+    assert [m["to"] for m in listed] == [["jörg+läuft@inbox.test"]]
+
+
 def test_delete_empties_the_scope_and_later_mail_still_lands(inbox, sink):
     scope = new_scope(inbox)
     send(sink.port, email(f"{scope}@inbox.test", subject="before"))

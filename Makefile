@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-all browser lint typecheck clean
+.PHONY: install run test test-all browser lint typecheck clean chaos fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,3 +42,10 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.claim_plan
 	$(BIN)/python -m bench.worker_latency
 	$(BIN)/python -m bench.worker_throughput
+
+# Long-mode reliability runs (docs/RELIABILITY.md); each prints its figures.
+chaos: $(STAMP)
+	$(BIN)/python -m chaos --requests 5000 --workers 4 --kills 24 --kill-every 2 --rate 100
+
+fuzz: $(STAMP)
+	AUTHSVC_FUZZ_MODE=long $(BIN)/pytest tests/test_fuzz_api.py -q -s -p no:cacheprovider

@@ -169,6 +169,11 @@ class Worker:
                         delivery.release(job, "shutdown")
                     else:
                         delivery.deliver(mailer, job, deadline)
+                except psycopg.OperationalError as exc:
+                    # The database stayed away for the whole lease: the job
+                    # will be claimed again (and possibly re-sent) after it.
+                    log_event(log, "outcome_unrecorded", logging.ERROR, job_id=job.id,
+                              lease_owner=self.owner, error=str(exc))
                 except BaseException as exc:
                     # Unexpected: stop the process; the lease hands the job back.
                     log.exception(

@@ -142,10 +142,11 @@ class Worker:
 
     def _claim(self, pool: ConnectionPool) -> int:
         opts = self.options
+        # Taken before the claim, so the local deadline falls no later than
+        # the lease the database recorded.
+        deadline = time.monotonic() + opts.lease_seconds
         with pool.connection(timeout=5) as conn:
             claimed = jobs.claim_batch(conn, self.owner, opts.batch, opts.lease_seconds)
-        # Measured from after the claim returned: errs on the safe side.
-        deadline = time.monotonic() + opts.lease_seconds
         with self._lock:
             self._unfinished += len(claimed)
         for job in claimed:

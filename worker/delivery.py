@@ -54,8 +54,7 @@ class Delivery:
     clock: Clock = system_clock
 
     def record(self, job: ClaimedJob, write: Callable[[psycopg.Connection], T]) -> T:
-        """Run `write` on a pooled connection, retrying through a database restart
-        for as long as the lease lasts (after that, another worker owns the job)."""
+        """Run `write` on a pooled connection; retry through a database restart while leased."""
         delay = 0.2
         while True:
             try:

@@ -30,6 +30,7 @@ def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
         "10",
         "--access-logfile",
         "-",
+        "--access-logformat", '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms',  # no ?token=
         "authsvc.app:create_app()",
     ]
 

@@ -134,6 +134,9 @@ def test_database_restart_under_running_worker(env, tmp_path_factory, tmp_path):
         logged = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
         assert any(e["event"] in {"listener_disconnected", "database_unavailable"} for e in logged)
     finally:
+        # After a restart pgserver no longer recognises the postmaster as its
+        # own, so stop it explicitly before letting pgserver delete the folder.
+        _pg_ctl(server, "-w", "-m", "immediate", "stop")
         server.cleanup()
 
 

@@ -6,7 +6,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 from uuid import UUID
 
 from psycopg import Connection
@@ -35,7 +35,12 @@ def _hash_key(key: str) -> bytes:
 
 def validate_redirect_url(url: str) -> str:
     """An absolute http(s) URL without credentials or fragment; ValueError otherwise."""
-    if len(url) > MAX_REDIRECT_URL_LENGTH or any(ord(c) <= 32 or ord(c) == 127 for c in url):
+    # Browsers read a backslash as a slash in http(s) URLs; refuse it outright.
+    if (
+        len(url) > MAX_REDIRECT_URL_LENGTH
+        or "\\" in url
+        or any(ord(c) <= 32 or ord(c) == 127 for c in url)
+    ):
         raise ValueError(f"not a usable URL: {url!r}")
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname or parts.port == 0:
@@ -56,6 +61,10 @@ def is_allowed_redirect(url: str, allowlist: list[str]) -> bool:
     except ValueError:
         return False
     target = urlsplit(url)
+    # A browser resolves dot segments (also percent-encoded ones) before it
+    # requests the page, so /app/../admin would leave the allowed path.
+    if any(segment in {".", ".."} for segment in unquote(target.path).split("/")):
+        return False
     for allowed in allowlist:
         rule = urlsplit(allowed)
         if (target.scheme, target.hostname, target.port) != (rule.scheme, rule.hostname, rule.port):

@@ -57,12 +57,8 @@ HOSTILE = [
 
 # Dot segments leave the allowed path once a browser resolves them: on a shared
 # host (one tenant per path) the token would reach another tenant's page.
-DOT_SEGMENT_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="authsvc/apps.py is_allowed_redirect accepts /app/../elsewhere (reported)",
-)
 DOT_SEGMENTS = [
-    pytest.param(url, marks=DOT_SEGMENT_BUG)
+    pytest.param(url)
     for url in (
         "https://ok.example.com/app/../admin",
         "https://ok.example.com/app/..",
@@ -146,10 +142,9 @@ hostile_urls = st.builds(
         _piece("ok.example.com", ["OK.example.com", "evil.net", "ok.example.com.evil.net",
                                   "localhost", "ok.example.com.", "ok.example.com%2e"]),
         _piece("", [":3000", ":443", ":8443", ":0"]),
-        # Dot-segment paths are left out while DOT_SEGMENT_BUG stands; add
-        # "/app/..", "/app/%2e%2e/x", "/app/./x", "/app/.%2E/evil" back with the fix.
         st.sampled_from(["", "/", "/app", "/app/", "/App", "/apps", "\\app", "/app;x",
-                         "/app/x/", "/app%2fx", "/app/%2fevil.net"]),
+                         "/app/x/", "/app%2fx", "/app/%2fevil.net", "/app/..",
+                         "/app/%2e%2e/x", "/app/./x", "/app/.%2E/evil"]),
         _piece("", ["/x", "?next=//evil.net", "#frag", "\\evil.net", "@evil.net", "%00"]),
     ),
 )

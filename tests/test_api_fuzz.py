@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from authsvc.api.openapi import openapi_document
 from authsvc.api.problems import TITLES
 from tests.api_support import ApiCaller, assert_documented, register_app
 
@@ -60,5 +62,30 @@ def test_no_input_gets_a_5xx_or_an_undocumented_answer(client, conn):
             assert response.mimetype == "application/problem+json"
             assert response.get_json(force=True)["code"] in TITLES
         assert_documented(response, "POST", path)
+
+    check()
+
+
+part = st.text(
+    alphabet=st.one_of(
+        st.sampled_from("ab.@ -_+"), st.characters(max_codepoint=0xA0), st.characters()
+    ),
+    max_size=12,
+)
+email_like = st.one_of(part, st.builds(lambda a, b, c: f"{a}@{b}.{c}", part, part, part))
+
+
+def test_the_documented_email_pattern_is_exactly_what_the_server_accepts(client, conn):
+    app, api_key = register_app(conn)
+    api = ApiCaller(client, app, api_key)
+    schema = openapi_document()["components"]["schemas"]["LinkRequest"]
+    validator = jsonschema.Draft202012Validator(schema)
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(email=email_like)
+    def check(email: str) -> None:
+        response = api.post("/password-resets", {"email": email})
+        assert response.status_code in (202, 400), response.get_data(as_text=True)
+        assert (response.status_code == 202) == validator.is_valid({"email": email})
 
     check()

@@ -103,6 +103,9 @@ def test_wrong_types_are_invalid_request(api, value):
         "",
         "   ",
         "@example.com",
+        "\u00a0ann@example.com",
+        "\x1cann@example.com",
+        "ann@example.com\ufeff",
     ],
     ids=[
         "300_chars",
@@ -114,6 +117,9 @@ def test_wrong_types_are_invalid_request(api, value):
         "empty",
         "blank",
         "no_local",
+        "nbsp",
+        "file_separator",
+        "bom",
     ],
 )
 def test_bad_emails_are_invalid_request(api, conn, email):

@@ -6,6 +6,7 @@ from typing import Any
 
 from authsvc.api.problems import API_PREFIX, TITLES, problem_type
 from authsvc.api.requests import (
+    EMAIL_PATTERN,
     IDEMPOTENCY_HEADER,
     LINK_REQUEST,
     PASSWORD_RESET_CONFIRM,
@@ -16,6 +17,7 @@ from authsvc.api.requests import (
     Field,
 )
 from authsvc.idempotency import MAX_KEY_LENGTH
+from authsvc.passwords import MIN_LENGTH as MIN_PASSWORD_LENGTH
 
 PROBLEM_JSON = "application/problem+json"
 # Failures every keyed POST can answer with, beside its own (status → codes).
@@ -30,19 +32,32 @@ COMMON_POST_PROBLEMS: dict[int, list[str]] = {
 }
 _FIELD_DESCRIPTIONS = {
     "email": "Trimmed and lower-cased by the server.",
-    "password": "8-256 characters; common passwords and the email itself are refused"
-    " (422 weak_password).",
+    "password": "The account's password.",
+    "new_password": "8-256 characters; common passwords and the email itself are refused"
+    " (422 weak_password, also for fewer than 8 characters).",
     "token": "The token from the emailed link; anything malformed is 400 invalid_token.",
     "url": "Where the emailed link leads; must be on the app's allowlist"
     " (400 redirect_not_allowed).",
+}
+_EXAMPLES = {
+    "email": "ann@example.com",
+    "password": "correct horse battery",
+    "new_password": "correct horse battery",
+    "url": "https://app.example.com/welcome",
 }
 
 
 def _field_schema(field: Field) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": ["string", "null"] if field.nullable else "string"}
+    if field.kind == "new_password":
+        schema["minLength"] = MIN_PASSWORD_LENGTH
     if field.max_length is not None:
         schema["maxLength"] = field.max_length
+    if field.kind == "email":
+        schema["pattern"] = EMAIL_PATTERN
     schema["description"] = _FIELD_DESCRIPTIONS[field.kind]
+    if field.kind in _EXAMPLES:
+        schema["examples"] = [_EXAMPLES[field.kind]]
     return schema
 
 

@@ -7,6 +7,7 @@ OpenAPI document is generated from it, so the two cannot drift apart.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,21 @@ from authsvc.passwords import MAX_LENGTH as MAX_PASSWORD_LENGTH
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
+# Characters no address may hold, written so Python's re and ECMA-262 (the
+# OpenAPI document's regex dialect) read the class identically.
+_NOT_IN_EMAIL = r"@\s\x00-\x1f\x7f-\x9f\ufeff"
+EMAIL_PATTERN = rf"^ *[^{_NOT_IN_EMAIL}]{{1,64}}@[^{_NOT_IN_EMAIL}.]+(\.[^{_NOT_IN_EMAIL}.]+)+ *$"
+_MAX_LENGTHS = {
+    "email": MAX_EMAIL_LENGTH,
+    "password": MAX_PASSWORD_LENGTH,
+    "new_password": MAX_PASSWORD_LENGTH,
+    "url": MAX_REDIRECT_URL_LENGTH,
+}
+
+
 @dataclass(frozen=True)
 class Field:
-    """One body member: `kind` is email, password, token or url."""
+    """One body member: `kind` is email, password, new_password, token or url."""
 
     name: str
     kind: str
@@ -31,11 +44,7 @@ class Field:
 
     @property
     def max_length(self) -> int | None:
-        return {
-            "email": MAX_EMAIL_LENGTH,
-            "password": MAX_PASSWORD_LENGTH,
-            "url": MAX_REDIRECT_URL_LENGTH,
-        }.get(self.kind)
+        return _MAX_LENGTHS.get(self.kind)
 
     @property
     def nullable(self) -> bool:
@@ -54,13 +63,14 @@ class BodySpec:
 
 EMAIL = Field("email", "email")
 PASSWORD = Field("password", "password")
+NEW_PASSWORD = Field("password", "new_password")
 TOKEN = Field("token", "token")
 REDIRECT_URL = Field("redirect_url", "url", required=False)
 
-SIGNUP = BodySpec("SignupRequest", (EMAIL, PASSWORD, REDIRECT_URL))
+SIGNUP = BodySpec("SignupRequest", (EMAIL, NEW_PASSWORD, REDIRECT_URL))
 LINK_REQUEST = BodySpec("LinkRequest", (EMAIL, REDIRECT_URL))
 VERIFICATION_CONFIRM = BodySpec("VerificationConfirm", (TOKEN,))
-PASSWORD_RESET_CONFIRM = BodySpec("PasswordResetConfirm", (TOKEN, PASSWORD))
+PASSWORD_RESET_CONFIRM = BodySpec("PasswordResetConfirm", (TOKEN, NEW_PASSWORD))
 SESSION = BodySpec("SessionRequest", (EMAIL, PASSWORD))
 
 
@@ -129,6 +139,8 @@ def parse_body(spec: BodySpec) -> tuple[dict[str, str | None], dict[str, Any]]:
             continue
         text = _check_string(field, value)
         if field.kind == "email":
+            if not re.fullmatch(EMAIL_PATTERN, text):
+                raise invalid_request("/email", "is not an email address")
             try:
                 text = normalise_email(text)
             except InvalidEmail as exc:

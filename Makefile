@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-all browser lint typecheck clean chaos fuzz
+.PHONY: install run test test-server browser lint clean chaos fuzz chaos fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ browser:
 test: $(STAMP) browser
 	$(BIN)/pytest -n 2 --dist loadfile -q
 
+# The same suite against a normal server (this machine's PostgreSQL 15).
+TEST_SERVER_URL ?= postgresql://postgres@127.0.0.1:5432/test
+test-server: $(STAMP) browser
+	AUTHSVC_TEST_DATABASE_URL=$(TEST_SERVER_URL) $(BIN)/pytest -n 2 --dist loadfile -q
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
@@ -42,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.claim_plan
 	$(BIN)/python -m bench.worker_latency
 	$(BIN)/python -m bench.worker_throughput
+	$(BIN)/python bench/password_hashing.py
 
 # Long-mode reliability runs (docs/RELIABILITY.md); each prints its figures.
 chaos: $(STAMP)

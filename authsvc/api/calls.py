@@ -26,6 +26,12 @@ from authsvc.web import db, services
 
 logger = logging.getLogger(__name__)
 UseCase = Callable[[Connection], Reply]
+_TOKEN_DETAILS = {
+    "invalid_token": "The token is malformed, tampered with, or for another purpose.",
+    "token_expired": "The link expired; request a new one.",
+    "token_superseded": "A newer link was sent; use the most recent email.",
+    "token_used": "This link was already used.",
+}
 
 
 def _outcome(use_case: UseCase, conn: Connection) -> Reply:
@@ -43,14 +49,6 @@ def _outcome(use_case: UseCase, conn: Connection) -> Reply:
         retry_after = str(max(exc.retry_after, 1))
         detail = "Too many failed sign-ins for this address; retry later."
         return problem_reply(429, "rate_limited", detail, headers=(("Retry-After", retry_after),))
-
-
-_TOKEN_DETAILS = {
-    "invalid_token": "The token is malformed, tampered with, or for another purpose.",
-    "token_expired": "The link expired; request a new one.",
-    "token_superseded": "A newer link was sent; use the most recent email.",
-    "token_used": "This link was already used.",
-}
 
 
 def is_replayable(status: int) -> bool:

@@ -21,6 +21,7 @@ from psycopg_pool import ConnectionPool
 
 from authsvc.clock import system_clock
 from authsvc.db import create_pool
+from authsvc.idempotency import prune_idempotency_keys
 from authsvc.logs import log_event
 from authsvc.outbox import NOTIFY_CHANNEL
 from authsvc.ratelimit import prune_rate_limits
@@ -122,8 +123,11 @@ class Worker:
                 try:
                     claimed = self._claim(pool)
                     if time.monotonic() >= next_prune:
+                        # Housekeeping for the web side's expiring state; the
+                        # worker is the one long-running process every install has.
                         with pool.connection(timeout=5) as conn:
                             prune_rate_limits(conn, system_clock())
+                            prune_idempotency_keys(conn, system_clock())
                         next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
                     backoff = 0.5
                 except psycopg.OperationalError as exc:

@@ -7,6 +7,17 @@
     sign_up(inbox.address("alice"))
     token_link = inbox.link(inbox.expect_one(), containing="token=")
 
+Checking that your app's retries are safe: send the same request twice with
+one `Idempotency-Key` (as your HTTP client does after a timeout) and expect
+exactly one email — `expect_one()` fails with the count and the duplicate
+groups if a second one arrives within its settle time:
+
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "reset-42"}
+    for _ in range(2):
+        requests.post(f"{url}/api/v1/password-resets", headers=headers,
+                      json={"email": inbox.address("alice")})
+    inbox.expect_one()
+
 Or add `pytest_plugins = ["authsvc.testing"]` to a conftest.py and use the
 `scoped_inbox` fixture (a fresh scope per test); it reads the service URL
 from AUTHSVC_INBOX_URL (default http://127.0.0.1:8000) and the optional

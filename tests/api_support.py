@@ -12,7 +12,6 @@ from werkzeug.test import TestResponse
 
 from authsvc.api.openapi import openapi_document
 from authsvc.apps import App, create_app_record
-from authsvc.tokens import TokenClaims
 
 ALLOWED_REDIRECT = "https://allowed.example.com/welcome"
 
@@ -81,17 +80,6 @@ def assert_documented(response: TestResponse, method: str, path: str) -> None:
     media = documented["content"][response.mimetype]
     schema = _inline_refs(media["schema"], document)
     jsonschema.validate(response.get_json(force=True), schema, cls=jsonschema.Draft202012Validator)
-
-
-def latest_claims(conn: psycopg.Connection, email: str, purpose: str) -> TokenClaims:
-    """What the worker would mint for the newest queued link (no token is stored)."""
-    row = conn.execute(
-        "SELECT user_id, token_version, issued_at FROM email_jobs"
-        " WHERE recipient = %s AND purpose = %s ORDER BY id DESC LIMIT 1",
-        (email, purpose),
-    ).fetchone()
-    assert row is not None, f"no {purpose} email queued for {email}"
-    return TokenClaims(row[0], purpose, row[1], row[2])
 
 
 def job_count(conn: psycopg.Connection, recipient: str | None = None) -> int:

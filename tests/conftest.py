@@ -108,7 +108,9 @@ def app_with(env, pool, clock, passwords):
     """Build the app with extra AUTHSVC_* settings, e.g. app_with(AUTHSVC_RATE_LIMIT_IP="3/15m")."""
 
     def build(**overrides: str) -> Flask:
-        app = create_app(load_settings(env, **overrides), pool=pool, clock=clock, passwords=passwords)
+        app = create_app(
+            load_settings(env, **overrides), pool=pool, clock=clock, passwords=passwords
+        )
         app.config["TESTING"] = True
         return app
 

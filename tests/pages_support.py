@@ -11,7 +11,7 @@ from werkzeug.test import TestResponse
 
 from authsvc import accounts
 from authsvc.services import Services
-from authsvc.tokens import TokenClaims
+from tests.links import latest_link
 
 PASSWORD = "correct horse battery"
 _CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
@@ -31,17 +31,6 @@ def submit(
     """POST `data` the way a browser would after loading the form (CSRF included)."""
     token = csrf_token(client, form_page or path)
     return client.post(path, data={"csrf_token": token, **data})
-
-
-def latest_link(conn: psycopg.Connection, svc: Services, email: str, purpose: str) -> str:
-    """Mint the newest queued link the way the worker will (no token is stored)."""
-    row = conn.execute(
-        "SELECT user_id, token_version, issued_at FROM email_jobs"
-        " WHERE recipient = %s AND purpose = %s ORDER BY id DESC LIMIT 1",
-        (email, purpose),
-    ).fetchone()
-    assert row is not None, f"no {purpose} email queued for {email}"
-    return svc.tokens.mint(TokenClaims(row[0], purpose, row[1], row[2]))
 
 
 def queued(conn: psycopg.Connection, email: str, template: str | None = None) -> int:

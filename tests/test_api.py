@@ -13,9 +13,9 @@ from tests.api_support import (
     assert_documented,
     assert_problem,
     job_count,
-    latest_claims,
     register_app,
 )
+from tests.links import latest_claims
 
 PASSWORD = "correct horse battery"
 

@@ -25,7 +25,8 @@ from authsvc.testing import ScopedInbox
 from authsvc.users import find_user_by_email
 from tests.conftest import TEST_KEY
 from tests.inbox_support import free_port, wait_for
-from tests.pages_support import PASSWORD, latest_link, make_account
+from tests.links import latest_link
+from tests.pages_support import PASSWORD, make_account
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

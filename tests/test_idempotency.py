@@ -9,7 +9,8 @@ import psycopg
 import pytest
 
 from authsvc.idempotency import KEY_LIFETIME, prune_idempotency_keys
-from tests.api_support import ApiCaller, assert_problem, latest_claims, register_app
+from tests.api_support import ApiCaller, assert_problem, register_app
+from tests.links import latest_claims
 
 RESET = {"email": "ann@example.com"}
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from authsvc.users import find_user_by_email
+from tests.links import latest_link
 from tests.pages_support import (
     PASSWORD,
     csrf_token,
-    latest_link,
     make_account,
     queued,
     submit,

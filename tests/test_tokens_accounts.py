@@ -11,25 +11,15 @@ import pytest
 from authsvc import accounts
 from authsvc.clock import FrozenClock
 from authsvc.services import Services
-from authsvc.tokens import TokenClaims, TokenCodec, TokenError
+from authsvc.tokens import TokenCodec, TokenError
 from authsvc.users import find_user_by_email
 from tests.conftest import TEST_KEY
-
-
-def _latest_claims(conn: psycopg.Connection, email: str, purpose: str) -> TokenClaims:
-    """What the worker would mint for the newest queued link (no token is stored)."""
-    row = conn.execute(
-        "SELECT user_id, token_version, issued_at FROM email_jobs"
-        " WHERE recipient = %s AND purpose = %s ORDER BY id DESC LIMIT 1",
-        (email, purpose),
-    ).fetchone()
-    assert row is not None, f"no {purpose} email queued for {email}"
-    return TokenClaims(row[0], purpose, row[1], row[2])
+from tests.links import latest_claims
 
 
 def _signed_up(conn: psycopg.Connection, svc: Services, email: str = "ann@example.com") -> str:
     accounts.sign_up(conn, svc, email=email, password="correct horse battery")
-    return svc.tokens.mint(_latest_claims(conn, email, "verify"))
+    return svc.tokens.mint(latest_claims(conn, email, "verify"))
 
 
 def test_signup_queues_verification_and_link_redeems_once(conn, svc):
@@ -44,9 +34,9 @@ def test_signup_queues_verification_and_link_redeems_once(conn, svc):
 def test_two_quick_resets_only_newest_redeems_even_presented_late(conn, svc):
     _signed_up(conn, svc)
     accounts.request_password_reset(conn, svc, email="ann@example.com")
-    older = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    older = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
     accounts.request_password_reset(conn, svc, email="ann@example.com")
-    newer = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    newer = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
 
     accounts.reset_password(conn, svc, token=newer, password="a new long passphrase")
     with pytest.raises(TokenError) as stale:
@@ -57,7 +47,7 @@ def test_two_quick_resets_only_newest_redeems_even_presented_late(conn, svc):
 def test_older_link_superseded_before_newer_is_used(conn, svc):
     _signed_up(conn, svc)
     accounts.request_password_reset(conn, svc, email="ann@example.com")
-    older = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    older = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
     accounts.request_password_reset(conn, svc, email="ann@example.com")
     with pytest.raises(TokenError) as stale:
         accounts.reset_password(conn, svc, token=older, password="a new long passphrase")
@@ -67,7 +57,7 @@ def test_older_link_superseded_before_newer_is_used(conn, svc):
 def test_concurrent_redemptions_exactly_one_succeeds(database_url, conn, svc):
     _signed_up(conn, svc)
     accounts.request_password_reset(conn, svc, email="ann@example.com")
-    token = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
     barrier = threading.Barrier(8)
     outcomes: list[str] = []
     lock = threading.Lock()
@@ -122,7 +112,7 @@ def test_malformed_tokens_are_invalid(conn, svc, mangle):
 def test_expired_link_rejected_with_injected_clock(conn, svc, clock: FrozenClock):
     _signed_up(conn, svc)
     accounts.request_password_reset(conn, svc, email="ann@example.com")
-    token = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
     clock.advance(svc.settings.reset_ttl - 1)
     accounts.check_link(conn, svc, token, "reset")  # still valid one second before
     clock.advance(1)
@@ -135,7 +125,7 @@ def test_password_change_ends_sessions_and_retires_reset_link(conn, svc):
     _signed_up(conn, svc)
     before = find_user_by_email(conn, "ann@example.com")
     accounts.request_password_reset(conn, svc, email="ann@example.com")
-    outstanding = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    outstanding = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
 
     accounts.change_password(
         conn,
@@ -159,7 +149,7 @@ def test_reset_ends_sessions_verifies_email_and_queues_notice(conn, svc):
     _signed_up(conn, svc)
     before = find_user_by_email(conn, "ann@example.com")
     accounts.request_password_reset(conn, svc, email="ann@example.com")
-    token = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
     user = accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
     assert user.email_verified_at is not None
     assert accounts.current_session_user(conn, before.id, before.session_version) is None
@@ -171,7 +161,7 @@ def test_reset_ends_sessions_verifies_email_and_queues_notice(conn, svc):
 def test_key_rotation_old_tokens_verify_new_tokens_use_new_key(conn, svc, clock):
     _signed_up(conn, svc)
     accounts.request_password_reset(conn, svc, email="ann@example.com")
-    claims = _latest_claims(conn, "ann@example.com", "reset")
+    claims = latest_claims(conn, "ann@example.com", "reset")
     old_token = svc.tokens.mint(claims)
 
     new_key = "rotated-secret-key-abcdefghijklmnopqrstuvwxyz"
@@ -188,7 +178,7 @@ def test_key_rotation_old_tokens_verify_new_tokens_use_new_key(conn, svc, clock)
 def test_no_usable_token_at_rest(conn, svc):
     _signed_up(conn, svc)
     accounts.request_password_reset(conn, svc, email="ann@example.com")
-    token = svc.tokens.mint(_latest_claims(conn, "ann@example.com", "reset"))
+    token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
     dump = conn.execute(
         "SELECT string_agg(t::text, ' ') FROM (SELECT * FROM email_jobs) t"
     ).fetchone()[0]

@@ -1,0 +1,24 @@
+"""Minting the newest queued link the way the worker will (no token is stored)."""
+
+from __future__ import annotations
+
+import psycopg
+
+from authsvc.services import Services
+from authsvc.tokens import TokenClaims
+
+
+def latest_claims(conn: psycopg.Connection, email: str, purpose: str) -> TokenClaims:
+    """The claims of the newest queued `purpose` email for `email`."""
+    row = conn.execute(
+        "SELECT user_id, token_version, issued_at FROM email_jobs"
+        " WHERE recipient = %s AND purpose = %s ORDER BY id DESC LIMIT 1",
+        (email, purpose),
+    ).fetchone()
+    assert row is not None, f"no {purpose} email queued for {email}"
+    return TokenClaims(row[0], purpose, row[1], row[2])
+
+
+def latest_link(conn: psycopg.Connection, svc: Services, email: str, purpose: str) -> str:
+    """The token the newest queued `purpose` email for `email` will carry."""
+    return svc.tokens.mint(latest_claims(conn, email, purpose))

@@ -12,7 +12,6 @@ import os
 import random
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -23,11 +22,11 @@ from chaos.cluster import ThrowawayPostgres
 from chaos.fleet import Fleet
 from chaos.load import ApiClient, LinkRequest, run_load
 from chaos.reconcile import NEW_PASSWORD, Report, check_redemptions, reconcile
+from chaos.schedule import MAX_CRASHES, FaultSchedule
 from chaos.smtp import FaultRates, FaultySmtp
 from chaos.worker import MAX_BACKOFF_SECONDS
 
 SECRET_KEY = "chaos-signing-key-" + "k" * 32
-MAX_CRASHES = 25  # workers exiting on their own (not our kills) before we give up
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -105,48 +104,33 @@ def run(args: argparse.Namespace) -> Report:
         fleet.start_workers()
         client = ApiClient(fleet.api_port, api_key)
 
-        halfway = threading.Event()
-        load_done = threading.Event()
-        crashes: list[int] = []
-
-        def faults() -> None:
-            """Kill workers on a timer, restart PostgreSQL once halfway through the load."""
-            next_kill = time.monotonic() + args.kill_every
-            while not (load_done.is_set() and len(fleet.killed_pids) >= args.kills
-                       and cluster.restarts >= 1):
-                if halfway.is_set() and cluster.restarts == 0:
-                    cluster.restart()
-                if len(fleet.killed_pids) < args.kills and time.monotonic() >= next_kill:
-                    fleet.kill_random_worker(rng)
-                    next_kill = time.monotonic() + args.kill_every * rng.uniform(0.5, 1.5)
-                crashes.extend(fleet.replace_exited_workers())
-                if len(crashes) > MAX_CRASHES:
-                    return
-                time.sleep(0.05)
+        schedule = FaultSchedule(fleet, cluster, rng, kills=args.kills,
+                                 kill_every=args.kill_every)
 
         def progress(done: int) -> None:
             if done >= args.requests // 2:
-                halfway.set()
+                schedule.halfway.set()
 
-        fault_thread = threading.Thread(target=faults, name="faults", daemon=True)
-        fault_thread.start()
+        schedule.start()
         started = time.monotonic()
         result = run_load(client, requests, args.concurrency, args.rate, progress)
-        load_done.set()
+        schedule.load_done.set()
         report.accepted = result.accepted
         report.details.update(load_seconds=round(time.monotonic() - started, 1),
                               http_retries=result.retries, refused=result.refused[:10])
         if result.refused:
             report.problems.append(f"{len(result.refused)} requests refused: {result.refused[:5]}")
-        fault_thread.join(timeout=args.drain_timeout)
+        schedule.join(timeout=args.drain_timeout)
 
         deadline = time.monotonic() + args.drain_timeout
         while time.monotonic() < deadline and not _drained(cluster.url):
-            crashes.extend(fleet.replace_exited_workers())
-            if len(crashes) > MAX_CRASHES:
-                report.problems.append(f"workers keep exiting by themselves: {crashes[:5]}")
+            if not schedule.is_alive():
+                schedule.supervise()
+            if len(schedule.crashes) > MAX_CRASHES:
+                report.problems.append(f"workers keep exiting by themselves: {schedule.crashes}")
                 break
             time.sleep(0.25)
+        crashes = schedule.crashes
         report.details.update(run_seconds=round(time.monotonic() - started, 1),
                               smtp_faults=dict(smtp.faults), worker_crashes=crashes)
         report.kills = len(fleet.killed_pids)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 import warnings
 from pathlib import Path
@@ -36,5 +37,14 @@ class ThrowawayPostgres:
         self.restarts += 1
 
     def close(self) -> None:
+        # Stop it ourselves: after restart() pgserver still tracks the first
+        # postmaster's pid, sees it gone, and would leave the new one running.
+        from pgserver._commands import pg_ctl
+
+        try:
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata,
+                   user=self._server.system_user, timeout=60)
+        except subprocess.CalledProcessError:
+            pass  # already stopped
         self._server.cleanup()
         shutil.rmtree(self.root, ignore_errors=True)

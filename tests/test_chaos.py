@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +26,7 @@ LINE = re.compile(
 @pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_no_email_lost_or_stale_link_redeemed_under_faults(tmp_path: Path) -> None:
+    clusters_before = _chaos_clusters_running()
     run = subprocess.run(
         [sys.executable, "-m", "chaos", "--requests", "500", "--workers", "3", "--kills", "6",
          "--logs", str(tmp_path / "logs")],
@@ -41,3 +43,12 @@ def test_no_email_lost_or_stale_link_redeemed_under_faults(tmp_path: Path) -> No
     assert figures["duplicates"] <= figures["crash_window"]
     assert figures["kills"] >= 6 and figures["db_restarts"] == 1
     assert "stale 410 token_superseded" in run.stderr, "no stale link was delivered and tried"
+    assert not _chaos_clusters_running() - clusters_before, "the harness left PostgreSQL running"
+
+
+def _chaos_clusters_running() -> set[int]:
+    return {
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if any("/chaos-pg-" in part for part in (p.info["cmdline"] or []))
+    }

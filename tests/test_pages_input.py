@@ -232,14 +232,15 @@ def test_unknown_email_and_known_email_share_the_same_limits(client, conn, svc):
     assert queued(conn, "ann@example.com") == svc.settings.rate_limit_email.limit
 
 
-def test_database_outage_shows_a_plain_error_page(settings, database_url, clock, passwords):
+def test_database_outage_shows_a_try_again_page(settings, database_url, clock, passwords):
     closed = create_pool(database_url, min_size=1, max_size=1)
     closed.close()
     app = create_app(settings, pool=closed, clock=clock, passwords=passwords)
     client = app.test_client()
     token = csrf_token(client, "/signup")
     response = client.post("/signup", data={"csrf_token": token, "email": "ann@example.com"})
-    assert response.status_code == 500
-    assert "Something went wrong" in text_of(response)
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "2"
+    assert "try again in a moment" in text_of(response)
     assert "Traceback" not in response.get_data(as_text=True)
     assert_security_headers(response)

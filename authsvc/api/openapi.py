@@ -29,6 +29,7 @@ COMMON_POST_PROBLEMS: dict[int, list[str]] = {
     415: ["unsupported_media_type"],
     422: ["idempotency_key_reused"],
     429: ["rate_limited"],
+    503: ["service_unavailable"],
 }
 _FIELD_DESCRIPTIONS = {
     "email": "Trimmed and lower-cased by the server.",
@@ -96,6 +97,7 @@ _HEADERS_BY_STATUS: dict[int, dict[str, Any]] = {
     },
     409: _RETRY_AFTER,
     429: _RETRY_AFTER,
+    503: _RETRY_AFTER,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
@@ -12,6 +13,7 @@ from authsvc.api.replies import Reply, encode_json
 
 logger = logging.getLogger(__name__)
 API_PREFIX = "/api/v1"
+DATABASE_RETRY_AFTER = "2"
 
 TITLES = {
     "invalid_request": "The request is malformed",
@@ -31,6 +33,7 @@ TITLES = {
     "payload_too_large": "The request body is too large",
     "unsupported_media_type": "The body must be JSON",
     "internal_error": "Internal error",
+    "service_unavailable": "The service is briefly unavailable",
 }
 # Werkzeug errors that can surface inside the API, by status.
 HTTP_CODES = {
@@ -119,6 +122,19 @@ def _on_unexpected(exc: Exception) -> Response:
     return reply.to_response()
 
 
+def _on_database_unavailable(exc: psycopg.OperationalError) -> Response:
+    # Lost or unreachable database (a restart, a failover, an exhausted pool):
+    # nothing committed, so tell the app to retry rather than report a bug.
+    logger.warning(
+        "api_database_unavailable", extra={"path": request.path, "error": type(exc).__name__}
+    )
+    detail = "The database is unavailable; retry shortly (retrying is safe)."
+    reply = problem_reply(
+        503, "service_unavailable", detail, headers=(("Retry-After", DATABASE_RETRY_AFTER),)
+    )
+    return reply.to_response()
+
+
 def _routing_problem() -> Response | None:
     """404/405 inside /api/v1 as problems: routing fails before any blueprint is chosen."""
     exc = request.routing_exception
@@ -132,5 +148,6 @@ def install_problem_handlers(bp: Blueprint) -> None:
     """Answer every error raised in the blueprint (and unrouted /api/v1 paths) as a problem."""
     bp.register_error_handler(ApiProblem, _on_api_problem)
     bp.register_error_handler(HTTPException, _on_http_exception)
+    bp.register_error_handler(psycopg.OperationalError, _on_database_unavailable)
     bp.register_error_handler(Exception, _on_unexpected)
     bp.before_app_request(_routing_problem)

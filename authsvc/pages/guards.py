@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
 from flask import Blueprint, Response, make_response, render_template, request
 from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError
@@ -83,9 +84,22 @@ def _http_error(error: HTTPException) -> Response:
     return error_page(status, error.name, error.description or "")
 
 
+def _database_unavailable(error: psycopg.OperationalError) -> Response:
+    # A restart or failover: nothing was changed, and trying again will work.
+    log_event(logger, "database_unavailable", path=request.path, error=type(error).__name__)
+    response = error_page(
+        503,
+        "We are briefly unavailable",
+        "Nothing was changed. Please try again in a moment.",
+    )
+    response.headers["Retry-After"] = "2"
+    return response
+
+
 def install(bp: Blueprint) -> None:
     """Attach the shared behaviour to the pages blueprint."""
     bp.before_request(_limit_form_posts)
     bp.after_request(_never_cache)
     bp.register_error_handler(CSRFError, _csrf_refused)
     bp.register_error_handler(HTTPException, _http_error)
+    bp.register_error_handler(psycopg.OperationalError, _database_unavailable)

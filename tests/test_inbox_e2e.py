@@ -22,7 +22,7 @@ from authsvc.testing import ScopedInbox
 from authsvc.users import insert_user
 from tests.inbox_support import free_port, wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e]
 
 SCOPES = 50
 USERS_PER_SCOPE = 4  # one reset each: 200 reset requests

@@ -19,12 +19,11 @@ import psycopg
 
 from authsvc.apps import create_app_record
 from chaos.cluster import ThrowawayPostgres
-from chaos.fleet import Fleet
+from chaos.fleet import MAX_BACKOFF_SECONDS, Fleet
 from chaos.load import ApiClient, LinkRequest, run_load
 from chaos.reconcile import NEW_PASSWORD, Report, check_redemptions, reconcile
 from chaos.schedule import MAX_CRASHES, FaultSchedule
 from chaos.smtp import FaultRates, FaultySmtp
-from chaos.worker import MAX_BACKOFF_SECONDS
 
 SECRET_KEY = "chaos-signing-key-" + "k" * 32
 

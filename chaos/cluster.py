@@ -30,7 +30,7 @@ class ThrowawayPostgres:
 
     def restart(self) -> None:
         """Stop the postmaster (fast: in-flight transactions abort) and start it again."""
-        from pgserver._commands import pg_ctl
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # generated names
 
         pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self._server.pgdata,
                user=self._server.system_user, timeout=60)
@@ -39,7 +39,7 @@ class ThrowawayPostgres:
     def close(self) -> None:
         # Stop it ourselves: after restart() pgserver still tracks the first
         # postmaster's pid, sees it gone, and would leave the new one running.
-        from pgserver._commands import pg_ctl
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # generated names
 
         try:
             pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata,

@@ -15,6 +15,11 @@ from typing import IO
 
 from chaos.smtp import free_port
 
+BACKOFF_BASE_SECONDS = 0.2
+BACKOFF_CAP_SECONDS = 2.0
+# A retry waits at most cap * 1.5 (jitter): what "stuck" is measured against.
+MAX_BACKOFF_SECONDS = BACKOFF_CAP_SECONDS * 1.5
+
 
 @dataclass
 class Fleet:
@@ -61,8 +66,13 @@ class Fleet:
 
     def start_worker(self) -> None:
         self._started += 1
-        argv = [sys.executable, "-m", "chaos.worker", "--lease-seconds", str(self.lease_seconds),
-                "--poll-seconds", "0.5", "--batch", "10", "--concurrency", "4"]
+        # The real command; only time is compressed (production retries start
+        # at 30 s and cap at 1 h, which would stretch a run to hours).
+        argv = [sys.executable, "-m", "authsvc.cli", "worker",
+                "--lease-seconds", str(self.lease_seconds), "--poll-seconds", "0.5",
+                "--batch", "10", "--concurrency", "4",
+                "--retry-base-seconds", str(BACKOFF_BASE_SECONDS),
+                "--retry-cap-seconds", str(BACKOFF_CAP_SECONDS)]
         self._workers.append(self._spawn(f"worker-{self._started}", argv))
 
     def start_workers(self) -> None:

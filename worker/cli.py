@@ -53,8 +53,18 @@ def _require_current_schema(url: str) -> None:
 @click.option("--poll-seconds", type=click.FloatRange(0.05, 3600), default=5.0, show_default=True,
               help="Look for due jobs at least this often, notification or not.")
 @click.option("--once", is_flag=True, help="Drain what is due now, then exit.")
+@click.option("--retry-base-seconds", type=click.FloatRange(0.01, 86400), default=30.0,
+              show_default=True, help="Delay before the first retry of a transient failure.")
+@click.option("--retry-cap-seconds", type=click.FloatRange(0.01, 86400), default=3600.0,
+              show_default=True, help="Longest retry delay (before jitter of up to 50%).")
 def worker(
-    concurrency: int, batch: int, lease_seconds: float | None, poll_seconds: float, once: bool
+    concurrency: int,
+    batch: int,
+    lease_seconds: float | None,
+    poll_seconds: float,
+    once: bool,
+    retry_base_seconds: float,
+    retry_cap_seconds: float,
 ) -> None:
     """Send queued emails: claim due outbox jobs under a lease and deliver them."""
     settings = settings_or_exit()
@@ -70,7 +80,11 @@ def worker(
         lease_seconds=lease_seconds or settings.lease_seconds,
         poll_seconds=poll_seconds,
         once=once,
-        retry=RetryPolicy(max_attempts=settings.max_attempts),
+        retry=RetryPolicy(
+            max_attempts=settings.max_attempts,
+            base_seconds=retry_base_seconds,
+            cap_seconds=max(retry_cap_seconds, retry_base_seconds),
+        ),
     )
     runner = Worker(url, Renderer(settings, codec), smtp_mailer_factory(settings), options)
 

@@ -2,9 +2,7 @@
 
 from dotenv import load_dotenv
 
-from authsvc.app import create_app
-from authsvc.logs import configure_logging
+from authsvc.app import create_served_app
 
 load_dotenv(".env", override=False)
-configure_logging()
-app = create_app()
+app = create_served_app()

@@ -12,6 +12,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings, load_settings
 from authsvc.db import create_pool, resolve_database_url
+from authsvc.logs import configure_logging
 from authsvc.passwords import Passwords
 from authsvc.resources import templates_dir
 from authsvc.services import build_services
@@ -65,3 +66,9 @@ def create_app(
         csrf.exempt(inbox.bp)
         app.register_blueprint(inbox.bp)
     return app
+
+
+def create_served_app() -> Flask:
+    """The app as gunicorn serves it: settings from the environment, JSON logs on stderr."""
+    configure_logging()
+    return create_app()

@@ -30,8 +30,15 @@ def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
         "10",
         "--access-logfile",
         "-",
-        "--access-logformat", '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms',  # no ?token=
-        "authsvc.app:create_app()",
+        # One JSON object per request like every other log line; %(U)s is the
+        # path without its query string, so no ?token= ever reaches the log.
+        "--access-logformat",
+        '{"event": "http_request", "remote": "%(h)s", "method": "%(m)s", "path": "%(U)s",'
+        ' "status": %(s)s, "bytes": "%(b)s", "duration_ms": %(M)s}',
+        # gunicorn 27 opens a control socket in ~/.gunicorn shared by every
+        # instance on the host; authsvc does not use it.
+        "--no-control-socket",
+        "authsvc.app:create_served_app()",
     ]
 
 

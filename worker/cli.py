@@ -11,10 +11,10 @@ from types import FrameType
 import click
 import psycopg
 
-from authsvc.cli.common import database_url_or_exit, settings_or_exit
 from authsvc.config import Settings, SmtpTarget, parse_duration
 from authsvc.logs import configure_logging
 from authsvc.migrate import pending_migrations
+from authsvc.startup import database_url_or_exit, settings_or_exit
 from authsvc.tokens import TokenCodec
 from worker import admin
 from worker.delivery import RetryPolicy

@@ -6,7 +6,7 @@ import click
 import psycopg
 
 from authsvc.apps import create_app_record, validate_redirect_url
-from authsvc.cli.common import database_url_or_exit, settings_or_exit
+from authsvc.startup import database_url_or_exit, settings_or_exit
 
 
 @click.group()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 import psycopg
 
-from authsvc.cli.common import database_url_or_exit, settings_or_exit
 from authsvc.migrate import upgrade
+from authsvc.startup import database_url_or_exit, settings_or_exit
 
 
 @click.group()

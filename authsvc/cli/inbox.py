@@ -9,10 +9,10 @@ import threading
 import click
 import psycopg
 
-from authsvc.cli.common import database_url_or_exit, settings_or_exit
 from authsvc.db import create_pool
 from authsvc.inbox.smtp import DEFAULT_MAX_MESSAGE_BYTES, InboxSink
 from authsvc.logs import configure_logging
+from authsvc.startup import database_url_or_exit, settings_or_exit
 
 
 @click.command()

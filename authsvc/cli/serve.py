@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from authsvc.cli.common import database_url_or_exit, settings_or_exit
+from authsvc.startup import database_url_or_exit, settings_or_exit
 
 
 def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""What every subcommand needs: validated settings and a database URL."""
+"""Start-up for every command: validated settings and a database URL, or a clean exit."""
 
 from __future__ import annotations
 

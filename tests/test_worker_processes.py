@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import uuid
+from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
@@ -136,6 +137,36 @@ def test_database_restart_under_running_worker(env, tmp_path_factory, tmp_path):
     finally:
         # After a restart pgserver no longer recognises the postmaster as its
         # own, so stop it explicitly before letting pgserver delete the folder.
+        _pg_ctl(server, "-w", "-m", "immediate", "stop")
+        server.cleanup()
+
+
+def test_worker_started_while_the_database_is_down_waits_for_it(env, tmp_path_factory, tmp_path):
+    """A worker (re)started during an outage waits instead of exiting into a restart loop."""
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pgw"), cleanup_mode="delete")
+    try:
+        url = server.get_uri()
+        upgrade(url)
+        job_id = _enqueue(url, "queued")
+        _pg_ctl(server, "-w", "-m", "fast", "stop")
+        with SmtpDouble() as smtp:
+            env = {**env, "AUTHSVC_DATABASE_URL": url, "AUTHSVC_SMTP_URL": smtp.url}
+            log = tmp_path / "worker.log"
+            process = start_worker_process(env, log, "--poll-seconds", "0.2")
+            try:
+                wait_until(lambda: b"database_unavailable" in log.read_bytes(), 20, "a warning")
+                assert process.poll() is None, "the worker gave up at once"
+                socket_dir = parse_qs(urlsplit(url).query)["host"][0]
+                _pg_ctl(server, "-w", "start", "-o", f"-h '' -k {socket_dir}",
+                        "-l", str(server.pgdata / "log"))
+                smtp.wait_for(1, timeout=30)
+                with psycopg.connect(url, autocommit=True) as conn:
+                    wait_until(lambda: job_status(conn, job_id)[0] == "sent", 20, "the job sent")
+            finally:
+                assert stop_process(process) == 0
+    finally:
         _pg_ctl(server, "-w", "-m", "immediate", "stop")
         server.cleanup()
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -12,7 +14,7 @@ import click
 import psycopg
 
 from authsvc.config import Settings, SmtpTarget, parse_duration
-from authsvc.logs import configure_logging
+from authsvc.logs import configure_logging, log_event
 from authsvc.migrate import pending_migrations
 from authsvc.startup import database_url_or_exit, settings_or_exit
 from authsvc.tokens import TokenCodec
@@ -21,6 +23,8 @@ from worker.delivery import RetryPolicy
 from worker.loop import Worker, WorkerOptions
 from worker.mailers import Mailer, SmtpMailer
 from worker.render import Renderer
+
+log = logging.getLogger("worker.cli")
 
 # Where `authsvc dev` runs the test inbox; used when no SMTP URL is set
 # outside production (production refuses to start without one).
@@ -32,12 +36,23 @@ def smtp_mailer_factory(settings: Settings) -> Callable[[float], Mailer]:
     return lambda timeout: SmtpMailer(target, timeout=timeout)
 
 
-def _require_current_schema(url: str) -> None:
-    try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-            pending = pending_migrations(conn)
-    except psycopg.OperationalError as exc:
-        raise click.ClickException(f"cannot reach the database: {exc}") from None
+def _require_current_schema(url: str, wait_seconds: float) -> None:
+    # A worker (re)started during a database restart or failover waits for it,
+    # as the running loop does, instead of exiting into a restart loop.
+    deadline = time.monotonic() + wait_seconds
+    delay = 0.5
+    while True:
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+                pending = pending_migrations(conn)
+            break
+        except psycopg.OperationalError as exc:
+            if time.monotonic() + delay > deadline:
+                raise click.ClickException(f"cannot reach the database: {exc}") from None
+            log_event(log, "database_unavailable", logging.WARNING, error=str(exc).strip(),
+                      retry_in_seconds=delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
     if pending:
         names = ", ".join(f"{m.version}_{m.name}" for m in pending)
         raise click.ClickException(f"the schema is not current ({names}): run `authsvc db upgrade`")
@@ -53,6 +68,8 @@ def _require_current_schema(url: str) -> None:
 @click.option("--poll-seconds", type=click.FloatRange(0.05, 3600), default=5.0, show_default=True,
               help="Look for due jobs at least this often, notification or not.")
 @click.option("--once", is_flag=True, help="Drain what is due now, then exit.")
+@click.option("--wait-for-database", type=click.FloatRange(0, 3600), default=60.0,
+              show_default=True, help="At start-up, wait this long for the database.")
 @click.option("--retry-base-seconds", type=click.FloatRange(0.01, 86400), default=30.0,
               show_default=True, help="Delay before the first retry of a transient failure.")
 @click.option("--retry-cap-seconds", type=click.FloatRange(0.01, 86400), default=3600.0,
@@ -65,12 +82,13 @@ def worker(
     once: bool,
     retry_base_seconds: float,
     retry_cap_seconds: float,
+    wait_for_database: float,
 ) -> None:
     """Send queued emails: claim due outbox jobs under a lease and deliver them."""
     settings = settings_or_exit()
     url = database_url_or_exit(settings)
-    _require_current_schema(url)
     configure_logging()
+    _require_current_schema(url, wait_for_database)
     codec = TokenCodec(
         settings.secret_keys, {"reset": settings.reset_ttl, "verify": settings.verify_ttl}
     )

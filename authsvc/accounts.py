@@ -175,16 +175,19 @@ def authenticate(conn: Connection, svc: Services, *, email: str, password: str) 
     """The account for these credentials; failures are counted per address."""
     now = svc.clock()
     limit = svc.settings.rate_limit_login
-    decision = ratelimit.check(conn, "login", email, limit, now)
+    # Count the attempt before checking it: with read-then-count, concurrent
+    # guesses would all pass while argon2 runs. A success gives its count back.
+    decision = ratelimit.hit(conn, "login", email, limit, now)
     if not decision.allowed:
         raise TooManyAttempts(decision.retry_after)
     user = users.find_user_by_email(conn, email)
     # An unknown address still pays for one verification (timing).
     if not svc.passwords.verify(user.password_hash if user else None, password) or user is None:
-        ratelimit.hit(conn, "login", email, limit, now)
         raise InvalidCredentials()
+    ratelimit.refund(conn, "login", email, limit, now)
     if svc.passwords.needs_rehash(user.password_hash):
-        users.update_password_hash(conn, user.id, svc.passwords.hash(password))
+        # Only over the hash we verified: a reset committed meanwhile must win.
+        users.update_password_hash(conn, user.id, user.password_hash, svc.passwords.hash(password))
     return user
 
 

@@ -44,12 +44,10 @@ def hit(conn: Connection, kind: str, key: str, limit: RateLimit, now: datetime) 
     return Decision(count <= limit.limit, retry_after)
 
 
-def check(conn: Connection, kind: str, key: str, limit: RateLimit, now: datetime) -> Decision:
-    """Whether another event would be allowed, without counting one."""
-    start, retry_after = _window(limit, now)
-    row = conn.execute(Q["peek"], {"bucket": _bucket(kind, key), "window_start": start}).fetchone()
-    count = int(row[0]) if row else 0
-    return Decision(count < limit.limit, retry_after)
+def refund(conn: Connection, kind: str, key: str, limit: RateLimit, now: datetime) -> None:
+    """Give back one event counted in the current window (it turned out not to count)."""
+    start, _ = _window(limit, now)
+    conn.execute(Q["refund"], {"bucket": _bucket(kind, key), "window_start": start})
 
 
 def prune_rate_limits(conn: Connection, now: datetime, keep: timedelta = timedelta(days=1)) -> int:

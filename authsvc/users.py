@@ -76,8 +76,11 @@ def change_password(
     return _one_user(conn, "change_password", params)
 
 
-def update_password_hash(conn: Connection, user_id: int, password_hash: str) -> None:
-    conn.execute(Q["update_password_hash"], {"user_id": user_id, "password_hash": password_hash})
+def update_password_hash(
+    conn: Connection, user_id: int, verified_hash: str, password_hash: str
+) -> None:
+    params = {"user_id": user_id, "verified_hash": verified_hash, "password_hash": password_hash}
+    conn.execute(Q["update_password_hash"], params)
 
 
 def record_redemption(

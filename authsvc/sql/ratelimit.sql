@@ -5,10 +5,10 @@ VALUES (%(bucket)s, %(window_start)s, 1)
 ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_counters.hits + 1
 RETURNING hits;
 
--- peek --
--- Events counted so far in the bucket's current window.
-SELECT coalesce(max(hits), 0) FROM rate_limit_counters
-WHERE bucket = %(bucket)s AND window_start = %(window_start)s;
+-- refund --
+-- Take back one event from the bucket's current window.
+UPDATE rate_limit_counters SET hits = hits - 1
+WHERE bucket = %(bucket)s AND window_start = %(window_start)s AND hits > 0;
 
 -- prune_rate_limits --
 -- Forget windows that ended long ago.

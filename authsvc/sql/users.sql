@@ -53,8 +53,10 @@ WHERE id = %(user_id)s AND session_version = %(session_version)s
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, session_version;
 
 -- update_password_hash --
--- Store a rehash with current parameters after a successful login.
-UPDATE users SET password_hash = %(password_hash)s WHERE id = %(user_id)s;
+-- Store a rehash with current parameters after a successful login, only if the
+-- password was not changed in the meantime.
+UPDATE users SET password_hash = %(password_hash)s
+WHERE id = %(user_id)s AND password_hash = %(verified_hash)s;
 
 -- record_redemption --
 -- Remember that this exact link was used, to tell "used" from "superseded".

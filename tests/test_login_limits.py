@@ -1,0 +1,95 @@
+"""Failed logins per address: the limit holds under concurrency, and a rehash
+on login never undoes a password change that happened meanwhile."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+from argon2 import PasswordHasher
+
+from authsvc import accounts
+from authsvc.passwords import Passwords
+from authsvc.services import build_services
+from authsvc.users import find_user_by_email, insert_user, update_password_hash
+
+
+def test_concurrent_wrong_guesses_never_exceed_the_limit(database_url, conn, svc):
+    accounts.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
+    limit = svc.settings.rate_limit_login.limit
+    guesses = limit * 4
+    barrier = threading.Barrier(guesses)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def guess(i: int) -> None:
+        with psycopg.connect(database_url, autocommit=True) as own:
+            barrier.wait(timeout=20)
+            try:
+                accounts.authenticate(own, svc, email="ann@example.com", password=f"wrong {i}")
+                result = "ok"
+            except accounts.InvalidCredentials:
+                result = "checked"
+            except accounts.TooManyAttempts:
+                result = "refused"
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=guess, args=(i,)) for i in range(guesses)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert outcomes.count("checked") == limit
+    assert outcomes.count("refused") == guesses - limit
+
+
+def test_successful_logins_do_not_use_up_the_limit(conn, svc):
+    accounts.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
+    for _ in range(svc.settings.rate_limit_login.limit * 2):
+        accounts.authenticate(conn, svc, email="ann@example.com", password="correct horse battery")
+
+
+class _ResetDuringVerify(Passwords):
+    """Commits a password change while a login is between verify and rehash."""
+
+    def __init__(self, hasher: PasswordHasher, on_verify) -> None:
+        super().__init__(hasher)
+        self.on_verify = on_verify
+
+    def verify(self, password_hash, password):  # type: ignore[no-untyped-def]
+        ok = super().verify(password_hash, password)
+        self.on_verify()
+        return ok
+
+
+def test_login_rehash_does_not_undo_a_concurrent_password_change(database_url, conn, settings):
+    old_params = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+    new_params = PasswordHasher(time_cost=1, memory_cost=16, parallelism=1)  # needs_rehash
+    insert_user(conn, "ann@example.com", old_params.hash("old passphrase 123"))
+    changed_hash = new_params.hash("new passphrase 456")
+
+    def reset_elsewhere() -> None:
+        with psycopg.connect(database_url, autocommit=True) as other:
+            other.execute("UPDATE users SET password_hash = %s", (changed_hash,))
+
+    passwords = _ResetDuringVerify(new_params, reset_elsewhere)
+    with psycopg_pool_for(database_url) as pool:
+        svc = build_services(settings, pool, passwords=passwords)
+        accounts.authenticate(conn, svc, email="ann@example.com", password="old passphrase 123")
+
+    stored = find_user_by_email(conn, "ann@example.com").password_hash
+    assert stored == changed_hash, "the login's rehash overwrote the newer password"
+
+
+def test_rehash_applies_when_nothing_changed(conn):
+    insert_user(conn, "ann@example.com", "old-hash")
+    user = find_user_by_email(conn, "ann@example.com")
+    update_password_hash(conn, user.id, "old-hash", "rehashed")
+    assert find_user_by_email(conn, "ann@example.com").password_hash == "rehashed"
+
+
+def psycopg_pool_for(url: str):  # type: ignore[no-untyped-def]
+    from authsvc.db import create_pool
+
+    return create_pool(url, min_size=1, max_size=2)

@@ -205,24 +205,20 @@ def test_a_redeemed_link_retried_with_its_key_replays_success(api, conn, svc):
     assert_problem(api.post("/verifications/confirm", {"token": token}), 410, "token_used")
 
 
-def test_too_many_attempts_429_is_not_stored(api, env, pool, clock, passwords, conn):
-    from authsvc.app import create_app
-    from authsvc.config import load_settings
+def test_logins_are_never_replayed_so_an_old_password_stops_working(api, conn, svc):
+    """A stored 200 for /sessions would let the old password in after a reset."""
+    from authsvc import accounts
 
-    settings = load_settings(env, AUTHSVC_RATE_LIMIT_LOGIN="1/1m")
-    limited = ApiCaller(
-        create_app(settings, pool=pool, clock=clock, passwords=passwords).test_client(),
-        api.app,
-        api.key,
-    )
-    wrong = {"email": "ann@example.com", "password": "not the password"}
-    assert limited.post("/sessions", wrong, idempotency_key="a").status_code == 401
-    assert_problem(limited.post("/sessions", wrong, idempotency_key="b"), 429, "rate_limited")
-    clock.advance(61)
-    # Had the 429 been stored, this would replay it; instead the login runs.
-    assert_problem(
-        limited.post("/sessions", wrong, idempotency_key="b"), 401, "invalid_credentials"
-    )
+    login = {"email": "ann@example.com", "password": "correct horse battery"}  # from `api`
+    assert api.post("/sessions", login, idempotency_key="login-1").status_code == 200
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
+    accounts.reset_password(conn, svc, token=token, password="second long passphrase")
+
+    again = api.post("/sessions", login, idempotency_key="login-1")
+    assert_problem(again, 401, "invalid_credentials")
+    assert "Idempotent-Replayed" not in again.headers
+    assert _records(conn) == 0
 
 
 def test_keys_expire_after_24_hours_and_are_pruned(api, conn, clock):

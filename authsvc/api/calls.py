@@ -56,11 +56,15 @@ def is_replayable(status: int) -> bool:
     return status < 500 and status != 429
 
 
-def run_call(use_case: UseCase, document: object) -> Response:
-    """Answer the request with the use case's outcome, once per Idempotency-Key."""
+def run_call(use_case: UseCase, document: object, *, replayable: bool = True) -> Response:
+    """Answer the request with the use case's outcome, once per Idempotency-Key.
+
+    `replayable=False` is for calls whose answer must reflect the present
+    (a credential check): the key is validated but nothing is stored or replayed.
+    """
     conn = db()
     key: str | None = g.get("idempotency_key")
-    if key is None:
+    if key is None or not replayable:
         return _outcome(use_case, conn).to_response()
 
     caller = current_caller()

@@ -268,7 +268,8 @@ def openapi_document() -> dict[str, Any]:
         },
         f"{p}/sessions": {
             "post": _post(
-                "Check an email and password",
+                "Check an email and password (never replayed under an Idempotency-Key:"
+                " the answer always reflects the current password)",
                 SESSION,
                 (200, "The credentials are right", _USER),
                 {401: ["invalid_credentials"]},

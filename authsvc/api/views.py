@@ -132,4 +132,6 @@ def sessions() -> Response:
         }
         return json_reply(200, {"user": summary})
 
-    return run_call(authenticate, document)
+    # Never replayed: a stored 200 would still let the old password in after a
+    # reset. Checking credentials has no effect to repeat, so a retry is safe.
+    return run_call(authenticate, document, replayable=False)

@@ -80,6 +80,7 @@ class SmtpDouble:
         security: str = "plain",  # "plain" | "starttls" | "ssl"
         certificate: tuple[Path, Path] | None = None,  # (cert, key) PEM files
         credentials: tuple[str, str] | None = None,
+        smtputf8: bool = False,  # advertise SMTPUTF8 (RFC 6531): UTF-8 addresses and headers
     ) -> None:
         self.mode = mode
         self.security = security
@@ -92,7 +93,7 @@ class SmtpDouble:
         self._transports: list[Any] = []
         self._changed = threading.Condition()
         self.port = free_port()
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"enable_SMTPUTF8": smtputf8}
         if security != "plain":
             assert certificate is not None, "TLS needs a certificate"
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

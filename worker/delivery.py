@@ -3,7 +3,8 @@
 Failure classes and what each does:
   superseded / expired link  → marked, never sent;
   transient (4xx, connection errors, timeouts before DATA) → retry with backoff;
-  permanent (5xx, rejected recipient, template errors)     → failed, reason kept;
+  permanent (5xx, rejected recipient, template errors,
+             an address the server cannot take, encoding errors) → failed, reason kept;
   ambiguous (connection lost after the final dot)          → retried once, recorded as such;
   lease lost (another worker took over)                    → nothing overwritten, logged.
 """
@@ -107,6 +108,11 @@ class Delivery:
             if job.attempt_count >= self.retry.max_attempts:
                 return self._fail(job, f"attempts exhausted ({job.attempt_count}): {exc.reason}")
             return self._retry(job, exc.reason, ambiguous=False)
+        except UnicodeError as exc:
+            # A mailer let an encoding error escape: this message's data is at
+            # fault, not the process. Its connection is in an unknown state.
+            mailer.close()
+            return self._fail(job, f"cannot encode the message: {type(exc).__name__}: {exc}")
         finished = self.record(
             job, lambda c: jobs.finish_job(c, job, "sent", provider_message_id=provider_id)
         )

@@ -46,13 +46,22 @@ class AmbiguousSendError(SendError):
     """The connection broke after the message was handed over: it may have been delivered."""
 
 
+def needs_smtputf8(*addresses: str) -> bool:
+    """A non-ASCII address travels only with SMTPUTF8 (RFC 6531), in the envelope and headers."""
+    return not all(address.isascii() for address in addresses)
+
+
 @dataclass(frozen=True)
 class OutgoingEmail:
     job_id: int
     sender: str  # bare address, for the envelope
     recipient: str
     message_id: str
-    data: bytes  # the whole RFC 5322 message, CRLF line endings
+    data: bytes  # the whole RFC 5322 (or RFC 6532, for UTF-8 addresses) message, CRLF endings
+
+    @property
+    def needs_smtputf8(self) -> bool:
+        return needs_smtputf8(self.sender, self.recipient)
 
     @property
     def idempotency_key(self) -> str:
@@ -163,11 +172,25 @@ class SmtpMailer:
         except _StaleConnection:
             raise TransientSendError("MAIL: server closed the connection") from None
 
+    @staticmethod
+    def _mail_options(smtp: smtplib.SMTP, email: OutgoingEmail) -> list[str]:
+        """SMTPUTF8 (and 8BITMIME) for a non-ASCII address; a permanent failure without it."""
+        if not email.needs_smtputf8:
+            # smtplib leaves a connection in UTF-8 after an SMTPUTF8 transaction.
+            smtp.command_encoding = "ascii"
+            return []
+        if not smtp.has_extn("smtputf8"):
+            which = "sender" if email.recipient.isascii() else "recipient"
+            raise PermanentSendError(f"{which} needs SMTPUTF8, which the server does not offer")
+        # smtp.mail() switches the commands of this transaction to UTF-8.
+        return ["SMTPUTF8", *(["BODY=8BITMIME"] if smtp.has_extn("8bitmime") else [])]
+
     def _send(self, smtp: smtplib.SMTP, email: OutgoingEmail) -> str:
+        options = self._mail_options(smtp, email)
         stage = "MAIL"
         try:
             try:
-                code, reply = smtp.mail(email.sender)
+                code, reply = smtp.mail(email.sender, options)
             except smtplib.SMTPServerDisconnected:
                 raise _StaleConnection() from None
             self._check(stage, code, reply)
@@ -190,6 +213,11 @@ class SmtpMailer:
         except OSError as exc:  # timeouts and resets
             error_class = AmbiguousSendError if stage == "after final dot" else TransientSendError
             raise error_class(f"{stage}: {type(exc).__name__}: {exc}") from None
+        except UnicodeError as exc:
+            # smtplib encodes each command before writing it, so nothing of it
+            # was sent: this message cannot go over this connection, ever.
+            reason = f"{stage}: cannot encode for this server: {type(exc).__name__}: {exc}"
+            raise PermanentSendError(reason) from None
         self._check("end of DATA", code, reply)
         return email.message_id
 

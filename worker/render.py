@@ -7,6 +7,7 @@ on the row; no usable token is ever stored.
 from __future__ import annotations
 
 from datetime import datetime
+from email import policy as email_policy
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
 from email.utils import format_datetime, parseaddr
@@ -19,7 +20,7 @@ from authsvc.config import Settings
 from authsvc.resources import templates_dir
 from authsvc.tokens import TokenClaims, TokenCodec
 from worker.jobs import ClaimedJob
-from worker.mailers import OutgoingEmail
+from worker.mailers import OutgoingEmail, needs_smtputf8
 
 SUBJECTS = {
     "verify": "Confirm your email address",
@@ -128,5 +129,13 @@ class Renderer:
             message["X-Authsvc-Token-Version"] = str(job.token_version)
         message.attach(MIMEText(text, "plain", "utf-8"))
         message.attach(MIMEText(html, "html", "utf-8"))
-        data = message.as_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+        # compat32 would turn a non-ASCII address into an RFC 2047 encoded-word,
+        # which is not an address; an SMTPUTF8 message carries it as UTF-8
+        # (RFC 6532), and the mailer sends it only to servers offering SMTPUTF8.
+        utf8 = needs_smtputf8(self.sender, job.recipient)
+        try:
+            data = message.as_bytes(policy=email_policy.SMTPUTF8 if utf8 else None)
+        except UnicodeError as exc:
+            raise TemplateError(f"{job.template}: cannot encode the message: {exc}") from None
+        data = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
         return OutgoingEmail(job.id, self.sender, job.recipient, message_id, data)

@@ -98,6 +98,52 @@ def test_expired_lease_is_reclaimed_and_late_finisher_logs_lease_lost(
     assert lost and lost[0].job_id == job_id and lost[0].lease_owner == "worker-a"
 
 
+def _record_stale(conn, job: jobs.ClaimedJob, stale: str) -> bool:
+    if stale == "retry":
+        return jobs.schedule_retry(conn, job, 0, "RCPT: TimeoutError: timed out")
+    if stale == "failed":
+        return jobs.finish_job(conn, job, "failed", error="554 5.6.0 message refused")
+    return jobs.release_lease(conn, job, "lease too close to expiry")
+
+
+@pytest.mark.parametrize("stale", ["retry", "failed", "release"])
+def test_stale_claim_cannot_record_over_a_reclaim_by_the_same_process(conn, stale, caplog):
+    """The lease owner is one string per process: the claim (its attempt) must be checked too.
+
+    A send outlives its lease and the same process claims the job again; the
+    first claim's late outcome must not clear the live lease nor end the job.
+    """
+    [job_id] = queue_notices(conn, 1)
+    caplog.set_level(logging.INFO, logger="worker")
+    [first] = jobs.claim_batch(conn, "host:1:p", 1, lease_seconds=0.5)
+    [second] = wait_until(
+        lambda: jobs.claim_batch(conn, "host:1:p", 1, lease_seconds=30), 5, "the lease to expire"
+    )
+    assert (first.attempt_count, second.attempt_count) == (1, 2)
+    live = conn.execute(
+        "SELECT lease_expires_at, next_attempt_at FROM email_jobs WHERE id = %s", (job_id,)
+    ).fetchone()
+
+    assert _record_stale(conn, first, stale) is False
+    assert job_status(conn, job_id) == ("pending", "host:1:p", 2), "the stale claim won"
+    assert conn.execute(
+        "SELECT lease_expires_at, next_attempt_at FROM email_jobs WHERE id = %s", (job_id,)
+    ).fetchone() == live
+    assert jobs.finish_job(conn, second, "sent", provider_message_id="<m@x>") is True
+
+    assert job_status(conn, job_id) == ("sent", None, 2)
+    lost = [("lease_lost", "host:1:p", 1)] if stale != "release" else []
+    assert events(conn, job_id) == [
+        ("claimed", "host:1:p", 1),
+        ("claimed", "host:1:p", 2),
+        *lost,
+        ("sent", "host:1:p", 2),
+    ]
+    logged = [(r.getMessage(), r.attempt) for r in caplog.records
+              if r.getMessage() in ("lease_lost", "sent")]
+    assert logged == [*(("lease_lost", 1),) * len(lost), ("sent", 2)]
+
+
 def test_two_quick_resets_send_one_email_with_the_newest_link(
     database_url, conn, svc, settings, smtp
 ):

@@ -56,6 +56,7 @@ def new_lease_owner() -> str:
 
 
 def _fields(job: ClaimedJob, **extra: Any) -> dict[str, Any]:
+    """The claim's identity (id, owner, attempt) and the audit fields every statement takes."""
     return {
         "job_id": job.id,
         "owner": job.lease_owner,

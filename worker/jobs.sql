@@ -38,7 +38,10 @@ SELECT * FROM claimed ORDER BY id;
 
 -- finish_job --
 -- Record a final outcome (sent, failed, superseded, expired) only while this
--- worker still holds the lease; zero rows back means the lease was lost.
+-- claim still holds the lease; zero rows back means the lease was lost.
+-- The owner is one string per process, so a process that claimed the job
+-- again after its own lease expired holds it under the same owner: the
+-- attempt (incremented by every claim) tells the claims apart.
 WITH finished AS (
     UPDATE email_jobs
     SET status = %(status)s,
@@ -47,7 +50,8 @@ WITH finished AS (
         last_error = %(error)s,
         lease_owner = NULL,
         lease_expires_at = NULL
-    WHERE id = %(job_id)s AND lease_owner = %(owner)s AND status = 'pending'
+    WHERE id = %(job_id)s AND lease_owner = %(owner)s AND attempt_count = %(attempt)s
+      AND status = 'pending'
     RETURNING id
 )
 INSERT INTO email_job_events
@@ -59,14 +63,15 @@ RETURNING job_id;
 
 -- schedule_retry --
 -- Back to pending after a transient failure, due again after the backoff;
--- only while this worker holds the lease.
+-- only while this claim (owner and attempt) holds the lease.
 WITH retried AS (
     UPDATE email_jobs
     SET next_attempt_at = now() + make_interval(secs => %(delay_seconds)s),
         last_error = %(error)s,
         lease_owner = NULL,
         lease_expires_at = NULL
-    WHERE id = %(job_id)s AND lease_owner = %(owner)s AND status = 'pending'
+    WHERE id = %(job_id)s AND lease_owner = %(owner)s AND attempt_count = %(attempt)s
+      AND status = 'pending'
     RETURNING id
 )
 INSERT INTO email_job_events
@@ -77,14 +82,16 @@ RETURNING job_id;
 
 -- release_lease --
 -- Hand back a claimed job that was never sent (shutdown): due now, and the
--- attempt it did not make is not counted.
+-- attempt it did not make is not counted; only while this claim (owner and
+-- attempt) holds the lease.
 WITH released AS (
     UPDATE email_jobs
     SET next_attempt_at = now(),
         attempt_count = greatest(attempt_count - 1, 0),
         lease_owner = NULL,
         lease_expires_at = NULL
-    WHERE id = %(job_id)s AND lease_owner = %(owner)s AND status = 'pending'
+    WHERE id = %(job_id)s AND lease_owner = %(owner)s AND attempt_count = %(attempt)s
+      AND status = 'pending'
     RETURNING id
 )
 INSERT INTO email_job_events (job_id, event, lease_owner, lease_expires_at, attempt, token_version, error)

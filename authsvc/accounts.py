@@ -70,25 +70,27 @@ def sign_up(
     """Create an account and queue its verification email.
 
     A taken address answers the same way; its owner gets "account exists"
-    (or a fresh verification link if they never verified) instead.
+    if the address is verified, else a fresh verification link.
     """
     check_policy(password, email)
     # Hash before looking the address up: both branches cost one argon2 hash.
     password_hash = svc.passwords.hash(password)
     now = svc.clock()
     with conn.transaction():
-        created = users.insert_user(conn, email, password_hash)
+        user = users.insert_user(conn, email, password_hash)
+        if user is None:
+            # Nobody has proven this address yet: the newest signup's password
+            # wins and earlier sessions end, so whoever registered it first
+            # (perhaps not its owner) keeps no access (pre-account hijacking).
+            user = users.claim_unverified_account(conn, email, password_hash)
         if not _email_allowed(conn, svc, email, now):
             return
-        if created is not None:
-            _issue_link(conn, svc, created, "verify", redirect_url, now)
+        if user is not None:
+            _issue_link(conn, svc, user, "verify", redirect_url, now)
             return
         existing = users.find_user_by_email(conn, email)
         assert existing is not None
-        if existing.email_verified_at is None:
-            _issue_link(conn, svc, existing, "verify", redirect_url, now)
-        else:
-            enqueue_email(conn, template="account_exists", recipient=email, user_id=existing.id)
+        enqueue_email(conn, template="account_exists", recipient=email, user_id=existing.id)
 
 
 def request_verification(

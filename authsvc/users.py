@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +29,7 @@ class User:
         return self.reset_version if purpose == "reset" else self.verify_version
 
 
-def _one_user(conn: Connection, name: str, params: dict[str, object]) -> User | None:
+def _one_user(conn: Connection, name: str, params: Mapping[str, object]) -> User | None:
     with conn.cursor(row_factory=class_row(User)) as cur:
         return cur.execute(Q[name], params).fetchone()
 
@@ -43,6 +44,11 @@ def find_user_by_id(conn: Connection, user_id: int) -> User | None:
 
 def insert_user(conn: Connection, email: str, password_hash: str) -> User | None:
     return _one_user(conn, "insert_user", {"email": email, "password_hash": password_hash})
+
+
+def claim_unverified_account(conn: Connection, email: str, password_hash: str) -> User | None:
+    params = {"email": email, "password_hash": password_hash}
+    return _one_user(conn, "claim_unverified_account", params)
 
 
 def bump_link_version(conn: Connection, user_id: int, purpose: str) -> int:

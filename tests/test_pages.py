@@ -317,3 +317,16 @@ def test_resend_with_a_used_link_sends_nothing(client, conn, svc):
     assert refused.status_code == 410
     assert "This link was already used" in text_of(refused)
     assert queued(conn, "ann@example.com") == before
+
+
+def test_confirming_the_address_ends_sessions_opened_before_it(client, conn, svc):
+    make_account(conn, svc, verified=False)
+    signed_in = submit(client, "/login", {"email": "ann@example.com", "password": PASSWORD})
+    assert signed_in.status_code == 303
+    assert client.get("/account").status_code == 200
+
+    token = latest_link(conn, svc, "ann@example.com", "verify")
+    confirmed = submit(client, "/verify", {"token": token}, form_page=f"/verify?token={token}")
+    assert "Email address confirmed" in text_of(confirmed)
+    assert "Go to your account" not in text_of(confirmed)
+    assert client.get("/account").headers["Location"] == "/login"

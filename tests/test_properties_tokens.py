@@ -168,6 +168,11 @@ def test_only_the_newest_link_redeems_once(
                 row = conn.execute("SELECT id FROM users WHERE email = %s", (email,)).fetchone()
                 assert row is not None, "sign-up created no account"
                 self.users[email] = ModelUser(id=row[0], password=password)
+            elif not self.users[email].verified:
+                # Nobody proved the address yet: the newest signup's password
+                # wins and earlier sessions end (pre-account hijacking).
+                self.users[email].password = password
+                self.users[email].session_version += 1
             if not self._allowed(email):
                 return multiple()
             if self.users[email].verified:
@@ -222,6 +227,8 @@ def test_only_the_newest_link_redeems_once(
             self.redemptions += 1
             user.redeemed.add((endpoint, link.claims.version))
             user.versions[endpoint] += 1
+            if endpoint == "verify" and not user.verified:
+                user.session_version += 1  # sessions from before the proof end
             user.verified = True
             if endpoint == "reset":
                 user.password = password

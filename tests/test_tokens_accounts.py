@@ -185,3 +185,45 @@ def test_no_usable_token_at_rest(conn, svc):
     assert token not in dump
     # itsdangerous tokens look like <payload>.<signature> in URL-safe base64.
     assert not re.search(r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{20,}", dump)
+
+
+def test_signing_up_first_with_someone_elses_address_gains_nothing(conn, svc):
+    """Pre-account hijacking: an attacker registers the victim's address first."""
+    accounts.sign_up(conn, svc, email="victim@example.com", password="attacker passphrase 1")
+    attacker = accounts.authenticate(
+        conn, svc, email="victim@example.com", password="attacker passphrase 1"
+    )
+    attacker_session = attacker.session_version
+
+    accounts.sign_up(conn, svc, email="victim@example.com", password="victim passphrase 22")
+    assert accounts.current_session_user(conn, attacker.id, attacker_session) is None
+    victim_link = svc.tokens.mint(latest_claims(conn, "victim@example.com", "verify"))
+    verified = accounts.confirm_verification(conn, svc, token=victim_link)
+
+    assert verified.id == attacker.id and verified.email_verified_at is not None
+    assert accounts.authenticate(
+        conn, svc, email="victim@example.com", password="victim passphrase 22"
+    )
+    with pytest.raises(accounts.InvalidCredentials):
+        accounts.authenticate(
+            conn, svc, email="victim@example.com", password="attacker passphrase 1"
+        )
+
+
+def test_confirming_the_address_ends_sessions_opened_before(conn, svc):
+    token = _signed_up(conn, svc)
+    before = accounts.authenticate(
+        conn, svc, email="ann@example.com", password="correct horse battery"
+    )
+    accounts.confirm_verification(conn, svc, token=token)
+    assert accounts.current_session_user(conn, before.id, before.session_version) is None
+
+
+def test_signing_up_again_for_a_verified_address_changes_nothing(conn, svc):
+    accounts.confirm_verification(conn, svc, token=_signed_up(conn, svc))
+    accounts.sign_up(conn, svc, email="ann@example.com", password="someone elses pass 9")
+    assert accounts.authenticate(
+        conn, svc, email="ann@example.com", password="correct horse battery"
+    )
+    templates = [r[0] for r in conn.execute("SELECT template FROM email_jobs ORDER BY id")]
+    assert templates == ["verify", "account_exists"]

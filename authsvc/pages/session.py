@@ -38,6 +38,11 @@ def sign_out() -> None:
     g.pages_user = None
 
 
+def forget_cached_user() -> None:
+    """Re-check the session on next use: the request may just have ended it."""
+    g.pop("pages_user", None)
+
+
 def has_session() -> bool:
     """Whether the browser presents a sign-in, current or ended."""
     return _USER_ID in session

@@ -11,6 +11,7 @@ from authsvc import accounts
 from authsvc.logs import log_event
 from authsvc.pages.forms import ConfirmEmailForm, EmailForm
 from authsvc.pages.guards import render_page
+from authsvc.pages.session import forget_cached_user
 from authsvc.pages.links import link_problem
 from authsvc.tokens import TokenError
 from authsvc.web import db, services
@@ -39,6 +40,7 @@ def _confirm() -> ResponseReturnValue:
     except TokenError as exc:
         return link_problem(exc, "verify", token)
     log_event(logger, "email_verified", user_id=user.id)
+    forget_cached_user()  # confirming ends sessions opened before the proof
     return render_page("verified.html", email=user.email)
 
 

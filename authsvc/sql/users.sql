@@ -14,6 +14,15 @@ INSERT INTO users (email, password_hash) VALUES (%(email)s, %(password_hash)s)
 ON CONFLICT (email) DO NOTHING
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, session_version;
 
+-- claim_unverified_account --
+-- A signup for an address nobody has verified yet: the newest password wins
+-- and earlier sessions end. Returns nothing for a verified account.
+UPDATE users
+SET password_hash = %(password_hash)s,
+    session_version = session_version + 1
+WHERE email = %(email)s AND email_verified_at IS NULL
+RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, session_version;
+
 -- bump_link_version --
 -- Retire every outstanding link of one purpose; returns the new current version.
 UPDATE users
@@ -24,8 +33,11 @@ RETURNING CASE WHEN %(purpose)s = 'reset' THEN reset_version ELSE verify_version
 
 -- redeem_verify_link --
 -- Mark verified only if the link is still current; zero rows = stale or used.
+-- Sessions opened before the address was proven end here: whoever signed up
+-- with someone else's address keeps nothing once its owner confirms it.
 UPDATE users
 SET verify_version = verify_version + 1,
+    session_version = session_version + (email_verified_at IS NULL)::int,
     email_verified_at = coalesce(email_verified_at, %(now)s)
 WHERE id = %(user_id)s AND verify_version = %(version)s
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, session_version;

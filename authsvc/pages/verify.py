@@ -11,8 +11,8 @@ from authsvc import accounts
 from authsvc.logs import log_event
 from authsvc.pages.forms import ConfirmEmailForm, EmailForm
 from authsvc.pages.guards import render_page
-from authsvc.pages.session import forget_cached_user
 from authsvc.pages.links import link_problem
+from authsvc.pages.session import forget_cached_user
 from authsvc.tokens import TokenError
 from authsvc.web import db, services
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from psycopg import Connection
 
 from authsvc import ratelimit, users
-from authsvc.outbox import enqueue_email
+from authsvc.outbox import enqueue_email, enqueue_link
 from authsvc.passwords import check_policy
 from authsvc.services import Services
 from authsvc.tokens import TokenClaims, TokenError
@@ -40,27 +40,16 @@ def _email_allowed(conn: Connection, svc: Services, email: str, now: datetime) -
 
 
 def _issue_link(
-    conn: Connection,
-    svc: Services,
-    user: User,
-    purpose: str,
-    redirect_url: str | None,
-    now: datetime,
-) -> int:
-    """Bump the purpose's version and queue the email that carries it."""
-    version = users.bump_link_version(conn, user.id, purpose)
-    # Whole seconds: the token carries issued_at as an integer timestamp.
-    issued_at = now.replace(microsecond=0)
-    payload = {"redirect_url": redirect_url} if redirect_url else {}
-    return enqueue_email(
+    conn: Connection, email: str, purpose: str, redirect_url: str | None, now: datetime
+) -> None:
+    """Retire the address's older links of this purpose and queue the new one."""
+    enqueue_link(
         conn,
-        template=purpose,
-        recipient=user.email,
-        user_id=user.id,
+        email=email,
         purpose=purpose,
-        token_version=version,
-        issued_at=issued_at,
-        payload=payload,
+        # Whole seconds: the token carries issued_at as an integer timestamp.
+        issued_at=now.replace(microsecond=0),
+        payload={"redirect_url": redirect_url} if redirect_url else {},
     )
 
 
@@ -86,7 +75,7 @@ def sign_up(
         if not _email_allowed(conn, svc, email, now):
             return
         if user is not None:
-            _issue_link(conn, svc, user, "verify", redirect_url, now)
+            _issue_link(conn, email, "verify", redirect_url, now)
             return
         existing = users.find_user_by_email(conn, email)
         assert existing is not None
@@ -99,10 +88,9 @@ def request_verification(
     """Queue a fresh verification link for an unverified account; silent otherwise."""
     now = svc.clock()
     with conn.transaction():
-        allowed = _email_allowed(conn, svc, email, now)
-        user = users.find_user_by_email(conn, email)
-        if allowed and user is not None and user.email_verified_at is None:
-            _issue_link(conn, svc, user, "verify", redirect_url, now)
+        # Known or not, the same statements run (see outbox.sql queue_link).
+        if _email_allowed(conn, svc, email, now):
+            _issue_link(conn, email, "verify", redirect_url, now)
 
 
 def request_password_reset(
@@ -111,10 +99,8 @@ def request_password_reset(
     """Queue a reset link if the account exists; silent otherwise."""
     now = svc.clock()
     with conn.transaction():
-        allowed = _email_allowed(conn, svc, email, now)
-        user = users.find_user_by_email(conn, email)
-        if allowed and user is not None:
-            _issue_link(conn, svc, user, "reset", redirect_url, now)
+        if _email_allowed(conn, svc, email, now):
+            _issue_link(conn, email, "reset", redirect_url, now)
 
 
 def _stale_link_error(conn: Connection, claims: TokenClaims) -> TokenError:

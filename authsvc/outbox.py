@@ -45,3 +45,28 @@ def enqueue_email(
     assert row is not None
     conn.execute(Q["notify_workers"])
     return int(row[0])
+
+
+def enqueue_link(
+    conn: Connection,
+    *,
+    email: str,
+    purpose: str,
+    issued_at: datetime,
+    payload: dict[str, Any] | None = None,
+) -> tuple[int, int] | None:
+    """Bump `email`'s `purpose` version and queue its link; (job id, version) or None.
+
+    None when the address has no account, or (for verify) is already verified.
+    """
+    if purpose not in ("reset", "verify"):
+        raise ValueError(f"unknown link purpose {purpose!r}")
+    params = {
+        "email": email,
+        "purpose": purpose,
+        "issued_at": issued_at,
+        "payload": Jsonb(payload or {}),
+    }
+    row = conn.execute(Q["queue_link"], params).fetchone()
+    return (int(row[0]), int(row[1])) if row else None
+

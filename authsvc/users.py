@@ -51,12 +51,6 @@ def claim_unverified_account(conn: Connection, email: str, password_hash: str) -
     return _one_user(conn, "claim_unverified_account", params)
 
 
-def bump_link_version(conn: Connection, user_id: int, purpose: str) -> int:
-    row = conn.execute(Q["bump_link_version"], {"user_id": user_id, "purpose": purpose}).fetchone()
-    assert row is not None, "bump_link_version on a missing user"
-    return int(row[0])
-
-
 def redeem_verify_link(conn: Connection, user_id: int, version: int, now: datetime) -> User | None:
     return _one_user(
         conn, "redeem_verify_link", {"user_id": user_id, "version": version, "now": now}

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from authsvc import accounts, users
-from authsvc.outbox import enqueue_email
+from authsvc.outbox import enqueue_link
 from tests.smtp_double import SmtpDouble
 from tests.worker_support import (
     delivery,
@@ -191,14 +191,10 @@ def job_ids(conn) -> list[int]:
 
 
 def test_link_that_expired_before_sending_is_not_sent(database_url, conn, svc, settings, smtp):
-    [user_id] = conn.execute(
-        "INSERT INTO users (email, password_hash) VALUES ('cy@example.com', 'x') RETURNING id"
-    ).fetchone()
-    with conn.transaction():
-        version = users.bump_link_version(conn, user_id, "reset")
-        job_id = enqueue_email(conn, template="reset", recipient="cy@example.com", user_id=user_id,
-                               purpose="reset", token_version=version,
-                               issued_at=svc.clock() - timedelta(seconds=settings.reset_ttl + 1))
+    conn.execute("INSERT INTO users (email, password_hash) VALUES ('cy@example.com', 'x')")
+    issued_at = svc.clock() - timedelta(seconds=settings.reset_ttl + 1)
+    job_id, _version = enqueue_link(conn, email="cy@example.com", purpose="reset",
+                                    issued_at=issued_at)
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 
     assert smtp.messages == []

@@ -23,14 +23,6 @@ SET password_hash = %(password_hash)s,
 WHERE email = %(email)s AND email_verified_at IS NULL
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, session_version;
 
--- bump_link_version --
--- Retire every outstanding link of one purpose; returns the new current version.
-UPDATE users
-SET reset_version = reset_version + (%(purpose)s = 'reset')::int,
-    verify_version = verify_version + (%(purpose)s = 'verify')::int
-WHERE id = %(user_id)s
-RETURNING CASE WHEN %(purpose)s = 'reset' THEN reset_version ELSE verify_version END;
-
 -- redeem_verify_link --
 -- Mark verified only if the link is still current; zero rows = stale or used.
 -- Sessions opened before the address was proven end here: whoever signed up

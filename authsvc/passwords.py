@@ -71,10 +71,6 @@ class Passwords:
     def needs_rehash(self, password_hash: str) -> bool:
         return self._hasher.check_needs_rehash(password_hash)
 
-    def burn(self) -> None:
-        """Spend one hash's worth of time (unknown-account paths)."""
-        self._hasher.hash("authsvc-timing-equaliser")
-
 
 def cheap_passwords() -> Passwords:
     """Fast parameters for tests only."""

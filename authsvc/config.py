@@ -20,6 +20,8 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smhd])\s*$")
 SMTP_SCHEMES = {"smtp", "smtp+starttls", "smtps"}
+# Beyond this PostgreSQL's timestamps overflow; no lifetime needs more.
+MAX_DURATION_SECONDS = 36500 * 86400
 
 
 class ConfigError(Exception):
@@ -96,6 +98,8 @@ def parse_duration(value: str) -> int:
     seconds = int(match.group(1)) * _UNITS[match.group(2) or "s"]
     if seconds <= 0:
         raise ValueError("must be positive")
+    if seconds > MAX_DURATION_SECONDS:
+        raise ValueError(f"must be at most {MAX_DURATION_SECONDS // 86400} days")
     return seconds
 
 
@@ -129,6 +133,16 @@ def parse_smtp_url(value: str) -> SmtpTarget:
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
     )
+
+
+def _scheme(url: str) -> str | None:
+    """The URL's scheme, or None when it does not even parse (e.g. 'http://[::1')."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a malformed port)
+    except ValueError:
+        return None
+    return parts.scheme
 
 
 def _dev_secret_keys(data_dir: Path) -> tuple[str, ...]:
@@ -176,8 +190,10 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
 
     data_dir = Path(get("AUTHSVC_DATA_DIR", "./.authsvc") or ".authsvc").expanduser().absolute()
     database_url = get("AUTHSVC_DATABASE_URL")
-    if database_url and urlsplit(database_url).scheme not in {"postgres", "postgresql"}:
-        problems.append("AUTHSVC_DATABASE_URL: must start with postgresql:// or postgres://")
+    if database_url and _scheme(database_url) not in {"postgres", "postgresql"}:
+        problems.append("AUTHSVC_DATABASE_URL: must be a postgresql:// or postgres:// URL")
+    if data_dir.exists() and not data_dir.is_dir():
+        problems.append(f"AUTHSVC_DATA_DIR: {data_dir} exists and is not a folder")
 
     raw_keys = get("AUTHSVC_SECRET_KEYS")
     keys: tuple[str, ...] = ()
@@ -188,10 +204,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
             problems.append(f"AUTHSVC_SECRET_KEYS: key(s) {short} shorter than 32 characters")
 
     base_url = (get("AUTHSVC_BASE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
-    base_parts = urlsplit(base_url)
-    if base_parts.scheme not in {"http", "https"} or not base_parts.netloc:
+    if _scheme(base_url) not in {"http", "https"} or not urlsplit(base_url).netloc:
         problems.append(f"AUTHSVC_BASE_URL: expected an http(s) URL, got {base_url!r}")
-    elif production and base_parts.scheme != "https":
+    elif production and _scheme(base_url) != "https":
         problems.append("AUTHSVC_BASE_URL: production links must use https")
 
     mail_from = get("AUTHSVC_MAIL_FROM", "authsvc <no-reply@localhost>") or ""
@@ -248,7 +263,11 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         raise ConfigError(problems)
 
     if not keys:
-        keys = _dev_secret_keys(data_dir)
+        try:
+            keys = _dev_secret_keys(data_dir)
+        except OSError as exc:
+            problem = f"AUTHSVC_DATA_DIR: cannot keep the dev secret key there: {exc}"
+            raise ConfigError([problem]) from None
 
     return Settings(
         env=mode,

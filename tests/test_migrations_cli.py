@@ -118,3 +118,59 @@ def test_apps_create_on_an_unmigrated_database_says_what_to_do(empty_database_ur
     )
     assert result.returncode != 0
     assert "authsvc db upgrade" in result.stderr
+
+
+UNREACHABLE = "postgresql://nobody@127.0.0.1:1/none"
+
+
+@pytest.mark.parametrize(
+    ("args", "overrides", "message"),
+    [
+        (["outbox", "prune", "--older-than", "999999999d"], {}, "at most 36500 days"),
+        (["worker", "--once", "--lease-seconds", "nan"], {}, "finite"),
+        (["worker", "--poll-seconds", "nan"], {}, "finite"),
+        (
+            ["outbox", "stats"],
+            {"AUTHSVC_DATABASE_URL": "postgresql://[::1"},
+            "AUTHSVC_DATABASE_URL",
+        ),
+        (["outbox", "stats"], {"AUTHSVC_BASE_URL": "http://[::1"}, "AUTHSVC_BASE_URL"),
+        (["outbox", "stats"], {"AUTHSVC_DATA_DIR": "/etc/passwd"}, "AUTHSVC_DATA_DIR"),
+        (["outbox", "stats"], {"AUTHSVC_LEASE_SECONDS": "99999999999d"}, "AUTHSVC_LEASE_SECONDS"),
+        (
+            ["apps", "create", "Shop", "--redirect-url", "https://x.example"],
+            {"AUTHSVC_DATABASE_URL": UNREACHABLE},
+            "cannot reach the database",
+        ),
+        (
+            ["serve", "--bind", "127.0.0.1:0"],
+            {"AUTHSVC_DATABASE_URL": UNREACHABLE},
+            "cannot reach the database",
+        ),
+        (
+            ["apps", "create", "tab\tname", "--redirect-url", "https://x.example"],
+            {},
+            "control characters",
+        ),
+    ],
+    ids=[
+        "prune-overflow",
+        "lease-nan",
+        "poll-nan",
+        "db-url-unparsable",
+        "base-url-unparsable",
+        "data-dir-is-a-file",
+        "lease-overflow",
+        "apps-db-down",
+        "serve-db-down",
+        "apps-name-tab",
+    ],
+)
+def test_more_bad_input_names_the_problem_without_traceback(
+    database_url, env, conn, args, overrides, message
+):
+    result = _run(args, {**env, **overrides})
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert conn.execute("SELECT count(*) FROM apps").fetchone()[0] == 0

@@ -16,7 +16,7 @@ import psycopg
 from authsvc.config import Settings, SmtpTarget, parse_duration
 from authsvc.logs import configure_logging, log_event
 from authsvc.migrate import pending_migrations
-from authsvc.startup import database_url_or_exit, settings_or_exit
+from authsvc.startup import database_url_or_exit, finite, settings_or_exit
 from authsvc.tokens import TokenCodec
 from worker import admin
 from worker.delivery import RetryPolicy
@@ -49,8 +49,13 @@ def _require_current_schema(url: str, wait_seconds: float) -> None:
         except psycopg.OperationalError as exc:
             if time.monotonic() + delay > deadline:
                 raise click.ClickException(f"cannot reach the database: {exc}") from None
-            log_event(log, "database_unavailable", logging.WARNING, error=str(exc).strip(),
-                      retry_in_seconds=delay)
+            log_event(
+                log,
+                "database_unavailable",
+                logging.WARNING,
+                error=str(exc).strip(),
+                retry_in_seconds=delay,
+            )
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
     if pending:
@@ -59,21 +64,60 @@ def _require_current_schema(url: str, wait_seconds: float) -> None:
 
 
 @click.command()
-@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
-              help="Sends in flight at once (threads).")
-@click.option("--batch", type=click.IntRange(1, 1000), default=10, show_default=True,
-              help="Jobs claimed per statement.")
-@click.option("--lease-seconds", type=click.FloatRange(1, 86400), default=None,
-              help="Lease per claim [default: AUTHSVC_LEASE_SECONDS].")
-@click.option("--poll-seconds", type=click.FloatRange(0.05, 3600), default=5.0, show_default=True,
-              help="Look for due jobs at least this often, notification or not.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    default=4,
+    show_default=True,
+    help="Sends in flight at once (threads).",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Jobs claimed per statement.",
+)
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(1, 86400),
+    callback=finite,
+    default=None,
+    help="Lease per claim [default: AUTHSVC_LEASE_SECONDS].",
+)
+@click.option(
+    "--poll-seconds",
+    type=click.FloatRange(0.05, 3600),
+    callback=finite,
+    default=5.0,
+    show_default=True,
+    help="Look for due jobs at least this often, notification or not.",
+)
 @click.option("--once", is_flag=True, help="Drain what is due now, then exit.")
-@click.option("--wait-for-database", type=click.FloatRange(0, 3600), default=60.0,
-              show_default=True, help="At start-up, wait this long for the database.")
-@click.option("--retry-base-seconds", type=click.FloatRange(0.01, 86400), default=30.0,
-              show_default=True, help="Delay before the first retry of a transient failure.")
-@click.option("--retry-cap-seconds", type=click.FloatRange(0.01, 86400), default=3600.0,
-              show_default=True, help="Longest retry delay (before jitter of up to 50%).")
+@click.option(
+    "--wait-for-database",
+    type=click.FloatRange(0, 3600),
+    callback=finite,
+    default=60.0,
+    show_default=True,
+    help="At start-up, wait this long for the database.",
+)
+@click.option(
+    "--retry-base-seconds",
+    type=click.FloatRange(0.01, 86400),
+    callback=finite,
+    default=30.0,
+    show_default=True,
+    help="Delay before the first retry of a transient failure.",
+)
+@click.option(
+    "--retry-cap-seconds",
+    type=click.FloatRange(0.01, 86400),
+    callback=finite,
+    default=3600.0,
+    show_default=True,
+    help="Longest retry delay (before jitter of up to 50%).",
+)
 def worker(
     concurrency: int,
     batch: int,
@@ -132,6 +176,8 @@ def _connection() -> Iterator[psycopg.Connection]:
         raise click.ClickException("the schema is missing: run `authsvc db upgrade`") from None
     except psycopg.OperationalError as exc:
         raise click.ClickException(f"cannot reach the database: {exc}") from None
+    except psycopg.Error as exc:
+        raise click.ClickException(f"the database refused the operation: {exc}") from None
 
 
 def _when(value: datetime | None) -> str:
@@ -212,8 +258,13 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
 
 
 @outbox.command("prune")
-@click.option("--older-than", "older_than", required=True, callback=_duration,
-              help="Age such as 30d or 12h; only finished jobs are deleted.")
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    callback=_duration,
+    help="Age such as 30d or 12h; only finished jobs are deleted.",
+)
 def outbox_prune(older_than: int) -> None:
     """Delete finished jobs (sent, failed, superseded, expired) and their trails."""
     with _connection() as conn:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+from types import FrameType
+
 import click
 from dotenv import load_dotenv
 
@@ -13,6 +17,13 @@ from worker import cli as worker_cli
 def main() -> None:
     """authsvc: signup verification and password-reset emails."""
     load_dotenv(".env", override=False)
+    # Until a command installs its own handler, SIGTERM exits through Python
+    # so atexit runs and an embedded PostgreSQL this process started stops.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, _frame: FrameType | None) -> None:
+    sys.exit(128 + signum)
 
 
 main.add_command(db.db)

@@ -35,6 +35,8 @@ def apps_create(name: str, redirect_urls: list[str]) -> None:
     """Register an app; prints its id and API key once (only a hash is stored)."""
     if not 1 <= len(name.strip()) <= 100:
         raise click.BadParameter("must be 1-100 characters", param_hint="NAME")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise click.BadParameter("may not contain control characters", param_hint="NAME")
     url = database_url_or_exit(settings_or_exit())
     try:
         with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
@@ -43,6 +45,8 @@ def apps_create(name: str, redirect_urls: list[str]) -> None:
         raise click.ClickException(
             "the schema is missing: run `authsvc db upgrade` first"
         ) from None
+    except psycopg.OperationalError as exc:
+        raise click.ClickException(f"cannot reach the database: {str(exc).strip()}") from None
     click.echo(f"app id:  {app.id}")
     click.echo(f"api key: {key}")
     click.echo("Store the key now: it is not shown again.", err=True)

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from authsvc.startup import database_url_or_exit, settings_or_exit
+from authsvc.startup import check_database_or_exit, database_url_or_exit, settings_or_exit
 
 
 def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
@@ -51,7 +51,11 @@ def serve(bind: str, workers: int, threads: int) -> None:
     settings = settings_or_exit()
     # Resolve (and start, if embedded) the database once here, so every
     # gunicorn worker connects to the same URL instead of each starting it.
-    env = dict(os.environ, AUTHSVC_DATABASE_URL=database_url_or_exit(settings))
+    url = database_url_or_exit(settings)
+    # Checked here: otherwise every gunicorn worker fails to boot in turn,
+    # each with a traceback, before gunicorn gives up.
+    check_database_or_exit(url)
+    env = dict(os.environ, AUTHSVC_DATABASE_URL=url)
     # A child rather than exec: this process keeps the embedded server's
     # handle, so the server stops when serving stops.
     child = subprocess.Popen(gunicorn_argv(bind, workers, threads), env=env)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,13 @@ def _seconds(value: float) -> str:
     return f"{float(value):.3f}"
 
 
+def _retry_after(value: str | None) -> float:
+    try:
+        return min(max(float(value or 1), 0.1), 5.0)
+    except ValueError:
+        return 1.0
+
+
 class InboxError(AssertionError):
     """The inbox did not hold what the test expected; the message says what it held."""
 
@@ -85,18 +93,40 @@ class ScopedInbox:
         self.cursor = 0
 
     def _request(
-        self, method: str, path: str, query: dict[str, Any] | None = None, timeout: float = 10.0
+        self, method: str, path: str, query: dict[str, Any] | None = None, timeout: float = 10.0,
+        *, waits: tuple[str, ...] = (),
     ) -> tuple[int, Any]:
+        """One call; a 503 `too_many_waiters` is retried (after Retry-After) within `timeout`.
+
+        `waits` names the query parameters holding seconds to wait: a retry
+        asks for what is left of them, so the call as a whole stays in time.
+        """
+        started = time.monotonic()
+        while True:
+            elapsed = time.monotonic() - started
+            sent = dict(query or {})
+            for key in waits:
+                sent[key] = _seconds(max(0.0, float(sent[key]) - elapsed))
+            status, retry_after, body = self._send(method, path, sent, timeout - elapsed)
+            busy = status == 503 and isinstance(body, dict)
+            busy = busy and body.get("code") == "too_many_waiters"
+            if not busy or time.monotonic() - started + retry_after >= timeout:
+                return status, body
+            time.sleep(retry_after)
+
+    def _send(
+        self, method: str, path: str, query: dict[str, Any], timeout: float
+    ) -> tuple[int, float, Any]:
         url = f"{self.base_url}/_inbox{path}" + (f"?{urlencode(query)}" if query else "")
         request = Request(url, method=method)  # noqa: S310 - http(s) URL given by the test
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urlopen(request, timeout=timeout) as response:  # noqa: S310
-                status, body = response.status, response.read()
+            with urlopen(request, timeout=max(timeout, 1.0)) as response:  # noqa: S310
+                status, headers, body = response.status, response.headers, response.read()
         except HTTPError as exc:
-            status, body = exc.code, exc.read()
-        return status, json.loads(body) if body else None
+            status, headers, body = exc.code, exc.headers, exc.read()
+        return status, _retry_after(headers.get("Retry-After")), json.loads(body) if body else None
 
     def _path(self) -> str:
         if self.scope is None:
@@ -121,7 +151,9 @@ class ScopedInbox:
     def messages(self, *, wait: float = 0, at_least: int = 1, since: int = 0) -> list[Email]:
         """Messages in the scope, oldest first, waiting up to `wait` seconds for `at_least`."""
         query = {"wait": _seconds(wait), "min": at_least, "since": since}
-        status, body = self._request("GET", self._path() + "/messages", query, timeout=wait + 10)
+        status, body = self._request(
+            "GET", self._path() + "/messages", query, timeout=wait + 10, waits=("wait",)
+        )
         if status != 200:
             raise InboxError(f"listing messages failed: {status} {body}")
         return [Email.from_json(m) for m in body["messages"]]
@@ -136,7 +168,8 @@ class ScopedInbox:
             "since": self.cursor if since is None else since,
         }
         status, body = self._request(
-            "GET", self._path() + "/expect-one", query, timeout=timeout + settle + 10
+            "GET", self._path() + "/expect-one", query, timeout=timeout + settle + 10,
+            waits=("timeout",),
         )
         if status == 200:
             email = Email.from_json(body["message"])

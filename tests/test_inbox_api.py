@@ -244,3 +244,14 @@ def test_bearer_token_is_required_when_configured(env, pool, passwords):
 def test_inbox_off_is_404(client):
     assert client.post("/_inbox/scopes").status_code == 404
     assert client.get("/_inbox/scopes/abc/messages").status_code == 404
+
+
+def test_requests_with_nothing_to_wait_for_start_no_listener(inbox_app, inbox, sink):
+    scope = new_scope(inbox)
+    send(sink.port, email(f"{scope}@inbox.test", subject="there"))
+    watcher = inbox_app.extensions["authsvc_inbox"]
+    assert inbox.get(f"/_inbox/scopes/{scope}/messages").json["messages"] != []  # wait=0
+    assert inbox.get("/_inbox/scopes/empty/messages?wait=0").json["messages"] == []
+    assert inbox.get(f"/_inbox/scopes/{scope}/messages?wait=5").status_code == 200  # already met
+    assert inbox.get("/_inbox/scopes/empty/expect-one?timeout=0&settle=0").status_code == 408
+    assert watcher._thread is None, "a request with nothing to wait for started the listener"

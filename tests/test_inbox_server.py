@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,20 +10,24 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.error import HTTPError
 from urllib.request import urlopen
 
 import psycopg
 import pytest
 
+from authsvc import testing
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.db import create_pool
 from authsvc.inbox.smtp import InboxSink
+from authsvc.inbox.waiting import DEFAULT_MAX_WAITERS
 from authsvc.testing import InboxError, ScopedInbox
 from tests.conftest import TEST_KEY
 from tests.inbox_support import email, free_port, running_sink, send, wait_for
 from tests.pg import TestDatabases
 
 pytestmark = pytest.mark.e2e
+THREADS = 16  # as under `authsvc dev`
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ def server(test_databases: TestDatabases, tmp_path_factory) -> Iterator[Server]:
         "AUTHSVC_TEST_INBOX": "on",
     }
     web = subprocess.Popen(
-        gunicorn_argv(f"127.0.0.1:{port}", workers=1, threads=8), env=env,
+        gunicorn_argv(f"127.0.0.1:{port}", workers=1, threads=THREADS), env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     pool = create_pool(database_url, min_size=1, max_size=4)
@@ -109,6 +114,105 @@ def test_long_polls_do_not_block_other_requests(server: Server):
     for n, inbox in enumerate(inboxes):
         found, _elapsed = results[n]
         assert [m.subject for m in found] == [f"for {inbox.scope}"]
+
+
+def _fetch(url: str, timeout: float = 40.0) -> tuple[int, dict[str, str], dict]:
+    try:
+        with urlopen(url, timeout=timeout) as response:  # noqa: S310
+            return response.status, dict(response.headers), json.loads(response.read())
+    except HTTPError as exc:
+        return exc.code, dict(exc.headers), json.loads(exc.read())
+
+
+def _listeners(database_url: str) -> int:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN authsvc_inbox%'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def test_more_long_polls_than_threads_get_503_and_leave_the_server_responsive(server: Server):
+    polls = THREADS + 4
+    assert DEFAULT_MAX_WAITERS < THREADS < polls
+    shared = ScopedInbox(server.url)
+    shared.new_scope()
+    url = f"{server.url}/_inbox/scopes/{shared.scope}/messages?wait=30&min=1"
+    results: list[tuple[int, dict[str, str], dict, float]] = []
+    lock = threading.Lock()
+
+    def poll() -> None:
+        started = time.monotonic()
+        status, headers, body = _fetch(url)
+        with lock:
+            results.append((status, headers, body, time.monotonic() - started))
+
+    pollers = [threading.Thread(target=poll) for _ in range(polls)]
+    for thread in pollers:
+        thread.start()
+    try:
+        excess = polls - DEFAULT_MAX_WAITERS
+        wait_for(lambda: len(results) >= excess, timeout=15, what="the excess polls to be refused")
+        wait_for(lambda: _listeners(server.database_url) > 0, what="the polls to be waiting")
+        for status, headers, body, elapsed in results:
+            assert status == 503 and body["code"] == "too_many_waiters", body
+            assert headers["Content-Type"] == "application/problem+json"
+            assert headers["Retry-After"] == "1"
+            assert elapsed < 5
+        for path in ("/healthz", f"/_inbox/scopes/{shared.scope}/messages"):
+            started = time.monotonic()
+            assert _fetch(f"{server.url}{path}", timeout=5)[0] == 200
+            assert time.monotonic() - started < 1.0, f"{path} was starved"
+        assert sum(t.is_alive() for t in pollers) == DEFAULT_MAX_WAITERS
+    finally:
+        send(server.sink.port, email(shared.address(), subject="wake up"))
+        for thread in pollers:
+            thread.join(timeout=35)
+    answered = [body for status, _h, body, _e in results if status == 200]
+    assert len(answered) == DEFAULT_MAX_WAITERS
+    assert all([m["subject"] for m in body["messages"]] == ["wake up"] for body in answered)
+
+
+def test_scoped_inbox_retries_while_every_waiting_slot_is_taken(server: Server, monkeypatch):
+    shared = ScopedInbox(server.url)
+    shared.new_scope()
+    url = f"{server.url}/_inbox/scopes/{shared.scope}/messages?wait=30&min=1"
+    holders = [threading.Thread(target=_fetch, args=(url,)) for _ in range(DEFAULT_MAX_WAITERS)]
+    statuses: list[int] = []
+    real_urlopen = testing.urlopen
+
+    def recording_urlopen(request, timeout):  # type: ignore[no-untyped-def]
+        try:
+            response = real_urlopen(request, timeout=timeout)
+        except HTTPError as exc:
+            statuses.append(exc.code)
+            raise
+        statuses.append(response.status)
+        return response
+
+    monkeypatch.setattr(testing, "urlopen", recording_urlopen)
+    for thread in holders:
+        thread.start()
+    inbox = ScopedInbox(server.url)
+    inbox.new_scope()
+    found: list = []
+    try:
+        # Every slot taken: a probe is refused, so the client's poll will be too.
+        wait_for(
+            lambda: _fetch(url.replace("wait=30", "wait=0.1").replace("min=1", "min=2"))[0] == 503,
+            timeout=15, what="every waiting slot to be taken",
+        )
+        client = threading.Thread(target=lambda: found.extend(inbox.messages(wait=20)))
+        client.start()
+        wait_for(lambda: 503 in statuses, timeout=10, what="the client to be refused once")
+    finally:
+        send(server.sink.port, email(shared.address(), subject="release"))
+        for thread in holders:
+            thread.join(timeout=35)
+    send(server.sink.port, email(inbox.address(), subject="for the client"))
+    client.join(timeout=30)
+    assert [m.subject for m in found] == ["for the client"]
+    assert statuses[-1] == 200
 
 
 def test_scoped_inbox_expect_one_and_link(server: Server):

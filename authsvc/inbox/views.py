@@ -12,7 +12,7 @@ from flask.blueprints import BlueprintSetupState
 from authsvc.inbox import messages
 from authsvc.inbox.messages import InboxMessage
 from authsvc.inbox.scopes import BadScope, new_scope_name, normalise_scope
-from authsvc.inbox.waiting import ScopeWatcher
+from authsvc.inbox.waiting import ScopeWatcher, TooManyWaiters
 from authsvc.web import services
 
 MAX_WAIT_SECONDS = 30.0
@@ -93,6 +93,14 @@ def _require_token() -> Response | None:
 
 def _bad_request(exc: BadRequest) -> Response:
     return problem(400, "invalid_request", "Bad request", exc.detail)
+
+
+def _too_many_waiters(exc: TooManyWaiters) -> Response:
+    # Not a 408: nothing was looked for yet. The client retries after a second.
+    detail = f"{exc}; retry shortly (this process caps concurrent long polls)"
+    response = problem(503, "too_many_waiters", "Too many waiting requests", detail)
+    response.headers["Retry-After"] = "1"
+    return response
 
 
 def create_scope() -> tuple[Response, int]:
@@ -176,6 +184,7 @@ def register(bp: Blueprint) -> None:
     bp.record_once(_start_watcher)
     bp.before_request(_require_token)
     bp.register_error_handler(BadRequest, _bad_request)
+    bp.register_error_handler(TooManyWaiters, _too_many_waiters)
     bp.add_url_rule("/scopes", view_func=create_scope, methods=["POST"])
     bp.add_url_rule("/scopes/<scope>/messages", view_func=list_scope_messages)
     bp.add_url_rule("/scopes/<scope>/expect-one", view_func=expect_one)

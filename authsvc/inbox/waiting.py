@@ -5,6 +5,11 @@ thread LISTENs and bumps a per-scope counter when the sink announces a new
 message, waking only the requests that watch that scope. The thread runs
 while anybody waits (and a little longer, to keep the connection warm), so
 an idle process holds no extra connection.
+
+Each waiting request also holds a gunicorn thread, so the watcher caps how
+many may wait at once (`max_waiters` per process): past the cap a request
+that would have to wait gets TooManyWaiters at once (the view answers 503
+with Retry-After), leaving the other threads for everything else.
 """
 
 from __future__ import annotations
@@ -28,13 +33,21 @@ LINGER_SECONDS = 30.0
 # degrades to slow polling instead of missing messages.
 FALLBACK_POLL_SECONDS = 1.0
 RECONNECT_DELAY_SECONDS = 1.0
+# Well under gunicorn's threads per worker (16 under `authsvc dev`).
+DEFAULT_MAX_WAITERS = 8
+
+
+class TooManyWaiters(Exception):
+    """Every waiting slot of this process is taken; retry shortly."""
 
 
 class ScopeWatcher:
     """Fans NOTIFY payloads (scope names) out to the requests waiting on them."""
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, *, max_waiters: int = DEFAULT_MAX_WAITERS) -> None:
         self._conninfo = conninfo
+        self.max_waiters = max_waiters
+        self._slots = threading.BoundedSemaphore(max_waiters)
         self._changed = threading.Condition()
         self._counters: dict[str, int] = {}
         self._watchers: dict[str, int] = {}
@@ -47,8 +60,25 @@ class ScopeWatcher:
     def wait_until(
         self, scope: str, check: Callable[[], T], done: Callable[[T], bool], timeout: float
     ) -> T:
-        """Call `check` until `done(result)` or `timeout` seconds pass; re-check only on news."""
+        """Call `check` until `done(result)` or `timeout` seconds pass; re-check only on news.
+
+        Nothing to wait for (done at once, or no timeout) starts no listener;
+        TooManyWaiters when it would have to wait and every slot is taken.
+        """
         deadline = time.monotonic() + timeout
+        result = check()
+        if done(result) or timeout <= 0:
+            return result
+        if not self._slots.acquire(blocking=False):
+            raise TooManyWaiters(f"{self.max_waiters} requests are already waiting")
+        try:
+            return self._wait(scope, check, done, deadline)
+        finally:
+            self._slots.release()
+
+    def _wait(
+        self, scope: str, check: Callable[[], T], done: Callable[[T], bool], deadline: float
+    ) -> T:
         with self._watching(scope):
             self._wait_listening(deadline)
             while True:

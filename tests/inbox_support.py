@@ -22,7 +22,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_sink(pool: ConnectionPool, **options: int) -> Iterator[InboxSink]:
+def running_sink(pool: ConnectionPool, **options: float) -> Iterator[InboxSink]:
     sink = InboxSink(pool, "inbox.test", port=free_port(), **options)
     sink.start()
     try:

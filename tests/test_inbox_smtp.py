@@ -13,6 +13,9 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from authsvc.inbox import smtp
+from authsvc.inbox.messages import insert_message
+from authsvc.inbox.parsing import parse_message
 from authsvc.inbox.smtp import InboxSink
 from tests.inbox_support import email, free_port, running_sink, send, wait_for
 
@@ -189,3 +192,51 @@ def test_inbox_command_refuses_in_production(env):
     assert result.returncode != 0
     assert "AUTHSVC_TEST_INBOX: the test inbox is refused in production" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+class _Clock:
+    """Stands in for the `time` module of authsvc.inbox.smtp: a monotonic clock we move."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def _store_old_message(pool: ConnectionPool, scope: str) -> None:
+    raw = email(f"{scope}@inbox.test").as_bytes()
+    with pool.connection() as conn, conn.transaction():
+        insert_message(conn, scope, [f"{scope}@inbox.test"], parse_message(raw), raw, None)
+        conn.execute("UPDATE inbox_messages SET received_at = now() - interval '25 hours'")
+
+
+def test_a_failing_prune_never_changes_the_reply_to_a_stored_message(
+    pool, conn, monkeypatch, caplog
+):
+    clock = _Clock(1_000_000.0)
+    monkeypatch.setattr(smtp, "time", clock, raising=False)
+
+    def broken_prune(*_args: object, **_kwargs: object) -> int:
+        raise psycopg.OperationalError("prune failed")
+
+    monkeypatch.setattr(smtp, "prune_messages", broken_prune)
+    with running_sink(pool) as sink:
+        clock.now += smtp.PRUNE_INTERVAL_SECONDS + 1  # a prune is due
+        send(sink.port, email("prune@inbox.test"))  # 250, not 451: it was stored
+    assert len(stored(conn, "prune")) == 1
+    assert "inbox_prune_failed" in [r.getMessage() for r in caplog.records]
+
+
+def test_the_sink_prunes_at_start_on_a_freshly_booted_host(pool, conn, monkeypatch):
+    _store_old_message(pool, "stale")
+    monkeypatch.setattr(smtp, "time", _Clock(5.0), raising=False)  # up for 5 s
+    with running_sink(pool):
+        pass
+    assert stored(conn, "stale") == []
+
+
+def test_the_sink_prunes_periodically_without_mail(pool, conn):
+    with running_sink(pool, prune_interval=0.05):
+        _store_old_message(pool, "later")
+        wait_for(lambda: stored(conn, "later") == [], what="the periodic prune")

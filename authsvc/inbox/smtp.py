@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -30,7 +29,6 @@ class InboxHandler:
     def __init__(self, pool: ConnectionPool, domain: str) -> None:
         self.pool = pool
         self.domain = domain.lower()
-        self._last_prune = 0.0
         self._in_flight = 0
         self._idle = threading.Condition()
 
@@ -85,18 +83,18 @@ class InboxHandler:
                 log, "inbox_message_stored", scope=scope, inbox_id=inbox_id,
                 message_id=parsed.message_id, size=len(raw),
             )
-        self.prune_if_due()
+        # No pruning here: the messages are committed, so nothing after this
+        # may turn the reply into a 451 (the sender would re-send a duplicate).
         return ids
 
-    def prune_if_due(self) -> None:
-        """Delete messages past retention, at most every PRUNE_INTERVAL_SECONDS."""
-        # Retention piggybacks on deliveries: an idle sink has nothing new to prune.
-        now = time.monotonic()
-        if now - self._last_prune < PRUNE_INTERVAL_SECONDS:
+    def prune(self) -> None:
+        """Delete messages past retention; a failure is logged, never raised."""
+        try:
+            with self.pool.connection() as conn:
+                pruned = prune_messages(conn)
+        except Exception as exc:  # the next round retries; the sink goes on regardless
+            log_event(log, "inbox_prune_failed", logging.WARNING, error=str(exc))
             return
-        self._last_prune = now
-        with self.pool.connection() as conn:
-            pruned = prune_messages(conn)
         if pruned:
             log_event(log, "inbox_pruned", count=pruned)
 
@@ -112,9 +110,13 @@ class InboxSink:
     def __init__(
         self, pool: ConnectionPool, domain: str, *, host: str = "127.0.0.1", port: int = 2525,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        prune_interval: float = PRUNE_INTERVAL_SECONDS,
     ) -> None:
         self.handler = InboxHandler(pool, domain)
         self.host, self.port = host, port
+        self.prune_interval = prune_interval
+        self._stopping = threading.Event()
+        self._pruner: threading.Thread | None = None
         self._controller = Controller(
             self.handler, hostname=host, port=port, server_hostname="authsvc-test-inbox",
             enable_SMTPUTF8=True, data_size_limit=max_message_bytes, ready_timeout=10,
@@ -123,17 +125,26 @@ class InboxSink:
     def start(self) -> None:
         """Listen; raises OSError when the port is taken."""
         self._controller.start()
-        try:
-            self.handler.prune_if_due()
-        except psycopg.Error as exc:
-            log_event(log, "inbox_prune_failed", logging.WARNING, error=str(exc))
+        self.handler.prune()  # at start, whatever the host's uptime
+        self._pruner = threading.Thread(
+            target=self._prune_periodically, name="inbox-pruner", daemon=True
+        )
+        self._pruner.start()
         log_event(log, "inbox_listening", host=self.host, port=self.port)
+
+    def _prune_periodically(self) -> None:
+        # Off the DATA path: a slow or failing prune never delays or changes a reply.
+        while not self._stopping.wait(self.prune_interval):
+            self.handler.prune()
 
     def stop(self, grace_seconds: float = 5.0) -> None:
         """Stop accepting, let messages being stored finish (bounded), then close."""
+        self._stopping.set()
         server = self._controller.server
         if server is not None:
             self._controller.loop.call_soon_threadsafe(server.close)
         self.handler.wait_idle(grace_seconds)
         self._controller.stop()
+        if self._pruner is not None:
+            self._pruner.join(grace_seconds)
         log_event(log, "inbox_stopped", host=self.host, port=self.port)

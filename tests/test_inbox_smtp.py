@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import signal
 import smtplib
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -240,3 +242,21 @@ def test_the_sink_prunes_periodically_without_mail(pool, conn):
     with running_sink(pool, prune_interval=0.05):
         _store_old_message(pool, "later")
         wait_for(lambda: stored(conn, "later") == [], what="the periodic prune")
+
+
+def test_inbox_command_fails_at_once_on_a_taken_port(env):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        result = subprocess.run(
+            _inbox_command(env, "--port", str(port)),
+            env={**os.environ, **env, "AUTHSVC_TEST_INBOX": "on"},
+            capture_output=True, text=True, timeout=60,
+        )
+        elapsed = time.monotonic() - started
+    assert result.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert elapsed < 8, f"took {elapsed:.1f} s to report a taken port"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 from collections import defaultdict
 from typing import Any
@@ -104,6 +105,17 @@ class InboxHandler:
             return self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout)
 
 
+def _check_can_listen(host: str, port: int) -> None:
+    """Bind every address `host` resolves to, as the server will, and close; OSError if taken."""
+    for family, kind, proto, _name, address in socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, kind, proto) as probe:
+            # As asyncio's server does: a port in TIME_WAIT is free, a listening one is not.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+
+
 class InboxSink:
     """The SMTP sink on host:port, running in a background thread."""
 
@@ -123,7 +135,9 @@ class InboxSink:
         )
 
     def start(self) -> None:
-        """Listen; raises OSError when the port is taken."""
+        """Listen; raises OSError at once when the port is taken."""
+        # aiosmtpd reports a failed bind only after its ready timeout (10 s).
+        _check_can_listen(self.host, self.port)
         self._controller.start()
         self.handler.prune()  # at start, whatever the host's uptime
         self._pruner = threading.Thread(

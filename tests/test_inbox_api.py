@@ -182,10 +182,15 @@ def test_raw_message_is_kept_byte_for_byte(inbox, sink):
 def test_messages_older_than_a_day_are_hidden_and_pruned(inbox, sink, pool, conn):
     scope = new_scope(inbox)
     send(sink.port, email(f"{scope}@inbox.test", subject="old"))
+    [(old_id,)] = conn.execute("SELECT id FROM inbox_messages").fetchall()
     conn.execute("UPDATE inbox_messages SET received_at = now() - interval '25 hours'")
     send(sink.port, email(f"{scope}@inbox.test", subject="new"))
     listed = inbox.get(f"/_inbox/scopes/{scope}/messages").json["messages"]
     assert [m["subject"] for m in listed] == ["new"]
+    for path in (f"messages/{old_id}", f"messages/{old_id}/raw"):
+        response = inbox.get(f"/_inbox/scopes/{scope}/{path}")
+        assert response.status_code == 404, path
+        assert response.json["code"] == "not_found"
     with running_sink(pool):  # a sink prunes when it starts (and every few minutes after)
         pass
     subjects = conn.execute("SELECT subject FROM inbox_messages WHERE scope = %s", (scope,))

@@ -32,8 +32,10 @@ WHERE scope = %(scope)s AND id = %(id)s
   AND received_at > now() - make_interval(secs => %(retention_seconds)s);
 
 -- get_raw_message --
--- The bytes exactly as received.
-SELECT raw FROM inbox_messages WHERE scope = %(scope)s AND id = %(id)s;
+-- The bytes exactly as received; past retention it is gone, as for get_message.
+SELECT raw FROM inbox_messages
+WHERE scope = %(scope)s AND id = %(id)s
+  AND received_at > now() - make_interval(secs => %(retention_seconds)s);
 
 -- delete_scope --
 -- Empty a scope; later mail still lands in it.

@@ -94,7 +94,8 @@ def get_message(conn: Connection, scope: str, message_id: int) -> InboxMessage |
 
 
 def get_raw_message(conn: Connection, scope: str, message_id: int) -> bytes | None:
-    row = conn.execute(Q["get_raw_message"], {"scope": scope, "id": message_id}).fetchone()
+    params = {"scope": scope, "id": message_id, "retention_seconds": RETENTION_SECONDS}
+    row = conn.execute(Q["get_raw_message"], params).fetchone()
     return bytes(row[0]) if row else None
 
 

@@ -126,7 +126,18 @@ class ScopedInbox:
                 status, headers, body = response.status, response.headers, response.read()
         except HTTPError as exc:
             status, headers, body = exc.code, exc.headers, exc.read()
-        return status, _retry_after(headers.get("Retry-After")), json.loads(body) if body else None
+        if not body:
+            return status, _retry_after(headers.get("Retry-After")), None
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            # Not the inbox API answering (an HTML 404 when the inbox is off, a proxy page…).
+            text = body.decode("utf-8", "replace").strip()
+            raise InboxError(
+                f"{method} {url} answered {status} {headers.get('Content-Type')}, not JSON "
+                f"(is AUTHSVC_TEST_INBOX on?): {text[:300]}"
+            ) from None
+        return status, _retry_after(headers.get("Retry-After")), decoded
 
     def _path(self) -> str:
         if self.scope is None:

@@ -10,11 +10,13 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from psycopg_pool import ConnectionPool
+from werkzeug.serving import make_server
 
 from authsvc.app import create_app
 from authsvc.config import load_settings
 from authsvc.inbox.smtp import InboxSink
 from authsvc.passwords import Passwords
+from authsvc.testing import InboxError, ScopedInbox
 from tests.inbox_support import email, running_sink, send
 
 
@@ -260,3 +262,17 @@ def test_requests_with_nothing_to_wait_for_start_no_listener(inbox_app, inbox, s
     assert inbox.get(f"/_inbox/scopes/{scope}/messages?wait=5").status_code == 200  # already met
     assert inbox.get("/_inbox/scopes/empty/expect-one?timeout=0&settle=0").status_code == 408
     assert watcher._thread is None, "a request with nothing to wait for started the listener"
+
+
+def test_scoped_inbox_says_the_inbox_may_be_off_on_a_non_json_answer(app):
+    server = make_server("127.0.0.1", 0, app, threaded=True)  # the inbox is off in `app`
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = ScopedInbox(f"http://127.0.0.1:{server.server_port}")
+        with pytest.raises(InboxError, match=r"answered 404 .*is AUTHSVC_TEST_INBOX on\?"):
+            client.new_scope()
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()

@@ -276,3 +276,31 @@ def test_scoped_inbox_says_the_inbox_may_be_off_on_a_non_json_answer(app):
         server.shutdown()
         thread.join(timeout=10)
         server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code"),
+    [
+        ("GET", "/_inbox", 404, "not_found"),
+        ("GET", "/_inbox/nope", 404, "not_found"),
+        ("GET", "/_inbox/scopes/abc/messages/not-a-number", 404, "not_found"),
+        ("POST", "/_inbox/scopes/abc/messages", 405, "method_not_allowed"),
+        ("GET", "/_inbox/scopes", 405, "method_not_allowed"),
+    ],
+)
+def test_unknown_paths_and_wrong_methods_are_problems(inbox, method, path, status, code):
+    response = inbox.open(path, method=method)
+    assert response.status_code == status
+    assert response.mimetype == "application/problem+json"
+    assert response.json["code"] == code and response.json["status"] == status
+    if status == 405:
+        assert "GET" in response.headers["Allow"] or "POST" in response.headers["Allow"]
+
+
+def test_routing_problems_under_the_inbox_still_need_the_token(env, pool, passwords):
+    inbox_env = {**env, "AUTHSVC_TEST_INBOX": "on", "AUTHSVC_TEST_INBOX_TOKEN": "s3cret"}
+    client = create_app(load_settings(inbox_env), pool=pool, passwords=passwords).test_client()
+    assert client.get("/_inbox/nope").status_code == 401
+    found = client.get("/_inbox/nope", headers={"Authorization": "Bearer s3cret"})
+    assert found.status_code == 404 and found.json["code"] == "not_found"
+    assert client.get("/_inboxes").mimetype != "application/problem+json"  # not ours

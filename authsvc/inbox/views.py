@@ -8,6 +8,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from flask.blueprints import BlueprintSetupState
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from authsvc.inbox import messages
 from authsvc.inbox.messages import InboxMessage
@@ -23,6 +24,8 @@ MAX_ID = 2**63 - 1
 _DECIMAL = re.compile(r"\d{1,6}(\.\d{1,6})?")
 _INTEGER = re.compile(r"\d{1,19}")
 EXTENSION_KEY = "authsvc_inbox"
+PREFIX = "/_inbox"
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 class BadRequest(Exception):
@@ -101,6 +104,24 @@ def _too_many_waiters(exc: TooManyWaiters) -> Response:
     response = problem(503, "too_many_waiters", "Too many waiting requests", detail)
     response.headers["Retry-After"] = "1"
     return response
+
+
+def _http_problem(exc: HTTPException) -> Response:
+    status = exc.code or 500
+    code = _HTTP_CODES.get(status) or (exc.name or "error").lower().replace(" ", "_")
+    response = problem(status, code, exc.name or "Error", exc.description or exc.name or "error")
+    if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+        response.headers["Allow"] = ", ".join(sorted(exc.valid_methods))
+    return response
+
+
+def _routing_problem() -> Response | None:
+    """404/405 under /_inbox as problems: routing fails before any blueprint is chosen."""
+    exc = request.routing_exception
+    inside = request.path == PREFIX or request.path.startswith(PREFIX + "/")
+    if not inside or not isinstance(exc, HTTPException) or (exc.code or 0) < 400:
+        return None
+    return _require_token() or _http_problem(exc)
 
 
 def create_scope() -> tuple[Response, int]:
@@ -185,6 +206,8 @@ def register(bp: Blueprint) -> None:
     bp.before_request(_require_token)
     bp.register_error_handler(BadRequest, _bad_request)
     bp.register_error_handler(TooManyWaiters, _too_many_waiters)
+    bp.register_error_handler(HTTPException, _http_problem)
+    bp.before_app_request(_routing_problem)
     bp.add_url_rule("/scopes", view_func=create_scope, methods=["POST"])
     bp.add_url_rule("/scopes/<scope>/messages", view_func=list_scope_messages)
     bp.add_url_rule("/scopes/<scope>/expect-one", view_func=expect_one)

@@ -304,3 +304,9 @@ def test_routing_problems_under_the_inbox_still_need_the_token(env, pool, passwo
     found = client.get("/_inbox/nope", headers={"Authorization": "Bearer s3cret"})
     assert found.status_code == 404 and found.json["code"] == "not_found"
     assert client.get("/_inboxes").mimetype != "application/problem+json"  # not ours
+
+
+def test_a_dotted_capital_i_scope_is_reachable_over_http(inbox, sink):
+    send(sink.port, email("x@inbox.test"), ["İ@inbox.test"])
+    listed = inbox.get("/_inbox/scopes/%C4%B0/messages").json["messages"]
+    assert [m["to"] for m in listed] == [["İ@inbox.test"]]

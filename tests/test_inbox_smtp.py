@@ -260,3 +260,20 @@ def test_inbox_command_fails_at_once_on_a_taken_port(env):
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
     assert elapsed < 8, f"took {elapsed:.1f} s to report a taken port"
+
+
+@pytest.mark.parametrize(
+    ("recipient", "scope", "stored_as"),
+    [
+        ("İ@inbox.test", "i\u0307", "İ@inbox.test"),  # "İ".lower() is i + combining dot
+        # decomposed: the same scope as the composed `läuft`
+        ("jo\u0308rg+la\u0308uft@inbox.test", "läuft", "jo\u0308rg+la\u0308uft@inbox.test"),
+        # a quoted local part is read unquoted...
+        ('"a b+quoted"@inbox.test', "quoted", '"a b+quoted"@inbox.test'),
+        # ...and one that needs no quotes arrives unquoted from aiosmtpd already
+        ('"plain"@inbox.test', "plain", "plain@inbox.test"),
+    ],
+)
+def test_unusual_but_valid_local_parts_are_accepted(sink, conn, recipient, scope, stored_as):
+    send(sink.port, email("x@inbox.test"), [recipient])
+    assert [row[0] for row in stored(conn, scope)] == [[stored_as]]

@@ -188,3 +188,15 @@ def test_port_in_use_is_reported_before_anything_starts(tmp_path, env):
     assert result.returncode != 0
     assert f"port {port} is already in use" in result.stderr
     assert not (Path(env["AUTHSVC_DATA_DIR"]) / "dev-app-key").exists()
+
+
+def test_the_same_port_for_http_and_smtp_is_refused_up_front(tmp_path, env):
+    port = free_port()
+    result = subprocess.run(
+        [sys.executable, "-m", "authsvc.cli", "dev", "--port", str(port), "--smtp-port", str(port)],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    assert "--port and --smtp-port must differ" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (Path(env["AUTHSVC_DATA_DIR"]) / "dev-app-key").exists()

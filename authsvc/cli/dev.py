@@ -163,6 +163,8 @@ def _banner(settings: Settings, port: int, smtp_port: int, key: str, has_worker:
 @click.option("--smtp-port", type=click.IntRange(1, 65535), default=2525, show_default=True)
 def dev(port: int, smtp_port: int) -> None:
     """Run the whole stack here: database, migrations, web app, worker and test inbox."""
+    if port == smtp_port:
+        raise click.ClickException(f"--port and --smtp-port must differ (both are {port})")
     env = _dev_environment(port, smtp_port)
     try:
         settings = load_settings(env)

@@ -177,7 +177,13 @@ def test_scoped_inbox_retries_while_every_waiting_slot_is_taken(server: Server, 
     shared = ScopedInbox(server.url)
     shared.new_scope()
     url = f"{server.url}/_inbox/scopes/{shared.scope}/messages?wait=30&min=1"
-    holders = [threading.Thread(target=_fetch, args=(url,)) for _ in range(DEFAULT_MAX_WAITERS)]
+    def hold() -> None:
+        # The probe below briefly takes a slot too; a holder refused meanwhile
+        # tries again, so all of them end up waiting.
+        while _fetch(url)[0] == 503:
+            pass
+
+    holders = [threading.Thread(target=hold) for _ in range(DEFAULT_MAX_WAITERS)]
     statuses: list[int] = []
     real_urlopen = testing.urlopen
 
@@ -191,6 +197,9 @@ def test_scoped_inbox_retries_while_every_waiting_slot_is_taken(server: Server, 
         return response
 
     monkeypatch.setattr(testing, "urlopen", recording_urlopen)
+    probe = url.replace("wait=30", "wait=0.1").replace("min=1", "min=2")
+    # Polls of an earlier test may still hold slots; start from a free server.
+    wait_for(lambda: _fetch(probe)[0] == 200, timeout=40, what="every waiting slot to be free")
     for thread in holders:
         thread.start()
     inbox = ScopedInbox(server.url)
@@ -198,10 +207,7 @@ def test_scoped_inbox_retries_while_every_waiting_slot_is_taken(server: Server, 
     found: list = []
     try:
         # Every slot taken: a probe is refused, so the client's poll will be too.
-        wait_for(
-            lambda: _fetch(url.replace("wait=30", "wait=0.1").replace("min=1", "min=2"))[0] == 503,
-            timeout=15, what="every waiting slot to be taken",
-        )
+        wait_for(lambda: _fetch(probe)[0] == 503, timeout=15, what="every waiting slot taken")
         client = threading.Thread(target=lambda: found.extend(inbox.messages(wait=20)))
         client.start()
         wait_for(lambda: 503 in statuses, timeout=10, what="the client to be refused once")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import click
 import psycopg
@@ -35,8 +36,15 @@ def check_database_or_exit(url: str) -> None:
         raise click.ClickException(f"cannot reach the database: {str(exc).strip()}") from None
 
 
-def finite(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
-    """Click callback: FloatRange lets NaN through, which would spin or overflow later."""
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter("must be a finite number")
-    return value
+class FiniteFloatRange(click.FloatRange):
+    """FloatRange that also refuses NaN, which click lets through (it would spin or overflow)."""
+
+    name = "finite float range"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail("must be a finite number", param, ctx)
+        return float(number)

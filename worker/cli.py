@@ -16,7 +16,7 @@ import psycopg
 from authsvc.config import Settings, SmtpTarget, parse_duration
 from authsvc.logs import configure_logging, log_event
 from authsvc.migrate import pending_migrations
-from authsvc.startup import database_url_or_exit, finite, settings_or_exit
+from authsvc.startup import FiniteFloatRange, database_url_or_exit, settings_or_exit
 from authsvc.tokens import TokenCodec
 from worker import admin
 from worker.delivery import RetryPolicy
@@ -80,15 +80,13 @@ def _require_current_schema(url: str, wait_seconds: float) -> None:
 )
 @click.option(
     "--lease-seconds",
-    type=click.FloatRange(1, 86400),
-    callback=finite,
+    type=FiniteFloatRange(1, 86400),
     default=None,
     help="Lease per claim [default: AUTHSVC_LEASE_SECONDS].",
 )
 @click.option(
     "--poll-seconds",
-    type=click.FloatRange(0.05, 3600),
-    callback=finite,
+    type=FiniteFloatRange(0.05, 3600),
     default=5.0,
     show_default=True,
     help="Look for due jobs at least this often, notification or not.",
@@ -96,24 +94,21 @@ def _require_current_schema(url: str, wait_seconds: float) -> None:
 @click.option("--once", is_flag=True, help="Drain what is due now, then exit.")
 @click.option(
     "--wait-for-database",
-    type=click.FloatRange(0, 3600),
-    callback=finite,
+    type=FiniteFloatRange(0, 3600),
     default=60.0,
     show_default=True,
     help="At start-up, wait this long for the database.",
 )
 @click.option(
     "--retry-base-seconds",
-    type=click.FloatRange(0.01, 86400),
-    callback=finite,
+    type=FiniteFloatRange(0.01, 86400),
     default=30.0,
     show_default=True,
     help="Delay before the first retry of a transient failure.",
 )
 @click.option(
     "--retry-cap-seconds",
-    type=click.FloatRange(0.01, 86400),
-    callback=finite,
+    type=FiniteFloatRange(0.01, 86400),
     default=3600.0,
     show_default=True,
     help="Longest retry delay (before jitter of up to 50%).",

@@ -12,16 +12,17 @@ from datetime import datetime
 
 from psycopg import Connection
 
-from authsvc import ratelimit, users
+from authsvc import ratelimit, sessions, users
 from authsvc.outbox import enqueue_email, enqueue_link
 from authsvc.passwords import check_policy
 from authsvc.services import Services
+from authsvc.sessions import SessionUser
 from authsvc.tokens import TokenClaims, TokenError
 from authsvc.users import User
 
 
 class InvalidCredentials(Exception):
-    pass
+    """Wrong address or password, or an address nobody has proven yet: one answer for all."""
 
 
 class TooManyAttempts(Exception):
@@ -31,55 +32,63 @@ class TooManyAttempts(Exception):
 
 
 class SessionEnded(Exception):
-    """The session's version is stale: the password changed elsewhere."""
+    """The session was ended (logout, password change) or has expired."""
 
 
-def _email_allowed(conn: Connection, svc: Services, email: str, now: datetime) -> bool:
-    # Counted for known and unknown addresses alike, so the limit reveals nothing.
-    return ratelimit.hit(conn, "email", email, svc.settings.rate_limit_email, now).allowed
+class PasswordRequired(Exception):
+    """A contested address is confirmed only together with a new password (SPEC §4a)."""
 
 
-def _issue_link(
-    conn: Connection, email: str, purpose: str, redirect_url: str | None, now: datetime
-) -> None:
-    """Retire the address's older links of this purpose and queue the new one."""
-    enqueue_link(
-        conn,
-        email=email,
-        purpose=purpose,
-        # Whole seconds: the token carries issued_at as an integer timestamp.
-        issued_at=now.replace(microsecond=0),
-        payload={"redirect_url": redirect_url} if redirect_url else {},
-    )
+def _email_allowed(
+    conn: Connection, svc: Services, email: str, purpose: str, now: datetime
+) -> bool:
+    # One budget per purpose, so verification requests cannot use up an
+    # address's reset emails. Counted for known and unknown addresses alike,
+    # so the limit reveals nothing.
+    limit = svc.settings.rate_limit_email
+    return ratelimit.hit(conn, f"email_{purpose}", email, limit, now).allowed
+
+
+def _link_payload(redirect_url: str | None) -> dict[str, str]:
+    return {"redirect_url": redirect_url} if redirect_url else {}
+
+
+def _issued_at(now: datetime) -> datetime:
+    # Whole seconds: the token carries issued_at as an integer timestamp.
+    return now.replace(microsecond=0)
 
 
 def sign_up(
     conn: Connection, svc: Services, *, email: str, password: str, redirect_url: str | None = None
 ) -> None:
-    """Create an account and queue its verification email.
+    """Create an account (or record another signup for it) and queue its email.
 
-    A taken address answers the same way; its owner gets "account exists"
-    if the address is verified, else a fresh verification link.
+    A taken address answers the same way: its owner gets "account exists"
+    if the address is verified, else a fresh verification link. Whoever signs
+    up, the password stays unusable until someone redeems a link sent to the
+    address; a second signup makes the address contested (users.sql).
     """
     check_policy(password, email)
-    # Hash before looking the address up: both branches cost one argon2 hash.
+    # Hash before touching the row: every branch costs one argon2 hash.
     password_hash = svc.passwords.hash(password)
     now = svc.clock()
     with conn.transaction():
-        user = users.insert_user(conn, email, password_hash)
-        if user is None:
-            # Nobody has proven this address yet: the newest signup's password
-            # wins and earlier sessions end, so whoever registered it first
-            # (perhaps not its owner) keeps no access (pre-account hijacking).
-            user = users.claim_unverified_account(conn, email, password_hash)
-        if not _email_allowed(conn, svc, email, now):
+        user = users.register_signup(conn, email, password_hash)
+        if not _email_allowed(conn, svc, email, "verify", now):
+            return  # the earlier links are retired all the same
+        if user.verified:
+            enqueue_email(conn, template="account_exists", recipient=email, user_id=user.id)
             return
-        if user is not None:
-            _issue_link(conn, email, "verify", redirect_url, now)
-            return
-        existing = users.find_user_by_email(conn, email)
-        assert existing is not None
-        enqueue_email(conn, template="account_exists", recipient=email, user_id=existing.id)
+        enqueue_email(
+            conn,
+            template="verify",
+            recipient=user.email,
+            user_id=user.id,
+            purpose="verify",
+            token_version=user.verify_version,
+            issued_at=_issued_at(now),
+            payload=_link_payload(redirect_url),
+        )
 
 
 def request_verification(
@@ -89,8 +98,11 @@ def request_verification(
     now = svc.clock()
     with conn.transaction():
         # Known or not, the same statements run (see outbox.sql queue_link).
-        if _email_allowed(conn, svc, email, now):
-            _issue_link(conn, email, "verify", redirect_url, now)
+        if _email_allowed(conn, svc, email, "verify", now):
+            enqueue_link(
+                conn, email=email, purpose="verify", issued_at=_issued_at(now),
+                payload=_link_payload(redirect_url),
+            )
 
 
 def request_password_reset(
@@ -99,13 +111,15 @@ def request_password_reset(
     """Queue a reset link if the account exists; silent otherwise."""
     now = svc.clock()
     with conn.transaction():
-        if _email_allowed(conn, svc, email, now):
-            _issue_link(conn, email, "reset", redirect_url, now)
+        if _email_allowed(conn, svc, email, "reset", now):
+            enqueue_link(
+                conn, email=email, purpose="reset", issued_at=_issued_at(now),
+                payload=_link_payload(redirect_url),
+            )
 
 
-def _stale_link_error(conn: Connection, claims: TokenClaims) -> TokenError:
-    """Why a validly signed link no longer redeems."""
-    user = users.find_user_by_id(conn, claims.user_id)
+def _stale_link_error(conn: Connection, claims: TokenClaims, user: User | None) -> TokenError:
+    """Why a validly signed link no longer redeems, given its account as read now."""
     if user is None or claims.version > user.version(claims.purpose):
         return TokenError("invalid_token")  # not a link this database issued
     if users.was_redeemed(conn, claims.user_id, claims.purpose, claims.version):
@@ -117,7 +131,7 @@ def _current_holder(conn: Connection, claims: TokenClaims) -> User:
     """The account whose current link these claims describe; TokenError otherwise."""
     user = users.find_user_by_id(conn, claims.user_id)
     if user is None or user.version(claims.purpose) != claims.version:
-        raise _stale_link_error(conn, claims)
+        raise _stale_link_error(conn, claims, user)
     return user
 
 
@@ -126,92 +140,133 @@ def check_link(conn: Connection, svc: Services, token: object, purpose: str) -> 
     return _current_holder(conn, svc.tokens.read(token, purpose))
 
 
-def confirm_verification(conn: Connection, svc: Services, *, token: object) -> User:
-    """Redeem a verification link: exactly once, and only the newest."""
+def _new_password_hash(svc: Services, password: object, email: str) -> str:
+    check_policy(password, email)
+    assert isinstance(password, str)
+    return svc.passwords.hash(password)
+
+
+def _address_proven(conn: Connection, user: User) -> None:
+    """What redeeming a link sent to the address settles, in the same transaction.
+
+    No session opened before the proof survives it, and the mailbox's holder
+    is never locked out by someone else's failed logins.
+    """
+    sessions.end_all_sessions(conn, user.id)
+    ratelimit.clear(conn, "login", user.email)
+
+
+def confirm_verification(
+    conn: Connection, svc: Services, *, token: object, password: object = None
+) -> User:
+    """Redeem a verification link: exactly once, only the newest.
+
+    A contested address needs `password` (PasswordRequired otherwise); any
+    address may be given one, which replaces the password its signups set.
+    """
     claims = svc.tokens.read(token, "verify")
+    user = _current_holder(conn, claims)
+    if password is None and user.contested:
+        raise PasswordRequired()
+    password_hash = None if password is None else _new_password_hash(svc, password, user.email)
     now = svc.clock()
     with conn.transaction():
         # The conditional UPDATE is the single-use guard: a concurrent redeemer
         # waits on the row lock, then re-checks the version and matches nothing.
-        user = users.redeem_verify_link(conn, claims.user_id, claims.version, now)
-        if user is None:
-            raise _stale_link_error(conn, claims)
-        users.record_redemption(conn, user.id, "verify", claims.version, now)
-    return user
+        redeemed = users.redeem_verify_link(conn, user.id, claims.version, password_hash, now)
+        if redeemed is None:  # lost a race with a redemption or a newer signup
+            latest = users.find_user_by_id(conn, user.id)
+            if latest is not None and latest.version("verify") == claims.version:
+                raise PasswordRequired()
+            raise _stale_link_error(conn, claims, latest)
+        users.record_redemption(conn, redeemed.id, "verify", claims.version, now)
+        _address_proven(conn, redeemed)
+    return redeemed
 
 
 def reset_password(conn: Connection, svc: Services, *, token: object, password: object) -> User:
-    """Redeem a reset link: set the password, end sessions, queue the notice."""
+    """Redeem a reset link: set the password, prove the address, end every session."""
     claims = svc.tokens.read(token, "reset")
     # Reject a stale link before judging the password: "use the newest email"
     # is the more useful answer.
-    current = _current_holder(conn, claims)
-    check_policy(password, current.email)
-    assert isinstance(password, str)
-    password_hash = svc.passwords.hash(password)
+    user = _current_holder(conn, claims)
+    password_hash = _new_password_hash(svc, password, user.email)
     now = svc.clock()
     with conn.transaction():
-        user = users.redeem_reset_link(conn, claims.user_id, claims.version, password_hash, now)
-        if user is None:  # lost a race with another redemption or a newer link
-            raise _stale_link_error(conn, claims)
-        users.record_redemption(conn, user.id, "reset", claims.version, now)
-        enqueue_email(conn, template="password_changed", recipient=user.email, user_id=user.id)
-    return user
+        redeemed = users.redeem_reset_link(conn, user.id, claims.version, password_hash, now)
+        if redeemed is None:  # lost a race with another redemption or a newer link
+            raise _stale_link_error(conn, claims, users.find_user_by_id(conn, user.id))
+        users.record_redemption(conn, redeemed.id, "reset", claims.version, now)
+        _address_proven(conn, redeemed)
+        enqueue_email(
+            conn, template="password_changed", recipient=redeemed.email, user_id=redeemed.id
+        )
+    return redeemed
+
+
+def _count_password_attempt(conn: Connection, svc: Services, email: str) -> None:
+    # Counted before checking: with read-then-count, concurrent guesses would
+    # all pass while argon2 runs. A success gives its count back.
+    decision = ratelimit.hit(conn, "login", email, svc.settings.rate_limit_login, svc.clock())
+    if not decision.allowed:
+        raise TooManyAttempts(decision.retry_after)
 
 
 def authenticate(conn: Connection, svc: Services, *, email: str, password: str) -> User:
-    """The account for these credentials; failures are counted per address."""
-    now = svc.clock()
-    limit = svc.settings.rate_limit_login
-    # Count the attempt before checking it: with read-then-count, concurrent
-    # guesses would all pass while argon2 runs. A success gives its count back.
-    decision = ratelimit.hit(conn, "login", email, limit, now)
-    if not decision.allowed:
-        raise TooManyAttempts(decision.retry_after)
+    """The account for these credentials, once its address is proven.
+
+    An unproven account fails exactly like a wrong password (same exception,
+    same work), so logging in reveals nothing about an address's state.
+    """
+    _count_password_attempt(conn, svc, email)
     user = users.find_user_by_email(conn, email)
     # An unknown address still pays for one verification (timing).
-    if not svc.passwords.verify(user.password_hash if user else None, password) or user is None:
+    matches = svc.passwords.verify(user.password_hash if user else None, password)
+    if user is None or not matches or not user.verified:
         raise InvalidCredentials()
-    ratelimit.refund(conn, "login", email, limit, now)
+    ratelimit.refund(conn, "login", email, svc.settings.rate_limit_login, svc.clock())
     if svc.passwords.needs_rehash(user.password_hash):
         # Only over the hash we verified: a reset committed meanwhile must win.
         users.update_password_hash(conn, user.id, user.password_hash, svc.passwords.hash(password))
     return user
 
 
+def start_session(conn: Connection, svc: Services, *, user: User, user_agent: str) -> str:
+    """A server-side web session for an authenticated account; returns the cookie's token."""
+    return sessions.start_session(conn, user.id, user_agent, svc.clock())
+
+
+def current_session(conn: Connection, svc: Services, token: str) -> SessionUser | None:
+    """The live session behind a cookie's token, or None when it was ended or expired."""
+    return sessions.find_session(conn, token, svc.clock())
+
+
 def change_password(
     conn: Connection,
     svc: Services,
     *,
-    user_id: int,
-    session_version: int,
+    session: SessionUser,
     current: str,
     new: object,
 ) -> User:
-    """Change the password from a signed-in session; ends every session."""
-    user = users.find_user_by_id(conn, user_id)
-    if user is None or user.session_version != session_version:
-        raise SessionEnded()
+    """Change the password from a signed-in session; ends every session.
+
+    Wrong current passwords count against the address's login limit, so the
+    form is no side door for guessing.
+    """
+    user = session.user
+    _count_password_attempt(conn, svc, user.email)
     if not svc.passwords.verify(user.password_hash, current):
         raise InvalidCredentials()
-    check_policy(new, user.email)
-    assert isinstance(new, str)
+    ratelimit.refund(conn, "login", user.email, svc.settings.rate_limit_login, svc.clock())
+    password_hash = _new_password_hash(svc, new, user.email)
     now = svc.clock()
     with conn.transaction():
-        changed = users.change_password(
-            conn, user.id, session_version, svc.passwords.hash(new), now
-        )
+        changed = users.change_password(conn, user.id, session.session_id, password_hash, now)
         if changed is None:
             raise SessionEnded()
+        sessions.end_all_sessions(conn, changed.id)
         enqueue_email(
             conn, template="password_changed", recipient=changed.email, user_id=changed.id
         )
     return changed
-
-
-def current_session_user(conn: Connection, user_id: int, session_version: int) -> User | None:
-    """The signed-in account, or None when its sessions were ended."""
-    user = users.find_user_by_id(conn, user_id)
-    if user is None or user.session_version != session_version:
-        return None
-    return user

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 from psycopg_pool import ConnectionPool
@@ -16,6 +14,7 @@ from authsvc.logs import configure_logging
 from authsvc.passwords import Passwords
 from authsvc.resources import templates_dir
 from authsvc.services import build_services
+from authsvc.sessions import SESSION_LIFETIME
 from authsvc.web import install_request_plumbing
 
 MAX_BODY_BYTES = 64 * 1024
@@ -40,7 +39,7 @@ def create_app(
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=settings.production,
-        PERMANENT_SESSION_LIFETIME=timedelta(days=14),
+        PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME,  # the cookie; the row decides
         WTF_CSRF_TIME_LIMIT=None,  # tied to the session instead of a clock
         WTF_CSRF_SSL_STRICT=settings.production,
     )

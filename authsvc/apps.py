@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -17,6 +18,9 @@ from authsvc.sql import load_queries
 Q = load_queries(Path(__file__).parent / "sql" / "apps.sql")
 KEY_PREFIX = "ask_"
 MAX_REDIRECT_URL_LENGTH = 2048
+# Control, format (bidi overrides, zero-width), separator and space characters:
+# in a link they hide, reorder or split what the reader sees.
+_INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp", "Zs"}
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ def validate_redirect_url(url: str) -> str:
     if (
         len(url) > MAX_REDIRECT_URL_LENGTH
         or "\\" in url
-        or any(ord(c) <= 32 or ord(c) == 127 for c in url)
+        or any(unicodedata.category(c) in _INVISIBLE_CATEGORIES for c in url)
     ):
         raise ValueError(f"not a usable URL: {url!r}")
     parts = urlsplit(url)

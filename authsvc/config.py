@@ -75,6 +75,7 @@ class Settings:
     rate_limit_app: RateLimit
     rate_limit_login: RateLimit
     trusted_proxies: int = 0
+    metrics_token: str | None = field(default=None, repr=False)
 
     @property
     def production(self) -> bool:
@@ -241,6 +242,10 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         problems.append(f"AUTHSVC_TRUSTED_PROXIES: expected 0-5, got {trusted_raw!r}")
         trusted_raw = "0"
 
+    metrics_token = get("AUTHSVC_METRICS_TOKEN")
+    if metrics_token and (len(metrics_token) < 16 or not metrics_token.isprintable()):
+        problems.append("AUTHSVC_METRICS_TOKEN: use at least 16 printable characters")
+
     if production:
         if not keys:
             problems.append("AUTHSVC_SECRET_KEYS: required in production")
@@ -250,6 +255,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
             problems.append("AUTHSVC_SMTP_URL: required in production")
         if test_inbox:
             problems.append("AUTHSVC_TEST_INBOX: the test inbox is refused in production")
+        if not metrics_token:
+            # Outbox counters move for known addresses only: public, they enumerate.
+            problems.append("AUTHSVC_METRICS_TOKEN: required in production")
 
     settings_kwargs = dict(
         reset_ttl=parsed("AUTHSVC_RESET_TTL", "1800", parse_duration),
@@ -283,5 +291,6 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         test_inbox_domain=inbox_domain,
         test_inbox_token=get("AUTHSVC_TEST_INBOX_TOKEN"),
         trusted_proxies=int(trusted_raw),
+        metrics_token=metrics_token,
         **settings_kwargs,  # type: ignore[arg-type]
     )

@@ -18,7 +18,7 @@ from flask.blueprints import BlueprintSetupState
 from psycopg import Connection
 
 from authsvc.sql import load_queries
-from authsvc.web import db
+from authsvc.web import bearer_token_matches, db, services
 
 Q = load_queries(Path(__file__).parent / "sql" / "metrics.sql")
 LATENCY_BOUNDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -109,6 +109,14 @@ def _outbox_lines(conn: Connection) -> list[str]:
 @bp.get("/metrics")
 def metrics() -> Response:
     """Prometheus text exposition of requests and outbox figures."""
+    token = services().settings.metrics_token
+    if token and not bearer_token_matches(token):
+        return Response(
+            "send Authorization: Bearer <AUTHSVC_METRICS_TOKEN>\n",
+            status=401,
+            content_type="text/plain; charset=utf-8",
+            headers={"WWW-Authenticate": 'Bearer realm="authsvc metrics"'},
+        )
     lines: list[str] = []
     _family(lines, "authsvc_http_requests_total", "counter", "HTTP responses by method and status.")
     for (method, status), count in sorted(_counter(current_app).snapshot().items()):

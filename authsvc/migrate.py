@@ -8,12 +8,15 @@ containers starting at once) wait for each other instead of racing.
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 
+from authsvc.logs import log_event
 from authsvc.resources import migrations_dir
 
 # An arbitrary constant naming this lock in pg_locks.
@@ -61,6 +64,22 @@ def pending_migrations(conn: psycopg.Connection) -> list[Migration]:
     return [m for m in available_migrations() if m.version not in done]
 
 
+logger = logging.getLogger(__name__)
+
+
+def _report_addresses(conn: psycopg.Connection) -> None:
+    """After 0002 (one address parser): name the accounts whose address no longer parses."""
+    from authsvc.users import addresses_needing_review
+
+    for user_id, reason in addresses_needing_review(conn):
+        log_event(logger, "address_needs_review", level=logging.WARNING,
+                  user_id=user_id, reason=reason)
+
+
+# Checks that need Python, run once right after the migration they belong to.
+_AFTER: dict[str, Callable[[psycopg.Connection], None]] = {"0002": _report_addresses}
+
+
 def upgrade(url: str) -> list[Migration]:
     """Apply pending migrations; return those this call applied."""
     applied: list[Migration] = []
@@ -78,6 +97,8 @@ def upgrade(url: str) -> list[Migration]:
                         (migration.version, migration.name),
                     )
                 applied.append(migration)
+                if migration.version in _AFTER:
+                    _AFTER[migration.version](conn)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
     return applied

@@ -50,5 +50,10 @@ def refund(conn: Connection, kind: str, key: str, limit: RateLimit, now: datetim
     conn.execute(Q["refund"], {"bucket": _bucket(kind, key), "window_start": start})
 
 
+def clear(conn: Connection, kind: str, key: str) -> None:
+    """Forget everything counted for this key (e.g. failed logins after a completed reset)."""
+    conn.execute(Q["clear"], {"bucket": _bucket(kind, key)})
+
+
 def prune_rate_limits(conn: Connection, now: datetime, keep: timedelta = timedelta(days=1)) -> int:
     return conn.execute(Q["prune_rate_limits"], {"before": now - keep}).rowcount

@@ -10,6 +10,7 @@ from pathlib import Path
 from psycopg import Connection
 from psycopg.rows import class_row
 
+from authsvc.addresses import InvalidAddress, parse_address
 from authsvc.sql import load_queries
 
 Q = load_queries(Path(__file__).parent / "sql" / "users.sql")
@@ -23,10 +24,19 @@ class User:
     email_verified_at: datetime | None
     reset_version: int
     verify_version: int
-    session_version: int
+    signup_count: int
 
     def version(self, purpose: str) -> int:
         return self.reset_version if purpose == "reset" else self.verify_version
+
+    @property
+    def verified(self) -> bool:
+        return self.email_verified_at is not None
+
+    @property
+    def contested(self) -> bool:
+        """More than one signup before anyone proved the address (SPEC §4a)."""
+        return not self.verified and self.signup_count > 1
 
 
 def _one_user(conn: Connection, name: str, params: Mapping[str, object]) -> User | None:
@@ -42,19 +52,18 @@ def find_user_by_id(conn: Connection, user_id: int) -> User | None:
     return _one_user(conn, "find_user_by_id", {"user_id": user_id})
 
 
-def insert_user(conn: Connection, email: str, password_hash: str) -> User | None:
-    return _one_user(conn, "insert_user", {"email": email, "password_hash": password_hash})
+def register_signup(conn: Connection, email: str, password_hash: str) -> User:
+    """Create the account or record another signup for it (see users.sql)."""
+    user = _one_user(conn, "register_signup", {"email": email, "password_hash": password_hash})
+    assert user is not None  # the upsert returns a row in every case
+    return user
 
 
-def claim_unverified_account(conn: Connection, email: str, password_hash: str) -> User | None:
-    params = {"email": email, "password_hash": password_hash}
-    return _one_user(conn, "claim_unverified_account", params)
-
-
-def redeem_verify_link(conn: Connection, user_id: int, version: int, now: datetime) -> User | None:
-    return _one_user(
-        conn, "redeem_verify_link", {"user_id": user_id, "version": version, "now": now}
-    )
+def redeem_verify_link(
+    conn: Connection, user_id: int, version: int, password_hash: str | None, now: datetime
+) -> User | None:
+    params = {"user_id": user_id, "version": version, "password_hash": password_hash, "now": now}
+    return _one_user(conn, "redeem_verify_link", params)
 
 
 def redeem_reset_link(
@@ -65,11 +74,11 @@ def redeem_reset_link(
 
 
 def change_password(
-    conn: Connection, user_id: int, session_version: int, password_hash: str, now: datetime
+    conn: Connection, user_id: int, session_id: int, password_hash: str, now: datetime
 ) -> User | None:
     params = {
         "user_id": user_id,
-        "session_version": session_version,
+        "session_id": session_id,
         "password_hash": password_hash,
         "now": now,
     }
@@ -88,6 +97,30 @@ def record_redemption(
 ) -> None:
     params = {"user_id": user_id, "purpose": purpose, "version": version, "now": now}
     conn.execute(Q["record_redemption"], params)
+
+
+def addresses_needing_review(conn: Connection) -> list[tuple[int, str]]:
+    """(user id, reason) for stored addresses the parser would not produce.
+
+    Rows written before the one parser existed may hold a display name, a
+    comment, NFD text or invisible characters. They are reported, never
+    rewritten: silently changing an account's address could hand it to
+    another mailbox. The worker refuses to mail them until an operator acts.
+    """
+    found: list[tuple[int, str]] = []
+    canonical_owner: dict[str, int] = {}
+    for user_id, email in conn.execute(Q["list_addresses"]):
+        try:
+            canonical = parse_address(email)
+        except InvalidAddress as exc:
+            found.append((user_id, str(exc)))
+            continue
+        if canonical != email:
+            found.append((user_id, "not in canonical form (NFC, lower case, IDNA domain)"))
+        if canonical in canonical_owner:
+            found.append((user_id, f"same mailbox as user {canonical_owner[canonical]}"))
+        canonical_owner.setdefault(canonical, user_id)
+    return found
 
 
 def was_redeemed(conn: Connection, user_id: int, purpose: str, version: int) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hmac
+
 from flask import Flask, Response, current_app, g, request
 from psycopg import Connection
 
@@ -33,6 +35,14 @@ def client_ip() -> str:
     # ProxyFix (configured from AUTHSVC_TRUSTED_PROXIES) has already rewritten
     # remote_addr when the app sits behind trusted proxies.
     return request.remote_addr or "unknown"
+
+
+def bearer_token_matches(expected: str) -> bool:
+    """Whether the request carries `Authorization: Bearer <expected>` (constant-time)."""
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        presented.strip().encode("utf-8", "surrogateescape"), expected.encode()
+    )
 
 
 def _return_connection(_exc: BaseException | None) -> None:

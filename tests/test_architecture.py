@@ -65,7 +65,8 @@ def test_core_modules_do_not_import_flask():
         "db",
         "migrate",
         "sql",
-        "emails",
+        "addresses",
+        "sessions",
         "services",
     ]
     flask = re.compile(r"^(flask|flask_wtf|werkzeug)(\.|$)")

@@ -82,6 +82,7 @@ def test_production_with_explicit_settings_starts(tmp_path):
         AUTHSVC_DATABASE_URL="postgresql://db.internal/authsvc",
         AUTHSVC_SMTP_URL="smtps://user:p%40ss@mail.example.com",
         AUTHSVC_BASE_URL="https://auth.example.com/",
+        AUTHSVC_METRICS_TOKEN="scrape-token-0123456789",
     )
     assert s.production and s.secret_keys == (GOOD_KEY, "o" * 40)
     assert s.base_url == "https://auth.example.com"

@@ -10,7 +10,7 @@ import pytest
 
 from authsvc.idempotency import KEY_LIFETIME, prune_idempotency_keys
 from tests.api_support import ApiCaller, assert_problem, register_app
-from tests.links import latest_claims
+from tests.links import latest_claims, latest_link
 
 RESET = {"email": "ann@example.com"}
 
@@ -210,6 +210,8 @@ def test_logins_are_never_replayed_so_an_old_password_stops_working(api, conn, s
     from authsvc import accounts
 
     login = {"email": "ann@example.com", "password": "correct horse battery"}  # from `api`
+    verify = latest_link(conn, svc, "ann@example.com", "verify")
+    accounts.confirm_verification(conn, svc, token=verify)
     assert api.post("/sessions", login, idempotency_key="login-1").status_code == 200
     accounts.request_password_reset(conn, svc, email="ann@example.com")
     token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))

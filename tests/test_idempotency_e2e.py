@@ -19,7 +19,7 @@ from authsvc.app import create_app
 from authsvc.apps import create_app_record
 from authsvc.config import load_settings
 from authsvc.testing import ScopedInbox
-from authsvc.users import insert_user
+from tests.accounts_support import insert_user
 from tests.api_support import job_count
 from tests.inbox_support import free_port, running_sink
 

@@ -19,7 +19,7 @@ from authsvc.apps import create_app_record
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.passwords import cheap_passwords
 from authsvc.testing import ScopedInbox
-from authsvc.users import insert_user
+from tests.accounts_support import insert_user
 from tests.inbox_support import free_port, wait_for
 
 pytestmark = [pytest.mark.e2e]

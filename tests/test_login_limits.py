@@ -11,7 +11,9 @@ from argon2 import PasswordHasher
 from authsvc import accounts
 from authsvc.passwords import Passwords
 from authsvc.services import build_services
-from authsvc.users import find_user_by_email, insert_user, update_password_hash
+from authsvc.users import find_user_by_email, update_password_hash
+from tests.accounts_support import insert_user
+from tests.links import latest_link
 
 
 def test_concurrent_wrong_guesses_never_exceed_the_limit(database_url, conn, svc):
@@ -46,6 +48,8 @@ def test_concurrent_wrong_guesses_never_exceed_the_limit(database_url, conn, svc
 
 def test_successful_logins_do_not_use_up_the_limit(conn, svc):
     accounts.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
+    verify = latest_link(conn, svc, "ann@example.com", "verify")
+    accounts.confirm_verification(conn, svc, token=verify)
     for _ in range(svc.settings.rate_limit_login.limit * 2):
         accounts.authenticate(conn, svc, email="ann@example.com", password="correct horse battery")
 

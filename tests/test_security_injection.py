@@ -53,7 +53,7 @@ def _snapshot(conn) -> dict[str, object]:
     """What hostile input must not have touched."""
     canary = conn.execute(
         "SELECT id, password_hash, email_verified_at, reset_version, verify_version,"
-        " session_version FROM users WHERE email = %s", (CANARY,)
+        " signup_count FROM users WHERE email = %s", (CANARY,)
     ).fetchone()
     tables = conn.execute(
         "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"

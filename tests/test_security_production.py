@@ -27,6 +27,7 @@ def production_env(env: dict[str, str]) -> dict[str, str]:
         "AUTHSVC_ENV": "production",
         "AUTHSVC_BASE_URL": "https://auth.example.com",
         "AUTHSVC_SMTP_URL": "smtp://127.0.0.1:1",
+        "AUTHSVC_METRICS_TOKEN": "scrape-token-0123456789",
     }
 
 

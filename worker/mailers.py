@@ -186,6 +186,10 @@ class SmtpMailer:
         return ["SMTPUTF8", *(["BODY=8BITMIME"] if smtp.has_extn("8bitmime") else [])]
 
     def _send(self, smtp: smtplib.SMTP, email: OutgoingEmail) -> str:
+        if smtplib.quoteaddr(email.recipient) != f"<{email.recipient}>":
+            # smtplib re-parses the address for RCPT TO; if that would pick
+            # out another mailbox (`a<b@x>` becomes b@x), send nothing.
+            raise PermanentSendError("RCPT: the envelope would differ from the stored recipient")
         options = self._mail_options(smtp, email)
         stage = "MAIL"
         try:

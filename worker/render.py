@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import jinja2
 
+from authsvc.addresses import is_canonical
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings
 from authsvc.resources import templates_dir
@@ -108,6 +109,11 @@ class Renderer:
 
     def render(self, job: ClaimedJob) -> OutgoingEmail:
         """The complete message for `job`; TemplateError if it cannot be built."""
+        if not is_canonical(job.recipient):
+            # Mail goes to exactly the stored address or nowhere: a row the
+            # parser would not produce (written before it, or by hand) could
+            # make the SMTP client deliver elsewhere.
+            raise TemplateError("recipient is not one plain, canonical address; not sent")
         try:
             context = self._context(job)
             text = self._text.get_template(f"{job.template}.txt").render(context)

@@ -15,7 +15,7 @@ from flask import Response, g, request
 from psycopg import Connection
 
 from authsvc import idempotency
-from authsvc.accounts import InvalidCredentials, TooManyAttempts
+from authsvc.accounts import InvalidCredentials, PasswordRequired, TooManyAttempts
 from authsvc.api.auth import current_caller
 from authsvc.api.problems import problem_reply
 from authsvc.api.replies import Reply
@@ -43,6 +43,12 @@ def _outcome(use_case: UseCase, conn: Connection) -> Reply:
     except TokenError as exc:
         status = 400 if exc.code == "invalid_token" else 410
         return problem_reply(status, exc.code, _TOKEN_DETAILS.get(exc.code, exc.code))
+    except PasswordRequired:
+        detail = (
+            "More than one signup used this address before it was confirmed:"
+            " send `password` with the token to choose the account's password."
+        )
+        return problem_reply(422, "password_required", detail)
     except InvalidCredentials:
         return problem_reply(401, "invalid_credentials", "The email or password is wrong.")
     except TooManyAttempts as exc:

@@ -6,7 +6,6 @@ from typing import Any
 
 from authsvc.api.problems import API_PREFIX, TITLES, problem_type
 from authsvc.api.requests import (
-    EMAIL_PATTERN,
     IDEMPOTENCY_HEADER,
     LINK_REQUEST,
     PASSWORD_RESET_CONFIRM,
@@ -32,7 +31,8 @@ COMMON_POST_PROBLEMS: dict[int, list[str]] = {
     503: ["service_unavailable"],
 }
 _FIELD_DESCRIPTIONS = {
-    "email": "Trimmed and lower-cased by the server.",
+    "email": "One plain address (no display name, angle brackets or comments); the server"
+    " trims it, applies Unicode NFC and lower-cases it.",
     "password": "The account's password.",
     "new_password": "8-256 characters; common passwords and the email itself are refused"
     " (422 weak_password, also for fewer than 8 characters).",
@@ -55,7 +55,7 @@ def _field_schema(field: Field) -> dict[str, Any]:
     if field.max_length is not None:
         schema["maxLength"] = field.max_length
     if field.kind == "email":
-        schema["pattern"] = EMAIL_PATTERN
+        schema["format"] = "email"  # the server's parser is stricter: a plain addr-spec
     schema["description"] = _FIELD_DESCRIPTIONS[field.kind]
     if field.kind in _EXAMPLES:
         schema["examples"] = [_EXAMPLES[field.kind]]
@@ -155,7 +155,7 @@ _USER = {
             "properties": {
                 "id": {"type": "integer"},
                 "email": {"type": "string"},
-                "email_verified": {"type": "boolean"},
+                "email_verified": {"const": True},
             },
         }
     },
@@ -240,10 +240,10 @@ def openapi_document() -> dict[str, Any]:
         },
         f"{p}/verifications/confirm": {
             "post": _post(
-                "Redeem a verification token",
+                "Redeem a verification token (a contested address also needs `password`)",
                 VERIFICATION_CONFIRM,
                 (200, "The email is verified", _VERIFIED),
-                _TOKEN_PROBLEMS,
+                {**_TOKEN_PROBLEMS, 422: ["password_required", "weak_password"]},
             )
         },
         f"{p}/password-resets": {
@@ -269,9 +269,10 @@ def openapi_document() -> dict[str, Any]:
         f"{p}/sessions": {
             "post": _post(
                 "Check an email and password (never replayed under an Idempotency-Key:"
-                " the answer always reflects the current password)",
+                " the answer always reflects the current password). An address nobody"
+                " has confirmed yet answers 401 exactly like a wrong password.",
                 SESSION,
-                (200, "The credentials are right", _USER),
+                (200, "The credentials are right and the address is confirmed", _USER),
                 {401: ["invalid_credentials"]},
             )
         },

@@ -26,6 +26,7 @@ TITLES = {
     "token_superseded": "A newer link was issued",
     "token_used": "The link was already used",
     "invalid_credentials": "Email or password is wrong",
+    "password_required": "Choose a password to confirm this address",
     "idempotency_key_reused": "The Idempotency-Key was used with a different request",
     "idempotency_in_progress": "A request with this Idempotency-Key is still running",
     "not_found": "No such endpoint",

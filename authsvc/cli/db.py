@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 import psycopg
 
+from authsvc.logs import configure_logging
 from authsvc.migrate import upgrade
 from authsvc.startup import database_url_or_exit, settings_or_exit
 
@@ -18,6 +19,7 @@ def db() -> None:
 def db_upgrade() -> None:
     """Apply pending migrations (idempotent; safe to run concurrently)."""
     url = database_url_or_exit(settings_or_exit())
+    configure_logging()  # post-migration reports are JSON lines on stderr
     try:
         applied = upgrade(url)
     except psycopg.Error as exc:

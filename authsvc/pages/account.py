@@ -1,4 +1,4 @@
-"""/login, /logout and /account (with the change-password form)."""
+"""/login, /logout and /account (sessions, change password)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,24 @@ import logging
 from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
-from authsvc import accounts
+from authsvc import accounts, sessions
 from authsvc.logs import log_event
-from authsvc.pages.forms import ChangePasswordForm, EmailForm, LoginForm, LogoutForm
+from authsvc.pages.forms import (
+    ChangePasswordForm,
+    EndSessionForm,
+    LoginForm,
+    LogoutForm,
+)
 from authsvc.pages.guards import render_page, too_many_requests
-from authsvc.pages.session import has_session, sign_in, sign_out, signed_in_user
+from authsvc.pages.session import (
+    current_session,
+    end_this_session,
+    has_session,
+    sign_in,
+    signed_in_user,
+)
 from authsvc.passwords import WeakPassword
-from authsvc.users import User
+from authsvc.sessions import SessionUser
 from authsvc.web import db, services
 
 logger = logging.getLogger(__name__)
@@ -29,7 +40,11 @@ def login() -> ResponseReturnValue:
         except accounts.TooManyAttempts as exc:
             return too_many_requests(exc.retry_after)
         except accounts.InvalidCredentials:
-            form.password.errors = ["The email address or password is wrong."]
+            # One message for a wrong password and an unconfirmed address:
+            # telling them apart would tell anyone which addresses are proven.
+            form.password.errors = [
+                "The email address or password is wrong, or the address is not confirmed yet."
+            ]
         else:
             sign_in(user)
             return redirect(url_for("pages.account"), 303)
@@ -40,7 +55,7 @@ def logout() -> ResponseReturnValue:
     """GET shows the button; only the CSRF-checked POST signs out."""
     form = LogoutForm()
     if form.validate_on_submit():
-        sign_out()
+        end_this_session()
         flash("You are logged out.", "success")
         return redirect(url_for("pages.login"), 303)
     return render_page("logout.html", form=form)
@@ -53,32 +68,28 @@ def index() -> ResponseReturnValue:
 
 
 def account() -> ResponseReturnValue:
-    user = _require_user()
-    if user is None:
+    if _require_session() is None:
         return redirect(url_for("pages.login"), 303)
     return _account_page(ChangePasswordForm(formdata=None))
 
 
 def change_password() -> ResponseReturnValue:
     """Change the password; every session ends, this one included."""
-    user = _require_user()
-    if user is None:
+    signed_in = _require_session()
+    if signed_in is None:
         return redirect(url_for("pages.login"), 303)
     form = ChangePasswordForm()
     if not form.validate_on_submit():
         return _account_page(form, 422)
     try:
         accounts.change_password(
-            db(),
-            services(),
-            user_id=user.id,
-            session_version=user.session_version,
-            current=form.current.data,
-            new=form.new.data,
+            db(), services(), session=signed_in, current=form.current.data, new=form.new.data
         )
+    except accounts.TooManyAttempts as exc:
+        return too_many_requests(exc.retry_after)
     except accounts.SessionEnded:
-        sign_out()
-        flash("Your session ended because the password was changed. Log in again.", "info")
+        end_this_session()
+        flash("Your session ended. Log in again.", "info")
         return redirect(url_for("pages.login"), 303)
     except accounts.InvalidCredentials:
         form.current.errors = ["That is not your current password."]
@@ -86,8 +97,8 @@ def change_password() -> ResponseReturnValue:
     except WeakPassword as exc:
         form.new.errors = [str(exc)]
         return _account_page(form, 422)
-    log_event(logger, "password_changed", user_id=user.id)
-    sign_out()
+    log_event(logger, "password_changed", user_id=signed_in.user.id)
+    end_this_session()
     flash(
         "Your password was changed and you were logged out everywhere. "
         "Log in with your new password.",
@@ -96,26 +107,57 @@ def change_password() -> ResponseReturnValue:
     return redirect(url_for("pages.login"), 303)
 
 
-def _require_user() -> User | None:
-    """The signed-in account; explains an ended session on the way to /login."""
+def end_session() -> ResponseReturnValue:
+    """End one of the person's sessions, or (session_id "all") every one of them."""
+    signed_in = _require_session()
+    if signed_in is None:
+        return redirect(url_for("pages.login"), 303)
+    form = EndSessionForm()
+    if not form.validate_on_submit():
+        return _account_page(ChangePasswordForm(formdata=None), 422)
+    target = form.session_id.data
+    user_id = signed_in.user.id
+    if target == "all":
+        sessions.end_all_sessions(db(), user_id)
+        log_event(logger, "sessions_ended", user_id=user_id, which="all")
+        end_this_session()
+        flash("Every session was ended, this one too. Log in again.", "success")
+        return redirect(url_for("pages.login"), 303)
+    ended = target.isdigit() and sessions.end_user_session(db(), user_id, int(target))
+    log_event(logger, "sessions_ended", user_id=user_id, which="one", found=bool(ended))
+    if target == str(signed_in.session_id):
+        end_this_session()
+        flash("This session was ended. Log in again.", "success")
+        return redirect(url_for("pages.login"), 303)
+    flash("That session was ended." if ended else "That session had already ended.", "success")
+    return redirect(url_for("pages.account"), 303)
+
+
+def _require_session() -> SessionUser | None:
+    """The signed-in session; explains an ended one on the way to /login."""
     had_session = has_session()
-    user = signed_in_user()
-    if user is None:
+    found = current_session()
+    if found is None:
         if had_session:
-            flash("Your session ended (the password was changed). Log in again.", "info")
+            flash("Your session ended. Log in again.", "info")
         else:
             flash("Log in to see your account.", "info")
-    return user
+    return found
 
 
 def _account_page(form: ChangePasswordForm, status: int = 200) -> ResponseReturnValue:
-    user = signed_in_user()
-    assert user is not None
-    resend = None
-    if user.email_verified_at is None:
-        resend = EmailForm(formdata=None, email=user.email)
+    signed_in = current_session()
+    assert signed_in is not None
+    user = signed_in.user
     return render_page(
-        "account.html", status, user=user, form=form, resend_form=resend, logout_form=LogoutForm()
+        "account.html",
+        status,
+        user=user,
+        form=form,
+        logout_form=LogoutForm(),
+        end_session_form=EndSessionForm(formdata=None),
+        sessions=sessions.list_sessions(db(), user.id, services().clock()),
+        this_session_id=signed_in.session_id,
     )
 
 
@@ -125,3 +167,4 @@ def register(bp: Blueprint) -> None:
     bp.add_url_rule("/logout", view_func=logout, methods=["GET", "POST"])
     bp.add_url_rule("/account", view_func=account, methods=["GET"])
     bp.add_url_rule("/account/password", view_func=change_password, methods=["POST"])
+    bp.add_url_rule("/account/sessions/end", view_func=end_session, methods=["POST"])

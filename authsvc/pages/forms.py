@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from flask_wtf import FlaskForm
 from wtforms import EmailField, HiddenField, PasswordField, SubmitField
-from wtforms.validators import InputRequired, Length, ValidationError
+from wtforms.validators import InputRequired, Length, Optional, ValidationError
 
-from authsvc.emails import MAX_EMAIL_LENGTH, InvalidEmail, normalise_email
+from authsvc.addresses import MAX_ADDRESS_LENGTH, InvalidAddress, parse_address
 from authsvc.passwords import MAX_LENGTH as MAX_PASSWORD_LENGTH
 from authsvc.tokens import MAX_TOKEN_LENGTH
 
@@ -18,19 +18,16 @@ from authsvc.tokens import MAX_TOKEN_LENGTH
 def _normalised_email(_form: FlaskForm, field: EmailField) -> None:
     """Replace the typed address with its normal form, or explain what is wrong."""
     try:
-        field.data = normalise_email(field.data)
-    except InvalidEmail as exc:
-        reason = str(exc)
-        if reason == "is not an email address":
-            raise ValidationError("Enter an email address such as name@example.com.") from None
-        raise ValidationError(f"The email address {reason}.") from None
+        field.data = parse_address(field.data)
+    except InvalidAddress as exc:
+        raise ValidationError(str(exc)) from None
 
 
 def _email_field(label: str = "Email address") -> EmailField:
     return EmailField(
         label,
         validators=[InputRequired("Enter your email address."), _normalised_email],
-        render_kw={"autocomplete": "email", "maxlength": MAX_EMAIL_LENGTH},
+        render_kw={"autocomplete": "email", "maxlength": MAX_ADDRESS_LENGTH},
     )
 
 
@@ -74,9 +71,18 @@ class EmailForm(FlaskForm):
 
 
 class ConfirmEmailForm(FlaskForm):
-    """The button a person clicks to redeem a verification link."""
+    """The button a person clicks to redeem a verification link.
+
+    For a contested address (several signups before anyone confirmed it) the
+    page also asks for the password, which the confirmer chooses here.
+    """
 
     token = _token_field()
+    password = PasswordField(
+        "Choose your password",
+        validators=[Optional(), Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG)],
+        render_kw={"autocomplete": "new-password"},
+    )
     submit = SubmitField("Confirm my email address")
 
 
@@ -104,3 +110,10 @@ class ChangePasswordForm(FlaskForm):
 
 class LogoutForm(FlaskForm):
     submit = SubmitField("Log out")
+
+
+class EndSessionForm(FlaskForm):
+    """Ends one session by id, or every session with the value "all"."""
+
+    session_id = HiddenField(validators=[InputRequired(), Length(max=20)])
+    submit = SubmitField("End session")

@@ -12,7 +12,7 @@ from authsvc.logs import log_event
 from authsvc.pages.forms import EmailForm, NewPasswordForm
 from authsvc.pages.guards import render_page
 from authsvc.pages.links import link_problem
-from authsvc.pages.session import sign_out
+from authsvc.pages.session import end_this_session
 from authsvc.passwords import WeakPassword
 from authsvc.tokens import TokenError
 from authsvc.web import db, services
@@ -44,25 +44,28 @@ def confirm_reset() -> ResponseReturnValue:
 
 def _set_password() -> ResponseReturnValue:
     form = NewPasswordForm()
-    valid = form.validate_on_submit()
     token = form.token.data
-    conn, svc = db(), services()
-    try:
-        user = accounts.check_link(conn, svc, token, "reset")
-        if valid:
-            accounts.reset_password(conn, svc, token=token, password=form.password.data)
+    if form.validate_on_submit():
+        try:
+            user = accounts.reset_password(
+                db(), services(), token=token, password=form.password.data
+            )
+        except TokenError as exc:
+            return link_problem(exc, "reset", token)
+        except WeakPassword as exc:
+            form.password.errors = [str(exc)]
+        else:
             log_event(logger, "password_reset", user_id=user.id)
+            # No auto-login: the reset ended every session, this browser's included.
+            end_this_session()
+            flash("Your password was changed. Log in with your new password.", "success")
+            return redirect(url_for("pages.login"), 303)
+    # The form again, with its errors; only now does the page need the address.
+    try:
+        holder = accounts.check_link(db(), services(), token, "reset")
     except TokenError as exc:
         return link_problem(exc, "reset", token)
-    except WeakPassword as exc:
-        form.password.errors = [str(exc)]
-        valid = False
-    if not valid:
-        return render_page("reset_confirm.html", 422, form=form, email=user.email)
-    # No auto-login: the reset ended every session, this browser's included.
-    sign_out()
-    flash("Your password was changed. Log in with your new password.", "success")
-    return redirect(url_for("pages.login"), 303)
+    return render_page("reset_confirm.html", 422, form=form, email=holder.email)
 
 
 def register(bp: Blueprint) -> None:

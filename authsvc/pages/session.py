@@ -1,64 +1,77 @@
-"""The web session: Flask's signed cookie holds the user id and session version.
+"""The browser's side of a web session: Flask's signed cookie carries only its token.
 
-Every request re-reads the account and compares versions, so a password change
-anywhere (which bumps session_version) ends every other session at once.
+The session itself lives in web_sessions (authsvc.sessions): every request
+looks the token up, so logout, a password change or "end this session" on
+the account page take effect at once, for copies of the cookie too.
 """
 
 from __future__ import annotations
 
 import logging
 
-from flask import g, session
+from flask import g, request, session
 
-from authsvc import accounts
+from authsvc import accounts, sessions
 from authsvc.logs import log_event
+from authsvc.sessions import SessionUser
 from authsvc.users import User
-from authsvc.web import db
+from authsvc.web import db, services
 
-_USER_ID = "user_id"
-_SESSION_VERSION = "session_version"
+_TOKEN = "session_token"  # noqa: S105  (the cookie key, not a secret)
 
 logger = logging.getLogger(__name__)
 
 
 def sign_in(user: User) -> None:
-    """Start a fresh session for this account (drops anything the old one held)."""
-    session.clear()
+    """Start a fresh server-side session for this account (drops anything the old cookie held)."""
+    end_this_session()
+    token = accounts.start_session(
+        db(), services(), user=user, user_agent=request.headers.get("User-Agent", "")
+    )
     session.permanent = True
-    session[_USER_ID] = user.id
-    session[_SESSION_VERSION] = user.session_version
-    g.pages_user = user
+    session[_TOKEN] = token
+    forget_cached_session()
     log_event(logger, "signed_in", user_id=user.id)
 
 
-def sign_out() -> None:
-    if has_session():
-        log_event(logger, "signed_out", user_id=session.get(_USER_ID))
+def end_this_session() -> None:
+    """Logout: the session row goes, so no copy of the cookie opens anything."""
+    token = session.get(_TOKEN)
+    if isinstance(token, str):
+        current = current_session()
+        sessions.end_session(db(), token)
+        if current is not None:
+            log_event(logger, "signed_out", user_id=current.user.id)
     session.clear()
-    g.pages_user = None
+    g.pages_session = None
 
 
-def forget_cached_user() -> None:
+def forget_cached_session() -> None:
     """Re-check the session on next use: the request may just have ended it."""
-    g.pop("pages_user", None)
+    g.pop("pages_session", None)
 
 
 def has_session() -> bool:
-    """Whether the browser presents a sign-in, current or ended."""
-    return _USER_ID in session
+    """Whether the browser presents a session token, live or ended."""
+    return _TOKEN in session
+
+
+def current_session() -> SessionUser | None:
+    """This request's live session and account, or None (and the stale token is dropped)."""
+    if "pages_session" in g:
+        cached: SessionUser | None = g.pages_session
+        return cached
+    token = session.get(_TOKEN)
+    found = None
+    if isinstance(token, str):
+        found = accounts.current_session(db(), services(), token)
+    if found is None and has_session():
+        session.pop(_TOKEN, None)
+    g.pages_session = found
+    return found
 
 
 def signed_in_user() -> User | None:
-    """The account behind this request's session, or None (and the cookie is cleared)."""
-    if "pages_user" in g:
-        cached: User | None = g.pages_user
-        return cached
-    user_id, version = session.get(_USER_ID), session.get(_SESSION_VERSION)
-    user = None
-    if isinstance(user_id, int) and isinstance(version, int):
-        user = accounts.current_session_user(db(), user_id, version)
-    if user is None and has_session():
-        session.pop(_USER_ID, None)
-        session.pop(_SESSION_VERSION, None)
-    g.pages_user = user
-    return user
+    """The account behind this request's session, or None."""
+    found = current_session()
+    return found.user if found else None

@@ -12,8 +12,10 @@ from authsvc.logs import log_event
 from authsvc.pages.forms import ConfirmEmailForm, EmailForm
 from authsvc.pages.guards import render_page
 from authsvc.pages.links import link_problem
-from authsvc.pages.session import forget_cached_user
+from authsvc.pages.session import forget_cached_session
+from authsvc.passwords import WeakPassword
 from authsvc.tokens import TokenError
+from authsvc.users import User
 from authsvc.web import db, services
 
 logger = logging.getLogger(__name__)
@@ -28,20 +30,42 @@ def verify() -> ResponseReturnValue:
         user = accounts.check_link(db(), services(), token, "verify")
     except TokenError as exc:
         return link_problem(exc, "verify", token)
-    form = ConfirmEmailForm(formdata=None, token=token)
-    return render_page("verify.html", form=form, email=user.email)
+    return _confirm_page(ConfirmEmailForm(formdata=None, token=token), user)
+
+
+def _confirm_page(form: ConfirmEmailForm, user: User, status: int = 200) -> ResponseReturnValue:
+    return render_page(
+        "verify.html", status, form=form, email=user.email, needs_password=user.contested
+    )
 
 
 def _confirm() -> ResponseReturnValue:
     form = ConfirmEmailForm()
-    token = form.token.data if form.validate_on_submit() else None
+    valid = form.validate_on_submit()
+    token = form.token.data if valid else None
+    password = (form.password.data or None) if valid else None
     try:
-        user = accounts.confirm_verification(db(), services(), token=token)
+        user = accounts.confirm_verification(db(), services(), token=token, password=password)
     except TokenError as exc:
         return link_problem(exc, "verify", token)
+    except accounts.PasswordRequired:
+        form.password.errors = ["Choose a password: more than one signup used this address."]
+        return _ask_again(form, token)
+    except WeakPassword as exc:
+        form.password.errors = [str(exc)]
+        return _ask_again(form, token)
     log_event(logger, "email_verified", user_id=user.id)
-    forget_cached_user()  # confirming ends sessions opened before the proof
+    forget_cached_session()  # confirming ends sessions opened before the proof
     return render_page("verified.html", email=user.email)
+
+
+def _ask_again(form: ConfirmEmailForm, token: object) -> ResponseReturnValue:
+    """The confirm page once more, with the form's errors (the link may have died meanwhile)."""
+    try:
+        user = accounts.check_link(db(), services(), token, "verify")
+    except TokenError as exc:
+        return link_problem(exc, "verify", token)
+    return _confirm_page(form, user, 422)
 
 
 def request_verification() -> ResponseReturnValue:

@@ -13,3 +13,7 @@ WHERE bucket = %(bucket)s AND window_start = %(window_start)s AND hits > 0;
 -- prune_rate_limits --
 -- Forget windows that ended long ago.
 DELETE FROM rate_limit_counters WHERE window_start < %(before)s;
+
+-- clear --
+-- Forget every window of one bucket (a proven owner starts afresh).
+DELETE FROM rate_limit_counters WHERE bucket = %(bucket)s;

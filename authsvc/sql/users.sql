@@ -1,60 +1,64 @@
 -- find_user_by_email --
--- The account for a normalised address, if any.
-SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, session_version
+-- The account for a canonical address, if any.
+SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count
 FROM users WHERE email = %(email)s;
 
 -- find_user_by_id --
 -- The account with this id, if any.
-SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, session_version
+SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count
 FROM users WHERE id = %(user_id)s;
 
--- insert_user --
--- Create an unverified account; returns nothing when the address is taken.
-INSERT INTO users (email, password_hash) VALUES (%(email)s, %(password_hash)s)
-ON CONFLICT (email) DO NOTHING
-RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, session_version;
-
--- claim_unverified_account --
--- A signup for an address nobody has verified yet: the newest password wins
--- and earlier sessions end. Returns nothing for a verified account.
-UPDATE users
-SET password_hash = %(password_hash)s,
-    session_version = session_version + 1
-WHERE email = %(email)s AND email_verified_at IS NULL
-RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, session_version;
+-- register_signup --
+-- One signup, one statement. A new address gets its account (and version 1
+-- of its verify link). While nobody has proven an address, a further signup
+-- takes the newest password, counts itself (two or more make the address
+-- contested) and retires every earlier verify link by bumping the version,
+-- whether or not its own email is then suppressed. A verified account is
+-- left as it was. Returns the row in every case.
+INSERT INTO users (email, password_hash, verify_version, signup_count)
+VALUES (%(email)s, %(password_hash)s, 1, 1)
+ON CONFLICT (email) DO UPDATE SET
+    password_hash = CASE WHEN users.email_verified_at IS NULL
+                         THEN excluded.password_hash ELSE users.password_hash END,
+    signup_count = users.signup_count + (users.email_verified_at IS NULL)::int,
+    verify_version = users.verify_version + (users.email_verified_at IS NULL)::int
+RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
 
 -- redeem_verify_link --
--- Mark verified only if the link is still current; zero rows = stale or used.
--- Sessions opened before the address was proven end here: whoever signed up
--- with someone else's address keeps nothing once its owner confirms it.
+-- Mark verified only if the link is still current; zero rows = stale, used,
+-- or a contested address confirmed without choosing a password. A password
+-- given here replaces whatever the signups set.
 UPDATE users
 SET verify_version = verify_version + 1,
-    session_version = session_version + (email_verified_at IS NULL)::int,
+    password_hash = coalesce(%(password_hash)s::text, password_hash),
+    password_changed_at = CASE WHEN %(password_hash)s::text IS NULL
+                               THEN password_changed_at ELSE %(now)s END,
     email_verified_at = coalesce(email_verified_at, %(now)s)
 WHERE id = %(user_id)s AND verify_version = %(version)s
-RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, session_version;
+  AND (%(password_hash)s::text IS NOT NULL OR signup_count <= 1 OR email_verified_at IS NOT NULL)
+RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
 
 -- redeem_reset_link --
--- Set the password only if the link is still current; also ends every session
--- and verifies the address (the person proved they read its mail).
+-- Set the password only if the link is still current; also verifies the
+-- address (the person proved they read its mail).
 UPDATE users
 SET reset_version = reset_version + 1,
-    session_version = session_version + 1,
     password_hash = %(password_hash)s,
     password_changed_at = %(now)s,
     email_verified_at = coalesce(email_verified_at, %(now)s)
 WHERE id = %(user_id)s AND reset_version = %(version)s
-RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, session_version;
+RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
 
 -- change_password --
--- Password change from a signed-in session: retires reset links and sessions.
+-- Password change from a signed-in session, only while that session lives:
+-- retires outstanding reset links (the caller ends the sessions).
 UPDATE users
 SET reset_version = reset_version + 1,
-    session_version = session_version + 1,
     password_hash = %(password_hash)s,
     password_changed_at = %(now)s
-WHERE id = %(user_id)s AND session_version = %(session_version)s
-RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, session_version;
+WHERE id = %(user_id)s
+  AND EXISTS (SELECT 1 FROM web_sessions WHERE id = %(session_id)s AND user_id = %(user_id)s)
+RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
 
 -- update_password_hash --
 -- Store a rehash with current parameters after a successful login, only if the
@@ -73,3 +77,7 @@ SELECT EXISTS (
     SELECT 1 FROM token_redemptions
     WHERE user_id = %(user_id)s AND purpose = %(purpose)s AND version = %(version)s
 );
+
+-- list_addresses --
+-- Every stored address, for the post-migration audit.
+SELECT id, email FROM users ORDER BY id;

@@ -1,0 +1,41 @@
+-- start_session --
+-- A new web session; the cookie carries the token, this row only its hash.
+INSERT INTO web_sessions (token_hash, user_id, created_at, last_seen_at, user_agent)
+VALUES (%(token_hash)s, %(user_id)s, %(now)s, %(now)s, %(user_agent)s)
+RETURNING id;
+
+-- prune_user_sessions --
+-- Drop this user's sessions past their lifetime (run at each sign-in).
+DELETE FROM web_sessions WHERE user_id = %(user_id)s AND created_at <= %(expired_before)s;
+
+-- touch_session --
+-- The live session for a token hash, with its account; refreshes last_seen_at
+-- at most once a minute so browsing is not a write per request.
+WITH live AS (
+    SELECT s.id, s.user_id FROM web_sessions s
+    WHERE s.token_hash = %(token_hash)s AND s.created_at > %(expired_before)s
+), touched AS (
+    UPDATE web_sessions s SET last_seen_at = %(now)s
+    FROM live WHERE s.id = live.id AND s.last_seen_at < %(now)s - interval '60 seconds'
+)
+SELECT live.id AS session_id, u.id, u.email, u.password_hash, u.email_verified_at,
+       u.reset_version, u.verify_version, u.signup_count
+FROM live JOIN users u ON u.id = live.user_id;
+
+-- list_sessions --
+-- A user's live sessions, newest first, for the account page.
+SELECT id, created_at, last_seen_at, user_agent FROM web_sessions
+WHERE user_id = %(user_id)s AND created_at > %(expired_before)s
+ORDER BY created_at DESC, id DESC;
+
+-- end_session --
+-- Logout: the row goes, so the cookie (or any copy of it) opens nothing.
+DELETE FROM web_sessions WHERE token_hash = %(token_hash)s;
+
+-- end_user_session --
+-- End one of this user's sessions by id (from the account page).
+DELETE FROM web_sessions WHERE user_id = %(user_id)s AND id = %(session_id)s;
+
+-- end_all_sessions --
+-- End every session of a user (password changed, address proven).
+DELETE FROM web_sessions WHERE user_id = %(user_id)s;

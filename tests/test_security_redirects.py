@@ -53,6 +53,13 @@ HOSTILE = [
     "https://ok.example.com/app\n.evil.net",
     "https://ok.example.com/app\x00",
     "https://ok.example.com/app/" + "a" * 3000,
+    # Shown to a person in the email: reordered, split or hidden text.
+    "https://ok.example.com/app/\u202egnp.exe",  # RIGHT-TO-LEFT OVERRIDE
+    "https://ok.example.com/app/\u2028evil",  # LINE SEPARATOR
+    "https://ok.example.com/app/\u2029evil",  # PARAGRAPH SEPARATOR
+    "https://ok.example.com/app/\u200bhidden",  # ZERO WIDTH SPACE
+    "https://ok.example.com/app/\u2066isolate",  # LEFT-TO-RIGHT ISOLATE
+    "https://ok.example.com/app/\u00a0nbsp",  # NO-BREAK SPACE
 ]
 
 # Dot segments leave the allowed path once a browser resolves them: on a shared

@@ -2,9 +2,10 @@
 
 Hypothesis drives random interleavings of sign-ups, verification and reset
 requests, deliveries of any queued email in any order (late, reordered,
-repeated), redemptions of any link ever delivered (at either endpoint),
-link previews (GET), password changes, key rotations and clock jumps. A
-plain-Python model predicts every outcome; the real database must agree.
+repeated), redemptions of any link ever delivered (at either endpoint, with
+or without choosing a password), link previews (GET), logins, password
+changes from a session, key rotations and clock jumps. A plain-Python model
+predicts every outcome; the real database must agree.
 
 Profiles: `ci` (default, 500 examples) and `long` (5,000), chosen with
 AUTHSVC_HYPOTHESIS_PROFILE=long.
@@ -33,6 +34,7 @@ from hypothesis.stateful import (
 from authsvc import accounts
 from authsvc.clock import FrozenClock
 from authsvc.services import Services
+from authsvc.sessions import SESSION_LIFETIME
 from authsvc.tokens import TokenClaims, TokenCodec, TokenError
 from tests.conftest import TEST_KEY
 
@@ -54,7 +56,7 @@ MAX_KEYS = 2  # a rotation keeps at most this many keys; older ones are retired
 # Children before parents. DELETE, not TRUNCATE: on these tiny tables it
 # takes under 1 ms against ~50 ms, which is most of the budget for 500 examples.
 TABLES = (
-    "token_redemptions", "email_job_events", "email_jobs", "idempotency_keys",
+    "web_sessions", "token_redemptions", "email_job_events", "email_jobs", "idempotency_keys",
     "inbox_messages", "apps", "rate_limit_counters", "users",
 )
 
@@ -64,8 +66,8 @@ class ModelUser:
     id: int
     password: str
     verified: bool = False
-    versions: dict[str, int] = field(default_factory=lambda: {"reset": 0, "verify": 0})
-    session_version: int = 0
+    versions: dict[str, int] = field(default_factory=lambda: {"reset": 0, "verify": 1})
+    signups: int = 1
     redeemed: set[tuple[str, int]] = field(default_factory=set)
 
 
@@ -76,6 +78,13 @@ class QueuedLink:
     job_id: int
     email: str
     claims: TokenClaims
+
+
+@dataclass(frozen=True)
+class OpenSession:
+    email: str
+    token: str
+    started: datetime
 
 
 @dataclass(frozen=True)
@@ -99,10 +108,12 @@ def test_only_the_newest_link_redeems_once(
     conn: psycopg.Connection, svc: Services, clock: FrozenClock
 ) -> None:
     email_limit = svc.settings.rate_limit_email
+    login_limit = svc.settings.rate_limit_login
 
     class AccountMachine(RuleBasedStateMachine):
         queued = Bundle("queued")
         delivered = Bundle("delivered")
+        sessions = Bundle("sessions")
 
         def __init__(self) -> None:
             super().__init__()
@@ -114,24 +125,49 @@ def test_only_the_newest_link_redeems_once(
             self.rotations = 0
             self.svc = svc
             self.users: dict[str, ModelUser] = {}
-            self.hits: dict[tuple[str, int], int] = {}
+            self.hits: dict[tuple[str, str, int], int] = {}
+            self.login_hits: dict[tuple[str, int], int] = {}
+            self.ended: set[str] = set()  # session tokens ended by logout or a password change
             self.jobs: dict[str, int] = {}
             self.redemptions = 0
+            self.open_sessions: dict[str, str] = {}  # token -> email
 
         # --- model helpers -------------------------------------------------
 
-        def _allowed(self, email: str) -> bool:
+        def _allowed(self, email: str, purpose: str) -> bool:
+            """One email budget per address and purpose."""
             epoch = int(clock.now.timestamp())
             window = epoch - epoch % email_limit.window_seconds
-            self.hits[(email, window)] = self.hits.get((email, window), 0) + 1
-            return self.hits[(email, window)] <= email_limit.limit
+            key = (email, purpose, window)
+            self.hits[key] = self.hits.get(key, 0) + 1
+            return self.hits[key] <= email_limit.limit
+
+        def _login_window(self, email: str) -> tuple[str, int]:
+            epoch = int(clock.now.timestamp())
+            return (email, epoch - epoch % login_limit.window_seconds)
+
+        def _login_counted(self, email: str) -> bool:
+            """Count one password attempt; False when it is over the limit."""
+            key = self._login_window(email)
+            self.login_hits[key] = self.login_hits.get(key, 0) + 1
+            return self.login_hits[key] <= login_limit.limit
+
+        def _login_refund(self, email: str) -> None:
+            key = self._login_window(email)
+            self.login_hits[key] = max(0, self.login_hits.get(key, 0) - 1)
+
+        def _proven(self, email: str) -> None:
+            """A redeemed link: sessions end, failed logins are forgiven."""
+            self.login_hits = {k: v for k, v in self.login_hits.items() if k[0] != email}
+            self.ended |= {t for t, e in self.open_sessions.items() if e == email}
 
         def _queue(self, template: str) -> None:
             self.jobs[template] = self.jobs.get(template, 0) + 1
 
-        def _issue(self, email: str, purpose: str) -> QueuedLink:
+        def _issue(self, email: str, purpose: str, bump: bool = True) -> QueuedLink:
             user = self.users[email]
-            user.versions[purpose] += 1
+            if bump:
+                user.versions[purpose] += 1
             self._queue(purpose)
             row = conn.execute(
                 "SELECT id, user_id, token_version, issued_at FROM email_jobs"
@@ -144,7 +180,7 @@ def test_only_the_newest_link_redeems_once(
             assert claims == TokenClaims(user.id, purpose, user.versions[purpose], issued_at)
             return QueuedLink(row[0], email, claims)
 
-        def _expected(self, link: DeliveredLink, endpoint: str) -> str:
+        def _expected(self, link: DeliveredLink, endpoint: str, with_password: bool = True) -> str:
             """What redeeming `link` at `endpoint` must answer now."""
             if link.signing_key not in self.keys or link.claims.purpose != endpoint:
                 return "invalid_token"
@@ -153,6 +189,9 @@ def test_only_the_newest_link_redeems_once(
                 return "token_expired"
             user = self.users[link.email]
             if link.claims.version == user.versions[endpoint]:
+                contested = not user.verified and user.signups > 1
+                if endpoint == "verify" and contested and not with_password:
+                    return "password_required"
                 return "ok"
             assert link.claims.version < user.versions[endpoint]
             used = (endpoint, link.claims.version) in user.redeemed
@@ -169,29 +208,32 @@ def test_only_the_newest_link_redeems_once(
                 assert row is not None, "sign-up created no account"
                 self.users[email] = ModelUser(id=row[0], password=password)
             elif not self.users[email].verified:
-                # Nobody proved the address yet: the newest signup's password
-                # wins and earlier sessions end (pre-account hijacking).
-                self.users[email].password = password
-                self.users[email].session_version += 1
-            if not self._allowed(email):
+                # Nobody proved the address yet: the newest password is kept
+                # (unusable until a proof), the signup counts, and every
+                # earlier verify link retires, emailed or not.
+                user = self.users[email]
+                user.password = password
+                user.signups += 1
+                user.versions["verify"] += 1
+            if not self._allowed(email, "verify"):
                 return multiple()
             if self.users[email].verified:
                 self._queue("account_exists")
                 return multiple()
-            return self._issue(email, "verify")
+            return self._issue(email, "verify", bump=False)
 
         @rule(target=queued, email=st.sampled_from(EMAILS))
         def request_verification(self, email: str):
             accounts.request_verification(conn, self.svc, email=email)
             user = self.users.get(email)
-            if self._allowed(email) and user is not None and not user.verified:
+            if self._allowed(email, "verify") and user is not None and not user.verified:
                 return self._issue(email, "verify")
             return multiple()
 
         @rule(target=queued, email=st.sampled_from(EMAILS))
         def request_password_reset(self, email: str):
             accounts.request_password_reset(conn, self.svc, email=email)
-            if self._allowed(email) and email in self.users:
+            if self._allowed(email, "reset") and email in self.users:
                 return self._issue(email, "reset")
             return multiple()
 
@@ -205,21 +247,28 @@ def test_only_the_newest_link_redeems_once(
 
         # --- the person holding a link -------------------------------------
 
-        @rule(link=delivered, same_endpoint=st.booleans(), password=st.sampled_from(PASSWORDS))
-        def redeem(self, link: DeliveredLink, same_endpoint: bool, password: str):
+        @rule(link=delivered, same_endpoint=st.booleans(), password=st.sampled_from(PASSWORDS),
+              with_password=st.booleans())
+        def redeem(self, link: DeliveredLink, same_endpoint: bool, password: str,
+                   with_password: bool):
             other = {"reset": "verify", "verify": "reset"}[link.claims.purpose]
             endpoint = link.claims.purpose if same_endpoint else other
-            expected = self._expected(link, endpoint)
+            expected = self._expected(link, endpoint, with_password or endpoint == "reset")
             user = self.users[link.email]
             hash_before = self._password_hash(user.id)
             try:
                 if endpoint == "reset":
                     accounts.reset_password(conn, self.svc, token=link.token, password=password)
                 else:
-                    accounts.confirm_verification(conn, self.svc, token=link.token)
+                    chosen = password if with_password else None
+                    accounts.confirm_verification(
+                        conn, self.svc, token=link.token, password=chosen
+                    )
                 outcome = "ok"
             except TokenError as exc:
                 outcome = exc.code
+            except accounts.PasswordRequired:
+                outcome = "password_required"
             assert outcome == expected, f"{endpoint} {link.claims}: {outcome}, not {expected}"
             if outcome != "ok":
                 assert self._password_hash(user.id) == hash_before, "refused link changed password"
@@ -227,12 +276,11 @@ def test_only_the_newest_link_redeems_once(
             self.redemptions += 1
             user.redeemed.add((endpoint, link.claims.version))
             user.versions[endpoint] += 1
-            if endpoint == "verify" and not user.verified:
-                user.session_version += 1  # sessions from before the proof end
             user.verified = True
-            if endpoint == "reset":
+            self._proven(link.email)
+            if endpoint == "reset" or with_password:
                 user.password = password
-                user.session_version += 1
+            if endpoint == "reset":
                 self._queue("password_changed")
 
         @rule(link=delivered, same_endpoint=st.booleans())
@@ -249,31 +297,63 @@ def test_only_the_newest_link_redeems_once(
             assert outcome == expected
 
         @precondition(lambda self: self.users)
-        @rule(data=st.data(), new=st.sampled_from(PASSWORDS), knows_current=st.booleans(),
-              fresh_session=st.booleans())
-        def change_password(self, data, new: str, knows_current: bool, fresh_session: bool):
+        @rule(target=sessions, data=st.data(), knows_password=st.booleans())
+        def log_in(self, data, knows_password: bool):
             email = data.draw(st.sampled_from(sorted(self.users)))
             user = self.users[email]
-            session = user.session_version if fresh_session else user.session_version - 1
-            current = user.password if knows_current else "not the password at all"
+            password = user.password if knows_password else "not the password at all"
             try:
-                accounts.change_password(
-                    conn, self.svc, user_id=user.id, session_version=session,
-                    current=current, new=new,
-                )
+                found = accounts.authenticate(conn, self.svc, email=email, password=password)
                 outcome = "ok"
-            except accounts.SessionEnded:
-                outcome = "session_ended"
             except accounts.InvalidCredentials:
                 outcome = "invalid_credentials"
-            expected = "ok" if knows_current else "invalid_credentials"
-            if not fresh_session:
-                expected = "session_ended"
+            except accounts.TooManyAttempts:
+                outcome = "too_many"
+            if not self._login_counted(email):
+                expected = "too_many"
+            elif knows_password and user.verified:
+                expected = "ok"
+                self._login_refund(email)
+            else:
+                expected = "invalid_credentials"  # an unproven address looks the same
+            assert outcome == expected
+            if outcome != "ok":
+                return multiple()
+            token = accounts.start_session(conn, self.svc, user=found, user_agent="model")
+            self.open_sessions[token] = email
+            return OpenSession(email, token, clock.now)
+
+        def _session_alive(self, session: OpenSession) -> bool:
+            fresh = clock.now - session.started < SESSION_LIFETIME
+            return fresh and session.token not in self.ended
+
+        @rule(session=sessions, new=st.sampled_from(PASSWORDS), knows_current=st.booleans())
+        def change_password(self, session: OpenSession, new: str, knows_current: bool):
+            found = accounts.current_session(conn, self.svc, session.token)
+            assert (found is not None) == self._session_alive(session)
+            if found is None:
+                return
+            user = self.users[session.email]
+            current = user.password if knows_current else "not the password at all"
+            try:
+                accounts.change_password(conn, self.svc, session=found, current=current, new=new)
+                outcome = "ok"
+            except accounts.InvalidCredentials:
+                outcome = "invalid_credentials"
+            except accounts.TooManyAttempts:
+                outcome = "too_many"
+            if not self._login_counted(session.email):
+                expected = "too_many"
+            elif knows_current:
+                expected = "ok"
+                self._login_refund(session.email)
+            else:
+                expected = "invalid_credentials"
             assert outcome == expected
             if outcome == "ok":
                 user.password = new
                 user.versions["reset"] += 1  # every outstanding reset link is retired
-                user.session_version += 1
+                self.ended |= {t for t, e in self.open_sessions.items() if e == session.email}
                 self._queue("password_changed")
 
         # --- operators and time -----------------------------------------------
@@ -301,15 +381,15 @@ def test_only_the_newest_link_redeems_once(
         @invariant()
         def database_matches_model(self):
             rows = conn.execute(
-                "SELECT email, id, reset_version, verify_version, session_version,"
+                "SELECT email, id, reset_version, verify_version, signup_count,"
                 " email_verified_at IS NOT NULL, password_hash FROM users ORDER BY id"
             ).fetchall()
             assert [r[0] for r in rows] == sorted(self.users, key=lambda e: self.users[e].id)
-            for email, user_id, reset, verify, session, verified, password_hash in rows:
+            for email, user_id, reset, verify, signups, verified, password_hash in rows:
                 user = self.users[email]
-                assert (user_id, reset, verify, session, verified) == (
+                assert (user_id, reset, verify, signups, verified) == (
                     user.id, user.versions["reset"], user.versions["verify"],
-                    user.session_version, user.verified,
+                    user.signups, user.verified,
                 )
                 assert self.svc.passwords.verify(password_hash, user.password)
 

@@ -292,3 +292,27 @@ def test_the_migration_reports_addresses_the_parser_refuses_and_rewrites_none(
     finally:
         with psycopg.connect(test_databases.server_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_the_confirm_page_of_a_contested_address_asks_for_the_password(client, conn, svc, api):
+    _sign_up(api, OWNER_PASSWORD)
+    _sign_up(api, ATTACKER_PASSWORD)
+    token = _verify_links(conn, svc)[-1]
+    page = client.get(f"/verify?token={token}")
+    assert 'name="password"' in page.get_data(as_text=True)
+    assert "Choose the password" in text_of(page)
+    bare = submit(client, "/verify", {"token": token}, form_page=f"/verify?token={token}")
+    assert bare.status_code == 422 and "Choose a password" in text_of(bare)
+    chosen = submit(client, "/verify", {"token": token, "password": "owner picks on the page"},
+                    form_page=f"/verify?token={token}")
+    assert "Email address confirmed" in text_of(chosen)
+    assert _logs_in(api, "owner picks on the page")
+    _attacker_never_gets_in(api)
+
+
+def test_the_confirm_page_of_a_single_signup_has_no_password_field(client, conn, svc, api):
+    _sign_up(api, OWNER_PASSWORD)
+    token = _verify_links(conn, svc)[-1]
+    page = client.get(f"/verify?token={token}")
+    assert 'name="password"' not in page.get_data(as_text=True)
+    assert "Only confirm if you signed up yourself" in text_of(page)

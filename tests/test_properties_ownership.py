@@ -1,0 +1,184 @@
+"""Stateful property test of SPEC §4a: only the mailbox holder decides the password.
+
+Two parties race for one address. The owner holds the mailbox, so every
+link queued for it lands with the owner; the attacker never sees one.
+Hypothesis interleaves signups by either party, resends and reset requests
+by either party, a tight email budget (so some emails are suppressed), the
+owner clicking any link ever sent (with or without choosing a password),
+and clock jumps. After every step:
+
+- no attacker password opens the account (the attacker never received a
+  link, so no password of theirs may become usable);
+- only the newest link of each purpose ever redeems.
+
+A real owner confirms without choosing a password only when they signed up
+themselves (the email says "if you did not sign up, ignore this"); choosing
+one is always open to them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from authsvc import accounts
+from authsvc.clock import FrozenClock
+from authsvc.services import Services
+from authsvc.tokens import TokenClaims, TokenError
+
+ADDRESS = "victim@example.com"
+OWNER = ("owner passphrase one", "owner passphrase two")
+ATTACKER = ("attacker passphrase one", "attacker passphrase two")
+START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+TABLES = ("web_sessions", "token_redemptions", "email_job_events", "email_jobs",
+          "rate_limit_counters", "users")
+PROFILES = {"ci": 300, "long": 3000, "quick": 40}
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    # Two emails per purpose per window: suppression happens within a few steps.
+    return {**env, "AUTHSVC_RATE_LIMIT_EMAIL": "2/15m"}
+
+
+@dataclass(frozen=True)
+class Mail:
+    """A link that reached the owner's mailbox."""
+
+    token: str
+    claims: TokenClaims
+
+
+def test_only_the_mailbox_holder_ever_decides_the_password(
+    conn: psycopg.Connection, svc: Services, clock: FrozenClock
+) -> None:
+    class Ownership(RuleBasedStateMachine):
+        mailbox = Bundle("mailbox")
+
+        def __init__(self) -> None:
+            super().__init__()
+            with conn.transaction():
+                for table in TABLES:
+                    conn.execute(f"DELETE FROM {table}")
+            clock.now = START
+            self.seen_jobs = 0
+            self.owner_signed_up = False
+
+        def _new_mail(self):  # type: ignore[no-untyped-def]
+            """Whatever the outbox queued since the last look, as the owner receives it."""
+            rows = conn.execute(
+                "SELECT id, user_id, purpose, token_version, issued_at FROM email_jobs"
+                " WHERE id > %s AND purpose IS NOT NULL ORDER BY id",
+                (self.seen_jobs,),
+            ).fetchall()
+            last = conn.execute("SELECT coalesce(max(id), 0) FROM email_jobs").fetchone()
+            self.seen_jobs = last[0] if last else 0
+            mails = []
+            for _id, user_id, purpose, version, issued_at in rows:
+                claims = TokenClaims(user_id, purpose, version, issued_at)
+                mails.append(Mail(svc.tokens.mint(claims), claims))
+            return multiple(*mails)
+
+        def _current(self, purpose: str) -> int | None:
+            row = conn.execute(
+                f"SELECT {purpose}_version FROM users WHERE email = %s", (ADDRESS,)
+            ).fetchone()
+            return row[0] if row else None
+
+        # --- either party -----------------------------------------------------
+
+        @rule(target=mailbox, password=st.sampled_from(ATTACKER))
+        def attacker_signs_up(self, password: str):
+            accounts.sign_up(conn, svc, email=ADDRESS, password=password)
+            return self._new_mail()
+
+        @rule(target=mailbox, password=st.sampled_from(OWNER))
+        def owner_signs_up(self, password: str):
+            accounts.sign_up(conn, svc, email=ADDRESS, password=password)
+            self.owner_signed_up = True
+            return self._new_mail()
+
+        @rule(target=mailbox)
+        def someone_asks_for_a_verification_link(self):
+            accounts.request_verification(conn, svc, email=ADDRESS)
+            return self._new_mail()
+
+        @rule(target=mailbox)
+        def someone_asks_for_a_reset_link(self):
+            accounts.request_password_reset(conn, svc, email=ADDRESS)
+            return self._new_mail()
+
+        @rule(seconds=st.sampled_from([60, 901, 3600]))
+        def time_passes(self, seconds: int):
+            clock.advance(seconds)
+
+        # --- the owner, holding the mailbox ---------------------------------------
+
+        @precondition(lambda self: self.owner_signed_up)
+        @rule(mail=mailbox)
+        def owner_confirms_own_signup(self, mail: Mail):
+            self._redeem(mail, None)
+
+        @rule(mail=mailbox, password=st.sampled_from(OWNER))
+        def owner_redeems_choosing_a_password(self, mail: Mail, password: str):
+            self._redeem(mail, password)
+
+        def _redeem(self, mail: Mail, password: str | None) -> None:
+            purpose = mail.claims.purpose
+            newest = self._current(purpose) == mail.claims.version
+            try:
+                if purpose == "reset":
+                    if password is None:
+                        return  # a reset always sets a password
+                    accounts.reset_password(conn, svc, token=mail.token, password=password)
+                else:
+                    accounts.confirm_verification(conn, svc, token=mail.token, password=password)
+                outcome = "ok"
+            except TokenError as exc:
+                outcome = exc.code
+            except accounts.PasswordRequired:
+                outcome = "password_required"
+            if outcome == "ok":
+                assert newest, f"an older {purpose} link redeemed"
+            elif newest:
+                assert outcome in {"password_required", "token_expired"}, outcome
+
+        # --- what must always hold ---------------------------------------------------
+
+        @invariant()
+        def no_attacker_password_opens_the_account(self):
+            for password in ATTACKER:
+                try:
+                    accounts.authenticate(conn, svc, email=ADDRESS, password=password)
+                except (accounts.InvalidCredentials, accounts.TooManyAttempts):
+                    continue
+                raise AssertionError(f"the attacker's {password!r} logs in")
+            # Keep the probes from locking the owner out: they are not the attacker's tries.
+            conn.execute("DELETE FROM rate_limit_counters WHERE bucket LIKE 'login:%%'")
+
+    profile = os.environ.get("AUTHSVC_HYPOTHESIS_PROFILE", "ci")
+    run_state_machine_as_test(
+        Ownership,
+        settings=settings(
+            max_examples=PROFILES.get(profile, PROFILES["ci"]),
+            stateful_step_count=30,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        ),
+    )

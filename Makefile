@@ -26,13 +26,18 @@ browser:
 	      || echo "chromium could not be installed; page tests will be skipped"; \
 	  else echo "chromium not found; page tests will be skipped"; fi; }
 
+# The suite's own temp root: pytest prunes /tmp/pytest-of-$USER when other
+# runs start, which would delete a running embedded PostgreSQL's data dir.
+# Short and per checkout (the server's Unix socket path must stay < 108 bytes).
+TEST_TMP ?= /tmp/authsvc-test-$(shell printf '%s' "$(CURDIR)" | cksum | cut -d' ' -f1)
+
 test: $(STAMP) browser
-	$(BIN)/pytest -n 2 --dist loadfile -q
+	$(BIN)/pytest -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)
 
 # The same suite against a normal server (this machine's PostgreSQL 15).
 TEST_SERVER_URL ?= postgresql://postgres@127.0.0.1:5432/test
 test-server: $(STAMP) browser
-	AUTHSVC_TEST_DATABASE_URL=$(TEST_SERVER_URL) $(BIN)/pytest -n 2 --dist loadfile -q
+	AUTHSVC_TEST_DATABASE_URL=$(TEST_SERVER_URL) $(BIN)/pytest -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,4 +1,4 @@
-"""The test inbox's bounds: recipients per transaction, the per-scope cap, listing budgets, filters."""
+"""The test inbox's bounds: recipients, the per-scope cap, listing budgets, filters, scopes."""
 
 from __future__ import annotations
 

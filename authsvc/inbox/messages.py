@@ -21,6 +21,7 @@ Q = load_queries(Path(__file__).parent / "inbox.sql")
 NOTIFY_CHANNEL = "authsvc_inbox"
 RETENTION_SECONDS = 24 * 3600
 DEFAULT_MAX_PER_SCOPE = 1000
+NO_FILTERS = Filters()
 # A listing inlines a message's text and HTML only below MAX_INLINE_BODY_BYTES,
 # and only while the answer's inlined bodies stay under BODY_BUDGET_BYTES; the
 # rest are listed with `body_omitted: true` (fetch them one by one). This is
@@ -185,7 +186,7 @@ def insert_message(
 
 
 def scan_scope(
-    conn: Connection, scope: str, *, since: int = 0, filters: Filters = Filters(),
+    conn: Connection, scope: str, *, since: int = 0, filters: Filters = NO_FILTERS,
     limit: int = MAX_LISTED + 1,
 ) -> list[Seen]:
     with conn.cursor(row_factory=class_row(Seen)) as cur:
@@ -194,7 +195,7 @@ def scan_scope(
 
 def list_messages(
     conn: Connection, scope: str, *, since: int = 0, limit: int = MAX_LISTED,
-    filters: Filters = Filters(), bodies: bool = True,
+    filters: Filters = NO_FILTERS, bodies: bool = True,
 ) -> Page:
     """One page, oldest first; bodies inlined within the answer's byte budget."""
     params = scan_params(scope, since, filters, limit + 1)

@@ -91,10 +91,10 @@ class InboxFront:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
         )
         # No access log: query strings carry tokens (`?token=`), as in `authsvc serve`.
-        self._runner = web.AppRunner(self.app, access_log=None)
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2)
         await self._runner.setup()
         site = web.TCPSite(
-            self._runner, self.config.host, self.config.port, backlog=2048, shutdown_timeout=2
+            self._runner, self.config.host, self.config.port, backlog=2048
         )
         await site.start()
 

@@ -25,6 +25,10 @@ browser:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	      || echo "chromium could not be installed; page tests will be skipped"; \
 	  else echo "chromium not found; page tests will be skipped"; fi; }
+	@# axe-core for the inbox UI's accessibility scan, injected from disk (no CDN).
+	@test -f tests/browser/node_modules/axe-core/axe.min.js || { \
+	  command -v npm >/dev/null 2>&1 && (cd tests/browser && npm ci --no-audit --no-fund --silent) \
+	    || echo "axe-core could not be installed; the inbox UI browser tests will be skipped"; }
 
 test: $(STAMP) browser
 	$(BIN)/pytest -n 2 --dist loadfile -q

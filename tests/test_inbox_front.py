@@ -21,6 +21,7 @@ from psycopg_pool import ConnectionPool
 from werkzeug.serving import make_server
 
 from authsvc.app import create_app
+from authsvc.clock import Clock, system_clock
 from authsvc.config import load_settings
 from authsvc.inbox.front import FrontConfig, InboxFront
 from authsvc.inbox.smtp import InboxSink
@@ -92,13 +93,14 @@ def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
         yield running
 
 
-def _front(
+def serve_front(
     sink: InboxSink, env: dict[str, str], pool: ConnectionPool, passwords: Passwords,
-    database_url: str, **settings: str,
+    database_url: str, clock: Clock = system_clock, **settings: str,
 ) -> Iterator[str]:
+    """The Flask app under a real WSGI server, and the front before it on the sink's loop."""
     app = create_app(
         load_settings({**env, "AUTHSVC_TEST_INBOX": "on", **settings}), pool=pool,
-        passwords=passwords,
+        passwords=passwords, clock=clock,
     )
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -119,7 +121,7 @@ def _front(
 
 @pytest.fixture
 def front_url(sink, env, pool, passwords, database_url) -> Iterator[str]:
-    yield from _front(sink, env, pool, passwords, database_url)
+    yield from serve_front(sink, env, pool, passwords, database_url)
 
 
 @pytest.fixture
@@ -166,7 +168,7 @@ def test_other_requests_pass_through_the_proxy_unchanged(front_url):
 def test_the_front_requires_the_bearer_token_when_one_is_set(
     sink, env, pool, passwords, database_url
 ):
-    for url in _front(
+    for url in serve_front(
         sink, env, pool, passwords, database_url, AUTHSVC_TEST_INBOX_TOKEN="s3cret"
     ):
         anonymous = HttpClient(url)

@@ -101,6 +101,9 @@ class InboxFront:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+            # Let the handlers cancelled by cleanup (parked polls, event streams) unwind.
+            for _ in range(3):
+                await asyncio.sleep(0)
         if self._session is not None:
             await self._session.close()
         await self.watcher.stop()
@@ -190,8 +193,8 @@ class InboxFront:
                 while not await self.watcher.any_news(EVENTS_HEARTBEAT_SECONDS):
                     await response.write(b": still here\n\n")
                 await asyncio.sleep(EVENTS_DEBOUNCE_SECONDS)  # one update for a burst of mail
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the browser went away
         return response
 
     async def proxy(self, request: web.Request) -> web.StreamResponse:

@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from authsvc.inbox import messages, params
 from authsvc.inbox.answers import expect_one_answer, problem_body, settle_left
 from authsvc.inbox.messages import Page, Seen
+from authsvc.inbox.openapi import openapi_document
 from authsvc.inbox.params import BadRequest, Filters
 from authsvc.inbox.scopes import new_scope_name
 from authsvc.inbox.waiting import ScopeWatcher, TooManyWaiters
@@ -168,6 +169,11 @@ def delete_scope(scope: str) -> tuple[str, int]:
     return "", 204
 
 
+def openapi() -> Response:
+    """The OpenAPI document of /_inbox."""
+    return jsonify(openapi_document())
+
+
 def _start_watcher(state: BlueprintSetupState) -> None:
     app = state.app
     conninfo = app.extensions["authsvc"].pool.conninfo
@@ -189,3 +195,4 @@ def register(bp: Blueprint) -> None:
     bp.add_url_rule("/scopes/<scope>/messages/<int:message_id>", view_func=get_message)
     bp.add_url_rule("/scopes/<scope>/messages/<int:message_id>/raw", view_func=get_raw_message)
     bp.add_url_rule("/scopes/<scope>", view_func=delete_scope, methods=["DELETE"])
+    bp.add_url_rule("/openapi.json", view_func=openapi)

@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.worker_latency
 	$(BIN)/python -m bench.worker_throughput
 	$(BIN)/python bench/password_hashing.py
+	$(BIN)/python -m bench.inbox_wakeup
 
 # Long-mode reliability runs (docs/RELIABILITY.md); each prints its figures.
 chaos: $(STAMP)

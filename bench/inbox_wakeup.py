@@ -1,4 +1,4 @@
-"""Test-inbox wake-up latency: SMTP acceptance (250) → the long poll's answer, at 1/100/1,000 waiters.
+"""Test-inbox wake-up latency, SMTP 250 → the long poll's answer, at 1, 100 and 1,000 waiters.
 
 Run: .venv/bin/python -m bench.inbox_wakeup   (writes bench/results/inbox_wakeup.txt)
 Starts a real `authsvc dev` (its asyncio inbox front owns the HTTP port),
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import signal
 import smtplib
@@ -24,7 +25,6 @@ import aiohttp
 
 from bench.common import fresh_database, percentile, report, worker_env
 
-import os
 WAITERS = tuple(int(n) for n in os.environ.get("BENCH_WAITERS", "1,100,1000").split(","))
 
 

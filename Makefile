@@ -25,6 +25,10 @@ browser:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	      || echo "chromium could not be installed; page tests will be skipped"; \
 	  else echo "chromium not found; page tests will be skipped"; fi; }
+	@# axe-core for the inbox UI's accessibility scan, injected from disk (no CDN).
+	@test -f tests/browser/node_modules/axe-core/axe.min.js || { \
+	  command -v npm >/dev/null 2>&1 && (cd tests/browser && npm ci --no-audit --no-fund --silent) \
+	    || echo "axe-core could not be installed; the inbox UI browser tests will be skipped"; }
 
 # The suite's own temp root: pytest prunes /tmp/pytest-of-$USER when other
 # runs start, which would delete a running embedded PostgreSQL's data dir.
@@ -53,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.worker_latency
 	$(BIN)/python -m bench.worker_throughput
 	$(BIN)/python bench/password_hashing.py
+	$(BIN)/python -m bench.inbox_wakeup
 
 # Long-mode reliability runs (docs/RELIABILITY.md); each prints its figures.
 chaos: $(STAMP)

@@ -22,6 +22,10 @@ Or add `pytest_plugins = ["authsvc.testing"]` to a conftest.py and use the
 `scoped_inbox` fixture (a fresh scope per test); it reads the service URL
 from AUTHSVC_INBOX_URL (default http://127.0.0.1:8000) and the optional
 bearer token from AUTHSVC_TEST_INBOX_TOKEN.
+
+This module imports only the standard library (pytest only if present), so it
+also ships alone: `pip install ./clients/scoped-inbox` installs this very file
+as `scoped_inbox` (`from scoped_inbox import ScopedInbox`), without the service.
 """
 
 from __future__ import annotations
@@ -167,7 +171,18 @@ class ScopedInbox:
         )
         if status != 200:
             raise InboxError(f"listing messages failed: {status} {body}")
-        return [Email.from_json(m) for m in body["messages"]]
+        return [self._whole(m) for m in body["messages"]]
+
+    def message(self, inbox_id: int) -> Email:
+        """One message of the scope by id, bodies included however large."""
+        status, body = self._request("GET", f"{self._path()}/messages/{int(inbox_id)}")
+        if status != 200:
+            raise InboxError(f"fetching message {inbox_id} failed: {status} {body}")
+        return Email.from_json(body["message"])
+
+    def _whole(self, data: dict[str, Any]) -> Email:
+        # Listings leave out bodies past their byte budget; fetch those whole.
+        return self.message(data["id"]) if data.get("body_omitted") else Email.from_json(data)
 
     def expect_one(
         self, *, timeout: float = 10, settle: float = 1, since: int | None = None
@@ -183,7 +198,7 @@ class ScopedInbox:
             waits=("timeout",),
         )
         if status == 200:
-            email = Email.from_json(body["message"])
+            email = self._whole(body["message"])
             self.cursor = max(self.cursor, email.id)
             return email
         if status == 408:

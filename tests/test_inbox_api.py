@@ -281,11 +281,11 @@ def test_scoped_inbox_says_the_inbox_may_be_off_on_a_non_json_answer(app):
 @pytest.mark.parametrize(
     ("method", "path", "status", "code"),
     [
-        ("GET", "/_inbox", 404, "not_found"),
+        ("GET", "/_inbox/ui", 404, "not_found"),
         ("GET", "/_inbox/nope", 404, "not_found"),
         ("GET", "/_inbox/scopes/abc/messages/not-a-number", 404, "not_found"),
         ("POST", "/_inbox/scopes/abc/messages", 405, "method_not_allowed"),
-        ("GET", "/_inbox/scopes", 405, "method_not_allowed"),
+        ("PUT", "/_inbox/scopes", 405, "method_not_allowed"),
     ],
 )
 def test_unknown_paths_and_wrong_methods_are_problems(inbox, method, path, status, code):

@@ -56,6 +56,13 @@ def _port_taken(port: int) -> bool:
     return False
 
 
+def _free_port() -> int:
+    """A loopback port nothing listens on now, for gunicorn behind the inbox front."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def _http_ready(url: str) -> bool:
     try:
         with urlopen(url, timeout=2) as response:  # noqa: S310 - our own http URL
@@ -204,8 +211,17 @@ def dev(port: int, smtp_port: int) -> None:
 
         has_worker = "worker" in command_group.commands
         cli = [sys.executable, "-m", "authsvc.cli"]
-        stack.start("web", gunicorn_argv(f"127.0.0.1:{port}", workers=2, threads=16))
-        stack.start("inbox", [*cli, "inbox", "--port", str(smtp_port)])
+        # The inbox's asyncio front owns the public port: it answers long polls
+        # and live events itself (no thread each) and proxies the rest to gunicorn.
+        web_port = _free_port()
+        stack.start("web", gunicorn_argv(f"127.0.0.1:{web_port}", workers=2, threads=16))
+        stack.start(
+            "inbox",
+            [
+                *cli, "inbox", "--port", str(smtp_port), "--http-port", str(port),
+                "--upstream", f"http://127.0.0.1:{web_port}",
+            ],
+        )
         if has_worker:
             stack.start("worker", [*cli, "worker"])
         _wait_until_ready(stack, stop, port, smtp_port)

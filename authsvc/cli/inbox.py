@@ -1,7 +1,8 @@
-"""`authsvc inbox`: the test-inbox SMTP sink alone."""
+"""`authsvc inbox`: the test-inbox SMTP sink, and optionally its asyncio HTTP front."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import threading
@@ -10,6 +11,8 @@ import click
 import psycopg
 
 from authsvc.db import create_pool
+from authsvc.inbox.front import FrontConfig, InboxFront
+from authsvc.inbox.messages import DEFAULT_MAX_PER_SCOPE
 from authsvc.inbox.smtp import DEFAULT_MAX_MESSAGE_BYTES, InboxSink
 from authsvc.logs import configure_logging
 from authsvc.startup import database_url_or_exit, settings_or_exit
@@ -25,8 +28,30 @@ from authsvc.startup import database_url_or_exit, settings_or_exit
     show_default=True,
     help="Bytes; larger messages are refused with 552.",
 )
-def inbox(host: str, port: int, max_message_size: int) -> None:
+@click.option(
+    "--max-per-scope",
+    type=click.IntRange(1, 100_000),
+    default=DEFAULT_MAX_PER_SCOPE,
+    show_default=True,
+    help="Messages kept per scope; the oldest are dropped first.",
+)
+@click.option("--http-host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--http-port", type=click.IntRange(1, 65535), default=None,
+    help="Also serve the inbox's long polls and live events here (asyncio), "
+    "proxying every other request to --upstream.",
+)
+@click.option(
+    "--upstream", default=None, metavar="URL",
+    help="The web app behind the HTTP front, e.g. http://127.0.0.1:8001.",
+)
+def inbox(
+    host: str, port: int, max_message_size: int, max_per_scope: int, http_host: str,
+    http_port: int | None, upstream: str | None,
+) -> None:
     """Run the test-inbox SMTP sink (needs AUTHSVC_TEST_INBOX=on; never in production)."""
+    if (http_port is None) != (upstream is None):
+        raise click.UsageError("--http-port and --upstream go together")
     settings = settings_or_exit()
     if not settings.test_inbox:
         raise click.ClickException(
@@ -47,7 +72,7 @@ def inbox(host: str, port: int, max_message_size: int) -> None:
                 raise click.ClickException("the schema is missing: run `authsvc db upgrade` first")
         sink = InboxSink(
             pool, settings.test_inbox_domain, host=host, port=port,
-            max_message_bytes=max_message_size,
+            max_message_bytes=max_message_size, max_per_scope=max_per_scope,
         )
         try:
             sink.start()
@@ -57,7 +82,25 @@ def inbox(host: str, port: int, max_message_size: int) -> None:
             f"test inbox: SMTP on {host}:{port}, accepting mail for @{settings.test_inbox_domain}",
             err=True,
         )
+        front = None
+        if http_port is not None and upstream is not None:
+            front = InboxFront(
+                FrontConfig(
+                    upstream=upstream.rstrip("/"), database_url=url,
+                    token=settings.test_inbox_token, host=http_host, port=http_port,
+                )
+            )
+            try:
+                asyncio.run_coroutine_threadsafe(front.start(), sink.loop).result(timeout=20)
+            except OSError as exc:
+                sink.stop()
+                raise click.ClickException(
+                    f"cannot listen on {http_host}:{http_port}: {exc}"
+                ) from None
+            click.echo(f"test inbox: HTTP front on {http_host}:{http_port} -> {upstream}", err=True)
         _wait_for_stop_signal()
+        if front is not None:
+            asyncio.run_coroutine_threadsafe(front.stop(), sink.loop).result(timeout=20)
         sink.stop()
     except psycopg.OperationalError as exc:
         raise click.ClickException(f"database unavailable: {exc}") from None

@@ -1,7 +1,8 @@
-"""The inbox_messages table: typed wrappers over inbox.sql."""
+"""The inbox_messages table: typed wrappers over inbox.sql, and the byte budget of an answer."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,13 +13,21 @@ from psycopg import Connection
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from authsvc.inbox.params import MAX_LISTED, Filters
 from authsvc.inbox.parsing import ParsedMessage
 from authsvc.sql import load_queries
 
 Q = load_queries(Path(__file__).parent / "inbox.sql")
 NOTIFY_CHANNEL = "authsvc_inbox"
 RETENTION_SECONDS = 24 * 3600
-MAX_LISTED = 500
+DEFAULT_MAX_PER_SCOPE = 1000
+NO_FILTERS = Filters()
+# A listing inlines a message's text and HTML only below MAX_INLINE_BODY_BYTES,
+# and only while the answer's inlined bodies stay under BODY_BUDGET_BYTES; the
+# rest are listed with `body_omitted: true` (fetch them one by one). This is
+# what bounds a request's memory whatever the scope holds.
+MAX_INLINE_BODY_BYTES = 1024 * 1024
+BODY_BUDGET_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,9 @@ class InboxMessage:
     links: list[str]
     received_at: datetime
     age_seconds: float
+    size: int
+    body_bytes: int
+    body_omitted: bool
 
     def as_json(self) -> dict[str, Any]:
         """The message as the HTTP API shows it (SPEC §8)."""
@@ -50,14 +62,108 @@ class InboxMessage:
             "html": self.html_body,
             "links": self.links,
             "headers": self.headers,
+            "size": self.size,
+            "body_omitted": self.body_omitted,
         }
+
+
+@dataclass(frozen=True)
+class Page:
+    """One listing answer: the messages and whether more follow (ask again with since=)."""
+
+    messages: list[InboxMessage]
+    more: bool
+
+    def as_json(self, since: int) -> dict[str, Any]:
+        last = self.messages[-1].id if self.messages else since
+        return {
+            "messages": [m.as_json() for m in self.messages],
+            "more": self.more,
+            "next_since": last,
+        }
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a waiting request re-checks: enough to count and to group re-sends."""
+
+    id: int
+    message_id: str | None
+    age_seconds: float
+
+
+@dataclass(frozen=True)
+class ScopeSummary:
+    scope: str
+    messages: int
+    last_id: int
+    last_subject: str | None
+    last_received_at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "messages": self.messages,
+            "last_id": self.last_id,
+            "last_subject": self.last_subject,
+            "last_received_at": self.last_received_at.isoformat(),
+        }
+
+
+def _like(value: str | None) -> str | None:
+    if value is None:
+        return None
+    escaped = value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def scan_params(scope: str, since: int, filters: Filters, limit: int) -> dict[str, Any]:
+    """Parameters of scan_scope and list_summaries."""
+    return {
+        "scope": scope,
+        "since": since,
+        "limit": limit,
+        "retention_seconds": RETENTION_SECONDS,
+        "to": _like(filters.to),
+        "subject": _like(filters.subject),
+        "q": _like(filters.q),
+    }
+
+
+def ids_to_inline(summaries: list[InboxMessage]) -> list[int]:
+    """The messages whose bodies fit this answer's budget, oldest first."""
+    chosen, spent = [], 0
+    for message in summaries:
+        if 0 < message.body_bytes <= MAX_INLINE_BODY_BYTES:
+            if spent + message.body_bytes > BODY_BUDGET_BYTES:
+                break
+            spent += message.body_bytes
+            chosen.append(message.id)
+    return chosen
+
+
+def with_bodies(
+    summaries: list[InboxMessage], bodies: dict[int, tuple[str | None, str | None]]
+) -> list[InboxMessage]:
+    """The summaries with the fetched bodies filled in."""
+    page = []
+    for message in summaries:
+        if message.id in bodies:
+            text, html = bodies[message.id]
+            message = dataclasses.replace(
+                message, text_body=text, html_body=html, body_omitted=False
+            )
+        elif message.body_bytes == 0:
+            message = dataclasses.replace(message, body_omitted=False)
+        page.append(message)
+    return page
 
 
 def insert_message(
     conn: Connection, scope: str, recipients: list[str], parsed: ParsedMessage, raw: bytes,
-    envelope_sender: str | None,
+    envelope_sender: str | None, *, keep: int = DEFAULT_MAX_PER_SCOPE,
 ) -> int:
-    """Store a message in `scope` and wake its waiters; both take effect at commit."""
+    """Store a message in `scope`, drop the oldest beyond `keep`, wake its waiters (at commit)."""
     row = conn.execute(
         Q["insert_message"],
         {
@@ -74,17 +180,34 @@ def insert_message(
         },
     ).fetchone()
     assert row is not None
+    conn.execute(Q["trim_scope"], {"scope": scope, "keep": keep})
     conn.execute(Q["notify_waiters"], {"scope": scope})
     return int(row[0])
 
 
+def scan_scope(
+    conn: Connection, scope: str, *, since: int = 0, filters: Filters = NO_FILTERS,
+    limit: int = MAX_LISTED + 1,
+) -> list[Seen]:
+    with conn.cursor(row_factory=class_row(Seen)) as cur:
+        return cur.execute(Q["scan_scope"], scan_params(scope, since, filters, limit)).fetchall()
+
+
 def list_messages(
-    conn: Connection, scope: str, *, since: int = 0, limit: int = MAX_LISTED
-) -> list[InboxMessage]:
-    params = {"scope": scope, "since": since, "limit": limit}
-    params["retention_seconds"] = RETENTION_SECONDS
+    conn: Connection, scope: str, *, since: int = 0, limit: int = MAX_LISTED,
+    filters: Filters = NO_FILTERS, bodies: bool = True,
+) -> Page:
+    """One page, oldest first; bodies inlined within the answer's byte budget."""
+    params = scan_params(scope, since, filters, limit + 1)
     with conn.cursor(row_factory=class_row(InboxMessage)) as cur:
-        return cur.execute(Q["list_messages"], params).fetchall()
+        summaries = cur.execute(Q["list_summaries"], params).fetchall()
+    summaries, more = summaries[:limit], len(summaries) > limit
+    chosen = ids_to_inline(summaries) if bodies else []
+    found: dict[int, tuple[str | None, str | None]] = {}
+    if chosen:
+        for inbox_id, text, html in conn.execute(Q["get_bodies"], {"ids": chosen}):
+            found[inbox_id] = (text, html)
+    return Page(with_bodies(summaries, found), more)
 
 
 def get_message(conn: Connection, scope: str, message_id: int) -> InboxMessage | None:
@@ -99,6 +222,13 @@ def get_raw_message(conn: Connection, scope: str, message_id: int) -> bytes | No
     return bytes(row[0]) if row else None
 
 
+def list_scopes(conn: Connection, limit: int = 50) -> list[ScopeSummary]:
+    """The most recently written scopes, newest first."""
+    params = {"limit": limit, "retention_seconds": RETENTION_SECONDS}
+    with conn.cursor(row_factory=class_row(ScopeSummary)) as cur:
+        return cur.execute(Q["list_scopes"], params).fetchall()
+
+
 def delete_scope(conn: Connection, scope: str) -> int:
     return conn.execute(Q["delete_scope"], {"scope": scope}).rowcount
 
@@ -108,7 +238,7 @@ def prune_messages(conn: Connection, retention_seconds: int = RETENTION_SECONDS)
     return conn.execute(Q["prune_messages"], {"retention_seconds": retention_seconds}).rowcount
 
 
-def duplicate_groups(messages: list[InboxMessage]) -> list[list[int]]:
+def duplicate_groups(messages: list[Seen] | list[InboxMessage]) -> list[list[int]]:
     """Ids of messages sharing a Message-ID (re-sends of one job), one group per Message-ID."""
     groups: dict[str, list[int]] = defaultdict(list)
     for message in messages:

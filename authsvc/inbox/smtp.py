@@ -13,7 +13,7 @@ import psycopg
 from aiosmtpd.controller import Controller
 from psycopg_pool import ConnectionPool
 
-from authsvc.inbox.messages import insert_message, prune_messages
+from authsvc.inbox.messages import DEFAULT_MAX_PER_SCOPE, insert_message, prune_messages
 from authsvc.inbox.parsing import parse_message
 from authsvc.inbox.scopes import BadScope, scope_of
 from authsvc.logs import log_event
@@ -21,21 +21,31 @@ from authsvc.logs import log_event
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
+# RFC 5321 §4.5.3.1.8: a server must accept at least 100 recipients, and may
+# refuse more with 452 (the client sends the rest in another transaction).
+MAX_RECIPIENTS = 100
 PRUNE_INTERVAL_SECONDS = 600
 
 
 class InboxHandler:
     """aiosmtpd handler: checks recipients at RCPT, stores the message at DATA."""
 
-    def __init__(self, pool: ConnectionPool, domain: str) -> None:
+    def __init__(
+        self, pool: ConnectionPool, domain: str, *, max_per_scope: int = DEFAULT_MAX_PER_SCOPE
+    ) -> None:
         self.pool = pool
         self.domain = domain.lower()
+        self.max_per_scope = max_per_scope
         self._in_flight = 0
         self._idle = threading.Condition()
 
     async def handle_RCPT(
         self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: list[str]
     ) -> str:
+        if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
+            reply = f"452 4.5.3 too many recipients (at most {MAX_RECIPIENTS} per message)"
+            log_event(log, "inbox_recipient_refused", recipient=address, reply=reply)
+            return reply
         try:
             scope = scope_of(address, self.domain)
         except BadScope as exc:
@@ -76,7 +86,9 @@ class InboxHandler:
                 by_scope[scope].append(address)
         with self.pool.connection() as conn, conn.transaction():
             ids = [
-                insert_message(conn, scope, rcpts, parsed, raw, envelope_sender)
+                insert_message(
+                    conn, scope, rcpts, parsed, raw, envelope_sender, keep=self.max_per_scope
+                )
                 for scope, rcpts in by_scope.items()
             ]
         for (scope, _), inbox_id in zip(by_scope.items(), ids, strict=True):
@@ -123,8 +135,9 @@ class InboxSink:
         self, pool: ConnectionPool, domain: str, *, host: str = "127.0.0.1", port: int = 2525,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         prune_interval: float = PRUNE_INTERVAL_SECONDS,
+        max_per_scope: int = DEFAULT_MAX_PER_SCOPE,
     ) -> None:
-        self.handler = InboxHandler(pool, domain)
+        self.handler = InboxHandler(pool, domain, max_per_scope=max_per_scope)
         self.host, self.port = host, port
         self.prune_interval = prune_interval
         self._stopping = threading.Event()
@@ -150,6 +163,11 @@ class InboxSink:
         # Off the DATA path: a slow or failing prune never delays or changes a reply.
         while not self._stopping.wait(self.prune_interval):
             self.handler.prune()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The sink's event loop (the async HTTP front runs on it too)."""
+        return self._controller.loop
 
     def stop(self, grace_seconds: float = 5.0) -> None:
         """Stop accepting, let messages being stored finish (bounded), then close."""

@@ -3,69 +3,36 @@
 from __future__ import annotations
 
 import hmac
-import re
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from flask.blueprints import BlueprintSetupState
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from authsvc.inbox import messages
-from authsvc.inbox.messages import InboxMessage
-from authsvc.inbox.scopes import BadScope, new_scope_name, normalise_scope
+from authsvc.inbox import messages, params
+from authsvc.inbox.answers import expect_one_answer, problem_body, settle_left
+from authsvc.inbox.messages import Page, Seen
+from authsvc.inbox.openapi import openapi_document
+from authsvc.inbox.params import BadRequest, Filters
+from authsvc.inbox.scopes import new_scope_name
 from authsvc.inbox.waiting import ScopeWatcher, TooManyWaiters
 from authsvc.web import services
 
-MAX_WAIT_SECONDS = 30.0
-MAX_SETTLE_SECONDS = 10.0
-DEFAULT_TIMEOUT_SECONDS = 10.0
-DEFAULT_SETTLE_SECONDS = 1.0
-MAX_ID = 2**63 - 1
-_DECIMAL = re.compile(r"\d{1,6}(\.\d{1,6})?")
-_INTEGER = re.compile(r"\d{1,19}")
 EXTENSION_KEY = "authsvc_inbox"
 PREFIX = "/_inbox"
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
-class BadRequest(Exception):
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
-        self.detail = detail
-
-
 def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> Response:
     """An RFC 9457 problem document."""
-    body = {"type": "about:blank", "title": title, "status": status, "code": code, "detail": detail}
-    response = jsonify({**body, **extra})
+    response = jsonify(problem_body(status, code, title, detail, **extra))
     response.status_code = status
     response.content_type = "application/problem+json"
     return response
 
 
-def _seconds(name: str, default: float, maximum: float) -> float:
-    raw = request.args.get(name)
-    if raw is None:
-        return default
-    if not _DECIMAL.fullmatch(raw) or float(raw) > maximum:
-        raise BadRequest(f"{name} must be a number of seconds from 0 to {maximum:g}, got {raw!r}")
-    return float(raw)
-
-
-def _integer(name: str, default: int, maximum: int) -> int:
-    raw = request.args.get(name)
-    if raw is None:
-        return default
-    if not _INTEGER.fullmatch(raw) or int(raw) > maximum:
-        raise BadRequest(f"{name} must be a whole number from 0 to {maximum}, got {raw!r}")
-    return int(raw)
-
-
-def _scope(raw: str) -> str:
-    try:
-        return normalise_scope(raw)
-    except BadScope as exc:
-        raise BadRequest(str(exc)) from None
+def _args() -> dict[str, str]:
+    return request.args.to_dict()
 
 
 def _watcher() -> ScopeWatcher:
@@ -73,11 +40,18 @@ def _watcher() -> ScopeWatcher:
     return watcher
 
 
-def _list(scope: str, since: int) -> list[InboxMessage]:
+def _scan(scope: str, since: int, filters: Filters) -> list[Seen]:
     # A connection per check, never held across the wait: a hundred long
     # polls must not drain the pool the rest of the app needs.
     with services().pool.connection() as conn:
-        return messages.list_messages(conn, scope, since=since)
+        return messages.scan_scope(conn, scope, since=since, filters=filters)
+
+
+def _page(scope: str, since: int, filters: Filters, limit: int, bodies: bool) -> Page:
+    with services().pool.connection() as conn:
+        return messages.list_messages(
+            conn, scope, since=since, filters=filters, limit=limit, bodies=bodies
+        )
 
 
 def _require_token() -> Response | None:
@@ -133,48 +107,49 @@ def create_scope() -> tuple[Response, int]:
 
 def list_scope_messages(scope: str) -> Response:
     """Messages of a scope, oldest first, waiting up to `wait` seconds for `min` of them."""
-    scope = _scope(scope)
-    wait = _seconds("wait", 0.0, MAX_WAIT_SECONDS)
-    minimum = _integer("min", 1, messages.MAX_LISTED)
-    since = _integer("since", 0, MAX_ID)
-    found = _watcher().wait_until(
-        scope, lambda: _list(scope, since), lambda ms: len(ms) >= minimum, wait
+    query = params.list_query(scope, _args())
+    _watcher().wait_until(
+        query.scope,
+        lambda: _scan(query.scope, query.since, query.filters),
+        lambda seen: len(seen) >= query.minimum,
+        query.wait,
     )
-    return jsonify(messages=[m.as_json() for m in found])
+    page = _page(query.scope, query.since, query.filters, query.limit, query.bodies)
+    return jsonify(page.as_json(query.since))
 
 
 def expect_one(scope: str) -> Response:
     """200 for exactly one message, 409 for more (with duplicate groups), 408 for none."""
-    scope = _scope(scope)
-    timeout = _seconds("timeout", DEFAULT_TIMEOUT_SECONDS, MAX_WAIT_SECONDS)
-    settle = _seconds("settle", DEFAULT_SETTLE_SECONDS, MAX_SETTLE_SECONDS)
-    since = _integer("since", 0, MAX_ID)
+    query = params.expect_query(scope, _args())
     watcher = _watcher()
-    found = watcher.wait_until(scope, lambda: _list(scope, since), lambda ms: len(ms) >= 1, timeout)
-    if len(found) == 1:
-        # Settle counts from the message's arrival, so a late check needs no extra wait.
-        remaining = settle - found[0].age_seconds
-        if remaining > 0:
-            found = watcher.wait_until(
-                scope, lambda: _list(scope, since), lambda ms: len(ms) >= 2, remaining
-            )
-    if not found:
-        detail = f"no message arrived in {scope!r} within {timeout:g} s"
-        return problem(408, "no_message", "No message", detail, count=0, messages=[], duplicates=[])
-    if len(found) == 1:
-        return jsonify(message=found[0].as_json())
-    response = jsonify(
-        count=len(found),
-        messages=[m.as_json() for m in found],
-        duplicates=messages.duplicate_groups(found),
-    )
-    response.status_code = 409
+
+    def scan() -> list[Seen]:
+        return _scan(query.scope, query.since, query.filters)
+
+    seen = watcher.wait_until(query.scope, scan, lambda found: len(found) >= 1, query.timeout)
+    remaining = settle_left(query, seen)
+    if remaining > 0:
+        seen = watcher.wait_until(query.scope, scan, lambda found: len(found) >= 2, remaining)
+    page = _page(query.scope, query.since, query.filters, params.MAX_LISTED, True)
+    status, body = expect_one_answer(query, seen, page)
+    response = jsonify(body)
+    response.status_code = status
+    if status == 408:
+        response.content_type = "application/problem+json"
     return response
+
+
+def list_recent_scopes() -> Response:
+    """The most recently written scopes, newest first."""
+    limit = params.integer(_args(), "limit", 50, 500, minimum=1)
+    with services().pool.connection() as conn:
+        found = messages.list_scopes(conn, limit)
+    return jsonify(scopes=[s.as_json() for s in found])
 
 
 def get_message(scope: str, message_id: int) -> Response:
     with services().pool.connection() as conn:
-        found = messages.get_message(conn, _scope(scope), message_id)
+        found = messages.get_message(conn, params.scope(scope), message_id)
     if found is None:
         return problem(404, "not_found", "Not found", f"no message {message_id} in this scope")
     return jsonify(message=found.as_json())
@@ -182,7 +157,7 @@ def get_message(scope: str, message_id: int) -> Response:
 
 def get_raw_message(scope: str, message_id: int) -> Response:
     with services().pool.connection() as conn:
-        raw = messages.get_raw_message(conn, _scope(scope), message_id)
+        raw = messages.get_raw_message(conn, params.scope(scope), message_id)
     if raw is None:
         return problem(404, "not_found", "Not found", f"no message {message_id} in this scope")
     return Response(raw, mimetype="message/rfc822")
@@ -190,8 +165,13 @@ def get_raw_message(scope: str, message_id: int) -> Response:
 
 def delete_scope(scope: str) -> tuple[str, int]:
     with services().pool.connection() as conn:
-        messages.delete_scope(conn, _scope(scope))
+        messages.delete_scope(conn, params.scope(scope))
     return "", 204
+
+
+def openapi() -> Response:
+    """The OpenAPI document of /_inbox."""
+    return jsonify(openapi_document())
 
 
 def _start_watcher(state: BlueprintSetupState) -> None:
@@ -209,8 +189,10 @@ def register(bp: Blueprint) -> None:
     bp.register_error_handler(HTTPException, _http_problem)
     bp.before_app_request(_routing_problem)
     bp.add_url_rule("/scopes", view_func=create_scope, methods=["POST"])
+    bp.add_url_rule("/scopes", view_func=list_recent_scopes, methods=["GET"])
     bp.add_url_rule("/scopes/<scope>/messages", view_func=list_scope_messages)
     bp.add_url_rule("/scopes/<scope>/expect-one", view_func=expect_one)
     bp.add_url_rule("/scopes/<scope>/messages/<int:message_id>", view_func=get_message)
     bp.add_url_rule("/scopes/<scope>/messages/<int:message_id>/raw", view_func=get_raw_message)
     bp.add_url_rule("/scopes/<scope>", view_func=delete_scope, methods=["DELETE"])
+    bp.add_url_rule("/openapi.json", view_func=openapi)

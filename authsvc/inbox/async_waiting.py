@@ -1,0 +1,133 @@
+"""Long polls as coroutines: one LISTEN connection per process wakes every waiter on its scope.
+
+The async counterpart of authsvc.inbox.waiting, for the inbox's asyncio front:
+a waiting request is a parked coroutine holding no thread and no pooled
+connection, so a process can hold thousands of them. Each scope has an
+asyncio.Event that a NOTIFY for the scope sets and replaces; a waiter takes the
+current event *before* it checks the database, so a message committed between
+its check and its wait still wakes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import TypeVar
+
+import psycopg
+
+from authsvc.inbox.messages import NOTIFY_CHANNEL
+from authsvc.logs import log_event
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Only while the listening connection is down: slow polling instead of missed mail.
+FALLBACK_POLL_SECONDS = 1.0
+RECONNECT_DELAY_SECONDS = 1.0
+LISTEN_GRACE_SECONDS = 2.0
+
+
+class AsyncScopeWatcher:
+    """Fans NOTIFY payloads (scope names) out to the coroutines waiting on them."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._events: dict[str, asyncio.Event] = {}
+        self._waiters: dict[str, int] = {}
+        self._any = asyncio.Event()
+        self._listening = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def waiting(self) -> int:
+        """How many requests are parked right now."""
+        return sum(self._waiters.values())
+
+    def start(self) -> None:
+        """Start listening (call on the loop that serves the requests)."""
+        self._task = asyncio.get_running_loop().create_task(self._listen())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+
+    async def wait_until(
+        self, scope: str, check: Callable[[], Awaitable[T]], done: Callable[[T], bool],
+        timeout: float,
+    ) -> T:
+        """Await `check` until `done(result)` or `timeout` seconds pass; re-check only on news."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        result = await check()
+        if done(result) or timeout <= 0:
+            return result
+        with self._watching(scope):
+            if not self._listening.is_set():
+                # A check before LISTEN is active could miss a message landing in between.
+                limit = min(deadline - loop.time(), LISTEN_GRACE_SECONDS)
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._listening.wait(), max(0.0, limit))
+            while True:
+                news = self._events[scope]
+                result = await check()
+                remaining = deadline - loop.time()
+                if done(result) or remaining <= 0:
+                    return result
+                if not self._listening.is_set():
+                    remaining = min(remaining, FALLBACK_POLL_SECONDS)
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(news.wait(), remaining)
+
+    async def any_news(self, timeout: float) -> bool:
+        """Wait until a message lands in any scope; False after `timeout` seconds of silence."""
+        news = self._any
+        try:
+            await asyncio.wait_for(news.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    @contextmanager
+    def _watching(self, scope: str) -> Iterator[None]:
+        self._waiters[scope] = self._waiters.get(scope, 0) + 1
+        self._events.setdefault(scope, asyncio.Event())
+        try:
+            yield
+        finally:
+            self._waiters[scope] -= 1
+            if not self._waiters[scope]:
+                del self._waiters[scope], self._events[scope]
+
+    def _announce(self, scope: str) -> None:
+        news = self._events.get(scope)
+        if news is not None:
+            news.set()
+            self._events[scope] = asyncio.Event()
+        self._any.set()
+        self._any = asyncio.Event()
+
+    def _wake_everyone(self) -> None:
+        # After a (re)connect notifications may have been missed: everybody re-checks.
+        for scope in list(self._events):
+            self._announce(scope)
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                async with conn:
+                    await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self._listening.set()
+                    self._wake_everyone()
+                    async for notify in conn.notifies():
+                        self._announce(notify.payload)
+            except psycopg.Error as exc:
+                log_event(log, "inbox_listener_lost", logging.WARNING, error=str(exc))
+            self._listening.clear()
+            self._wake_everyone()
+            await asyncio.sleep(RECONNECT_DELAY_SECONDS)

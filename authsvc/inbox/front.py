@@ -1,0 +1,226 @@
+"""The inbox's asyncio front: serves the long polls and live events itself, proxies the rest.
+
+Under `authsvc dev` this server owns the public port. A long poll
+(`…/messages`, `…/expect-one`) or the UI's event stream is a coroutine parked
+on one LISTEN connection, so a thousand of them cost no thread; every other
+request is streamed to the gunicorn app behind it unchanged. The answers are
+decided by the same code as the Flask views (authsvc.inbox.params, .answers,
+.messages), so both behave alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from psycopg_pool import AsyncConnectionPool
+
+from authsvc.inbox import async_store, params
+from authsvc.inbox.answers import expect_one_answer, problem_body, settle_left
+from authsvc.inbox.async_waiting import AsyncScopeWatcher
+from authsvc.inbox.messages import Seen
+from authsvc.inbox.params import BadRequest
+
+# Hop-by-hop headers (RFC 9110 §7.6.1) are the proxy's own business.
+_HOP_BY_HOP = frozenset(
+    h.lower()
+    for h in (
+        "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE",
+        "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length",
+    )
+)
+EVENTS_HEARTBEAT_SECONDS = 15.0
+EVENTS_DEBOUNCE_SECONDS = 0.2
+EVENTS_RETRY_MS = 2000
+MAX_PROXIED_BODY = 1024 * 1024
+CHUNK = 64 * 1024
+
+
+@dataclass
+class FrontConfig:
+    upstream: str
+    database_url: str
+    token: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    pool_size: int = 8
+
+
+def _json(status: int, body: Any, *, problem: bool = False) -> web.Response:
+    content_type = "application/problem+json" if problem else "application/json"
+    response = web.Response(status=status, text=json.dumps(body), content_type=content_type)
+    return response
+
+
+def _bad_request(exc: BadRequest) -> web.Response:
+    return _json(400, problem_body(400, "invalid_request", "Bad request", exc.detail), problem=True)
+
+
+class InboxFront:
+    """The aiohttp server: long polls, the UI's events, and a proxy to the web app."""
+
+    def __init__(self, config: FrontConfig) -> None:
+        self.config = config
+        self.pool = AsyncConnectionPool(
+            config.database_url, min_size=1, max_size=config.pool_size, open=False,
+            name="authsvc-inbox-front",
+        )
+        self.watcher = AsyncScopeWatcher(config.database_url)
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self.app = web.Application(client_max_size=MAX_PROXIED_BODY)
+        self.app.router.add_get("/_inbox/scopes/{scope}/messages", self._guard(self.messages))
+        self.app.router.add_get("/_inbox/scopes/{scope}/expect-one", self._guard(self.expect_one))
+        self.app.router.add_get("/_inbox/events", self._guard(self.events))
+        self.app.router.add_get("/_inbox/front", self._guard(self.status))
+        self.app.router.add_route("*", "/{tail:.*}", self.proxy)
+
+    async def start(self) -> None:
+        """Open the pool and the LISTEN connection, then listen on host:port."""
+        await self.pool.open(wait=True, timeout=10)
+        self.watcher.start()
+        self._session = aiohttp.ClientSession(
+            auto_decompress=False,
+            connector=aiohttp.TCPConnector(limit=64),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
+        )
+        # No access log: query strings carry tokens (`?token=`), as in `authsvc serve`.
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2)
+        await self._runner.setup()
+        site = web.TCPSite(
+            self._runner, self.config.host, self.config.port, backlog=2048
+        )
+        await site.start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            # Let the handlers cancelled by cleanup (parked polls, event streams) unwind.
+            for _ in range(3):
+                await asyncio.sleep(0)
+        if self._session is not None:
+            await self._session.close()
+        await self.watcher.stop()
+        await self.pool.close()
+
+    def _guard(
+        self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            refused = self._refuse_without_token(request)
+            if refused is not None:
+                return refused
+            try:
+                return await handler(request)
+            except BadRequest as exc:
+                return _bad_request(exc)
+
+        return guarded
+
+    def _refuse_without_token(self, request: web.Request) -> web.Response | None:
+        expected = self.config.token
+        if not expected:
+            return None
+        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            presented.strip().encode(), expected.encode()
+        ):
+            return None
+        detail = "send Authorization: Bearer <token>"
+        body = problem_body(401, "unauthorized", "Unauthorized", detail)
+        response = _json(401, body, problem=True)
+        response.headers["WWW-Authenticate"] = 'Bearer realm="authsvc test inbox"'
+        return response
+
+    async def status(self, request: web.Request) -> web.StreamResponse:
+        """How many requests this front holds parked (only the front answers this)."""
+        return _json(200, {"waiting": self.watcher.waiting})
+
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        query = params.list_query(request.match_info["scope"], request.query)
+
+        async def scan() -> list[Seen]:
+            return await async_store.scan_scope(self.pool, query.scope, query.since, query.filters)
+
+        await self.watcher.wait_until(
+            query.scope, scan, lambda seen: len(seen) >= query.minimum, query.wait
+        )
+        page = await async_store.list_messages(
+            self.pool, query.scope, since=query.since, filters=query.filters,
+            limit=query.limit, bodies=query.bodies,
+        )
+        return _json(200, page.as_json(query.since))
+
+    async def expect_one(self, request: web.Request) -> web.StreamResponse:
+        query = params.expect_query(request.match_info["scope"], request.query)
+
+        async def scan() -> list[Seen]:
+            return await async_store.scan_scope(self.pool, query.scope, query.since, query.filters)
+
+        seen = await self.watcher.wait_until(
+            query.scope, scan, lambda found: len(found) >= 1, query.timeout
+        )
+        remaining = settle_left(query, seen)
+        if remaining > 0:
+            seen = await self.watcher.wait_until(
+                query.scope, scan, lambda found: len(found) >= 2, remaining
+            )
+        page = await async_store.list_messages(
+            self.pool, query.scope, since=query.since, filters=query.filters,
+            limit=params.MAX_LISTED, bodies=True,
+        )
+        status, body = expect_one_answer(query, seen, page)
+        return _json(status, body, problem=status == 408)
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: the recent scopes now, then again whenever mail lands."""
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
+        )
+        await response.prepare(request)
+        try:
+            await response.write(f"retry: {EVENTS_RETRY_MS}\n\n".encode())
+            while True:
+                scopes = await async_store.list_scopes(self.pool)
+                data = json.dumps({"scopes": [s.as_json() for s in scopes]})
+                await response.write(f"event: scopes\ndata: {data}\n\n".encode())
+                while not await self.watcher.any_news(EVENTS_HEARTBEAT_SECONDS):
+                    await response.write(b": still here\n\n")
+                await asyncio.sleep(EVENTS_DEBOUNCE_SECONDS)  # one update for a burst of mail
+        except ConnectionResetError:
+            pass  # the browser went away
+        return response
+
+    async def proxy(self, request: web.Request) -> web.StreamResponse:
+        """Stream the request to the web app and its answer back, byte for byte."""
+        assert self._session is not None
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP]
+        peer = request.remote or ""
+        forwarded = request.headers.get("X-Forwarded-For")
+        headers.append(("X-Forwarded-For", f"{forwarded}, {peer}" if forwarded else peer))
+        body = await request.read() if request.body_exists else None
+        try:
+            async with self._session.request(
+                request.method, self.config.upstream + request.raw_path, headers=headers,
+                data=body, allow_redirects=False,
+            ) as upstream:
+                response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+                for name, value in upstream.headers.items():
+                    if name.lower() not in _HOP_BY_HOP:
+                        response.headers.add(name, value)
+                if upstream.content_length is not None:
+                    response.content_length = upstream.content_length
+                await response.prepare(request)
+                async for chunk in upstream.content.iter_chunked(CHUNK):
+                    await response.write(chunk)
+                await response.write_eof()
+                return response
+        except aiohttp.ClientError as exc:
+            body_ = problem_body(502, "bad_gateway", "Bad gateway", f"the web app: {exc}")
+            return _json(502, body_, problem=True)

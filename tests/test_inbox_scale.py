@@ -1,0 +1,106 @@
+"""QA scale on a real `authsvc dev`: 1,000 long polls at once, none refused, the API unslowed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import smtplib
+import time
+from email.message import EmailMessage
+
+import aiohttp
+import pytest
+
+from tests.bench_support import percentile
+from tests.inbox_support import wait_for
+from tests.test_dev import Dev, _printed_key, running_dev
+
+pytestmark = pytest.mark.e2e
+POLLS = 1000
+API_CALLS = 50
+
+
+def _email(address: str, subject: str) -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = "qa@example.com"
+    message["To"] = address
+    message["Subject"] = subject
+    message.set_content(f"For {address}: https://app.example/verify?token=t")
+    return message
+
+
+def _deliver(port: int, scopes: list[str]) -> None:
+    with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
+        for scope in scopes:
+            client.send_message(_email(f"qa+{scope}@inbox.test", f"for {scope}"))
+
+
+async def _api_latencies(session: aiohttp.ClientSession, dev: Dev, key: str) -> list[float]:
+    """Sequential API calls (a password reset for unknown addresses: a real write path)."""
+    timings = []
+    headers = {"Authorization": f"Bearer {key}"}
+    for _ in range(API_CALLS):
+        body = {"email": f"nobody-{secrets.token_hex(4)}@example.com"}
+        started = time.perf_counter()
+        async with session.post(
+            f"{dev.url}/api/v1/password-resets", json=body, headers=headers
+        ) as response:
+            await response.read()
+            assert response.status == 202, await response.text()
+        timings.append(time.perf_counter() - started)
+    return timings
+
+
+async def _waiting(session: aiohttp.ClientSession, dev: Dev) -> int:
+    async with session.get(f"{dev.url}/_inbox/front") as response:
+        return int(json.loads(await response.read())["waiting"])
+
+
+async def _scenario(dev: Dev, key: str) -> None:
+    scopes = [secrets.token_hex(8) for _ in range(POLLS)]
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=90)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        await _api_latencies(session, dev, key)  # warm-up: connections, prepared plans
+        idle = await _api_latencies(session, dev, key)
+
+        async def poll(n: int, scope: str) -> tuple[int, dict]:
+            # Half use expect-one, half a listing with wait/min, as suites do.
+            path = (
+                "expect-one?timeout=30&settle=0" if n % 2
+                else "messages?wait=30&min=1"
+            )
+            async with session.get(f"{dev.url}/_inbox/scopes/{scope}/{path}") as response:
+                return response.status, json.loads(await response.read())
+
+        polls = [asyncio.create_task(poll(n, s)) for n, s in enumerate(scopes)]
+        deadline = time.monotonic() + 30
+        while await _waiting(session, dev) < POLLS:
+            assert time.monotonic() < deadline, "the polls were not all parked within 30 s"
+            assert not any(p.done() for p in polls), [p.result() for p in polls if p.done()][:3]
+            await asyncio.sleep(0.1)
+
+        busy = await _api_latencies(session, dev, key)
+        assert not any(p.done() for p in polls), "a long poll answered before any mail"
+
+        shares = [scopes[i::4] for i in range(4)]
+        await asyncio.gather(*(asyncio.to_thread(_deliver, dev.smtp_port, s) for s in shares))
+        results = await asyncio.gather(*polls)
+
+    statuses = [status for status, _ in results]
+    assert statuses.count(503) == 0
+    assert statuses == [200] * POLLS, {s: statuses.count(s) for s in set(statuses)}
+    for n, (scope, (_, body)) in enumerate(zip(scopes, results, strict=True)):
+        found = [body["message"]] if n % 2 else body["messages"]
+        assert [m["subject"] for m in found] == [f"for {scope}"]
+    idle_p99, busy_p99 = percentile(idle, 0.99), percentile(busy, 0.99)
+    print(f"API p99 idle {idle_p99 * 1000:.1f} ms, with {POLLS} polls {busy_p99 * 1000:.1f} ms")
+    assert busy_p99 <= 2 * idle_p99, f"idle p99 {idle_p99:.4f} s, busy p99 {busy_p99:.4f} s"
+
+
+def test_a_thousand_long_polls_on_one_authsvc_dev_none_refused(tmp_path, env):
+    with running_dev(tmp_path, env) as dev:
+        key = _printed_key(dev)
+        wait_for(lambda: dev.process.poll() is None, what="authsvc dev")
+        asyncio.run(_scenario(dev, key))

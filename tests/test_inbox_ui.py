@@ -1,0 +1,127 @@
+"""The test inbox's pages, rendered by the Flask app (the browser tests drive them too)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from flask.testing import FlaskClient
+from psycopg_pool import ConnectionPool
+
+from authsvc.app import create_app
+from authsvc.clock import FrozenClock
+from authsvc.config import load_settings
+from authsvc.inbox.link_states import find_code
+from authsvc.inbox.smtp import InboxSink
+from authsvc.passwords import Passwords
+from authsvc.services import Services
+from tests.inbox_support import email, running_sink, send
+from tests.inbox_ui_support import links_in_each_state, send_links_email
+
+
+@pytest.fixture
+def inbox(env, pool: ConnectionPool, clock: FrozenClock, passwords: Passwords) -> FlaskClient:
+    settings = load_settings({**env, "AUTHSVC_TEST_INBOX": "on"})
+    return create_app(settings, pool=pool, clock=clock, passwords=passwords).test_client()
+
+
+@pytest.fixture
+def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
+    with running_sink(pool) as running:
+        yield running
+
+
+def _message_id(inbox: FlaskClient, scope: str) -> int:
+    return int(inbox.get(f"/_inbox/scopes/{scope}/expect-one?settle=0").json["message"]["id"])
+
+
+def test_the_index_lists_recent_scopes_and_allows_only_its_own_script(inbox, sink):
+    send(sink.port, email("alice+ui1@inbox.test", subject="Hello <b>there</b>"))
+    page = inbox.get("/_inbox/")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200
+    assert 'href="/_inbox/ui/scopes/ui1"' in html
+    assert "Hello &lt;b&gt;there&lt;/b&gt;" in html
+    policy = page.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    assert re.findall(r"<script[^>]*>", html) == [
+        '<script src="/_inbox/static/live.js" defer>'
+    ]
+    assert inbox.get("/_inbox/static/live.js").status_code == 200
+    assert "cdn" not in html.lower()
+
+
+def test_open_a_scope_redirects_and_names_a_bad_scope(inbox):
+    assert inbox.get("/_inbox/ui/open?scope=Run42").headers["Location"].endswith(
+        "/_inbox/ui/scopes/run42"
+    )
+    bad = inbox.get("/_inbox/ui/open?scope=a%20b")
+    assert bad.status_code == 400 and 'aria-invalid="true"' in bad.get_data(as_text=True)
+
+
+def test_the_scope_page_marks_resends_and_filters(inbox, sink):
+    for subject in ("first", "again"):
+        send(sink.port, email("dup@inbox.test", subject=subject, message_id="<authsvc-job-9@h>"))
+    send(sink.port, email("bob+dup@inbox.test", subject="other"))
+    html = inbox.get("/_inbox/ui/scopes/dup").get_data(as_text=True)
+    assert html.count("re-send of #") == 1
+    filtered = inbox.get("/_inbox/ui/scopes/dup?to=bob").get_data(as_text=True)
+    assert ">other<" in filtered and ">first<" not in filtered
+
+
+def test_the_message_page_shows_link_states_without_consuming_them(
+    inbox, sink, conn, svc: Services
+):
+    links = links_in_each_state(conn, svc)
+    send_links_email(sink.port, "states", links)
+    inbox_id = _message_id(inbox, "states")
+    for _ in range(2):  # reading twice changes nothing
+        html = inbox.get(f"/_inbox/ui/scopes/states/messages/{inbox_id}").get_data(as_text=True)
+        states = re.findall(r'data-state="([a-z_]+)"', html)
+        assert states == ["used", "superseded", "would_redeem"]
+    assert '<p class="code" id="code">123456</p>' in html
+    assert "<iframe" in html and re.search(r"<iframe[^>]*\ssandbox\s", html)
+    assert "allow-scripts" not in html and "allow-same-origin" not in html
+    assert f"/_inbox/scopes/states/messages/{inbox_id}/raw" in html
+    framed = inbox.get(f"/_inbox/ui/scopes/states/messages/{inbox_id}/html")
+    assert framed.headers["Content-Security-Policy"].startswith("sandbox;")
+    assert "script-src" not in framed.headers["Content-Security-Policy"]
+    assert framed.headers["X-Frame-Options"] == "SAMEORIGIN"
+
+
+def test_an_expired_link_shows_as_expired(inbox, sink, conn, svc, clock):
+    links = links_in_each_state(conn, svc)
+    send_links_email(sink.port, "old", {"would_redeem": links["would_redeem"]})
+    clock.advance(svc.settings.reset_ttl + 1)
+    html = inbox.get(f"/_inbox/ui/scopes/old/messages/{_message_id(inbox, 'old')}").get_data(
+        as_text=True
+    )
+    assert re.findall(r'data-state="([a-z_]+)"', html) == ["expired"]
+
+
+def test_links_elsewhere_have_no_state_and_forged_ones_are_invalid(inbox, sink, svc):
+    base = svc.settings.base_url
+    text = f"https://other.example/verify?token=x {base}/verify?token=forged"
+    send(sink.port, email("misc@inbox.test", text=text))
+    html = inbox.get(f"/_inbox/ui/scopes/misc/messages/{_message_id(inbox, 'misc')}").get_data(
+        as_text=True
+    )
+    assert re.findall(r'data-state="([a-z_]+)"', html) == ["invalid"]
+
+
+def test_the_events_url_answers_one_round_when_served_by_flask(inbox, sink):
+    send(sink.port, email("ev@inbox.test"))
+    response = inbox.get("/_inbox/events")
+    assert response.mimetype == "text/event-stream"
+    body = response.get_data(as_text=True)
+    assert body.startswith("retry: ") and '"scope": "ev"' in body
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [("Your code is 123456.", "123456"), ("no code 12345 or 1234567", None),
+     ("order 2024-123456", None), (None, None)],
+)
+def test_find_code(text, code):
+    assert find_code(text) == code

@@ -2,11 +2,14 @@
 
 axe-core comes from the npm registry into tests/browser/node_modules (see
 tests/browser/package.json; `make browser` installs it) and is injected from
-disk, never from a CDN. Screenshots land in docs/screenshots/.
+disk, never from a CDN. Screenshots go to the test's temp folder; with
+AUTHSVC_UPDATE_SCREENSHOTS=1 they refresh docs/screenshots/ (no test writes
+into the checkout by default).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +26,7 @@ from tests.test_inbox_front import serve_front
 
 ROOT = Path(__file__).resolve().parent.parent
 AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 pytestmark = [
     pytest.mark.browser,
@@ -84,7 +87,15 @@ def audit(browser) -> Iterator[Any]:
     context.close()
 
 
-def test_the_scope_list_updates_live_when_mail_arrives(page, url, sink, audit):
+@pytest.fixture
+def screenshots(tmp_path):  # type: ignore[no-untyped-def]
+    """Where screenshots go: docs/screenshots/ only when asked to refresh them."""
+    if os.environ.get("AUTHSVC_UPDATE_SCREENSHOTS") == "1":
+        return DOC_SCREENSHOTS
+    return tmp_path
+
+
+def test_the_scope_list_updates_live_when_mail_arrives(page, url, sink, audit, screenshots):
     page.goto(f"{url}/_inbox/")
     expect(page.get_by_role("heading", name="Recent scopes")).to_be_visible()
     expect(page.get_by_text("No mail yet")).to_be_visible()
@@ -94,8 +105,8 @@ def test_the_scope_list_updates_live_when_mail_arrives(page, url, sink, audit):
     link = page.get_by_role("link", name="signup-7")
     expect(link).to_be_visible()  # no reload: the event stream brought it
     expect(page.get_by_role("cell", name="Reset your password")).to_be_visible()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "inbox-scopes.png"), full_page=True)
+    screenshots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(screenshots / "inbox-scopes.png"), full_page=True)
     link.focus()
     page.keyboard.press("Enter")  # keyboard reaches the scope page
     expect(page.get_by_role("heading", name="Scope signup-7")).to_be_visible()
@@ -103,7 +114,9 @@ def test_the_scope_list_updates_live_when_mail_arrives(page, url, sink, audit):
     assert audit(f"{url}/_inbox/ui/scopes/signup-7") == []
 
 
-def test_a_message_renders_sandboxed_with_each_link_state(page, url, sink, conn, svc, audit):
+def test_a_message_renders_sandboxed_with_each_link_state(
+    page, url, sink, conn, svc, audit, screenshots
+):
     send_links_email(sink.port, "links", links_in_each_state(conn, svc))
     page.goto(f"{url}/_inbox/ui/scopes/links")
     page.get_by_role("link", name="Your links").click()
@@ -122,7 +135,7 @@ def test_a_message_renders_sandboxed_with_each_link_state(page, url, sink, conn,
     expect(items.nth(1)).to_contain_text("superseded by a newer link")
     expect(items.nth(2)).to_contain_text("would redeem")
     expect(page.locator("#code")).to_have_text("123456")
-    page.screenshot(path=str(SCREENSHOTS / "inbox-message.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "inbox-message.png"), full_page=True)
 
     page.reload()  # reading the states again consumed nothing
     expect(page.locator("ul.links li").nth(2)).to_contain_text("would redeem")

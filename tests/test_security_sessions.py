@@ -114,3 +114,13 @@ def test_the_cookie_holds_no_account_id_and_the_table_no_token(app, conn, svc):
     assert set(contents) <= {"session_token", "csrf_token", "_permanent"}  # no user id
     stored = conn.execute("SELECT token_hash FROM web_sessions").fetchone()[0]
     assert contents["session_token"].encode() not in bytes(stored)
+
+
+def test_bad_session_ids_end_nothing_and_never_fail(app, conn, svc):
+    make_account(conn, svc)
+    laptop, phone = _logged_in(app), _logged_in(app)
+    for bad in ("abc", "-1", "99999999999999999999", "", "1 OR 1=1", "x" * 50):
+        answer = submit(laptop, "/account/sessions/end", {"session_id": bad}, form_page="/account")
+        assert answer.status_code in (303, 422), (bad, answer.status_code)
+    assert phone.get("/account").status_code == 200
+    assert laptop.get("/account").status_code == 200

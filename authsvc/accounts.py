@@ -262,7 +262,9 @@ def change_password(
     password_hash = _new_password_hash(svc, new, user.email)
     now = svc.clock()
     with conn.transaction():
-        changed = users.change_password(conn, user.id, session.session_id, password_hash, now)
+        changed = users.change_password(
+            conn, user.id, session.session_id, user.password_hash, password_hash, now
+        )
         if changed is None:
             raise SessionEnded()
         sessions.end_all_sessions(conn, changed.id)

@@ -11,11 +11,19 @@ email-validator does the RFC and IDNA work; this module adds the house rules
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from email_validator import EmailNotValidError, validate_email
 
 MAX_ADDRESS_LENGTH = 254
+# Characters that render as nothing but are not Unicode "format" characters
+# (which email-validator already refuses): combining grapheme joiner,
+# variation selectors, Hangul and braille blanks, Mongolian selectors.
+_INVISIBLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0"
+    "\U000e0100-\U000e01ef]"
+)
 
 
 class InvalidAddress(ValueError):
@@ -38,6 +46,8 @@ def parse_address(value: object) -> str:
         raise InvalidAddress("Enter an email address.")
     if len(text) > MAX_ADDRESS_LENGTH:
         raise InvalidAddress(f"The email address is longer than {MAX_ADDRESS_LENGTH} characters.")
+    if _INVISIBLE.search(text):
+        raise InvalidAddress("The email address contains an invisible character.")
     try:
         parsed = validate_email(
             text,
@@ -48,6 +58,7 @@ def parse_address(value: object) -> str:
             allow_quoted_local=False,
             allow_domain_literal=False,
             allow_empty_local=False,
+            strict=True,  # RFC length limits too (64 before the @-sign)
         )
     except EmailNotValidError as exc:
         raise InvalidAddress(str(exc)) from None

@@ -35,7 +35,7 @@ class User:
 
     @property
     def contested(self) -> bool:
-        """More than one signup before anyone proved the address (SPEC §4a)."""
+        """Unproven, and more than one signup or a resend: who chose the password is unknown."""
         return not self.verified and self.signup_count > 1
 
 
@@ -74,11 +74,17 @@ def redeem_reset_link(
 
 
 def change_password(
-    conn: Connection, user_id: int, session_id: int, password_hash: str, now: datetime
+    conn: Connection,
+    user_id: int,
+    session_id: int,
+    verified_hash: str,
+    password_hash: str,
+    now: datetime,
 ) -> User | None:
     params = {
         "user_id": user_id,
         "session_id": session_id,
+        "verified_hash": verified_hash,
         "password_hash": password_hash,
         "now": now,
     }

@@ -1,8 +1,9 @@
 -- Account integrity (SPEC §4a): contested signups, server-side sessions.
 
--- Signups received while the address was unconfirmed. More than one makes the
--- address contested: whoever confirms it must choose the password then, since
--- nobody can tell which signup came from the mailbox's holder.
+-- Signups received while the address was unconfirmed (a verification resend
+-- counts as a second one). Two or more make the address contested: whoever
+-- confirms it must choose the password then, since nobody can tell whether
+-- the stored one came from the mailbox's holder.
 ALTER TABLE users ADD COLUMN signup_count integer NOT NULL DEFAULT 1;
 
 -- Web sessions live here, not in the cookie: the cookie carries a random

@@ -87,7 +87,10 @@ def test_verification_request_sends_a_new_link_and_supersedes_the_old(api, conn,
     assert job_count(conn, "ann@example.com") == 2
     assert_problem(api.post("/verifications/confirm", {"token": old}), 410, "token_superseded")
     new = _verify_token(conn, svc)
-    assert api.post("/verifications/confirm", {"token": new}).status_code == 200
+    # Anyone may ask for a resend, so its confirmer chooses the password (SPEC §4a).
+    assert_problem(api.post("/verifications/confirm", {"token": new}), 422, "password_required")
+    body = {"token": new, "password": "chosen at confirm 1"}
+    assert api.post("/verifications/confirm", body).status_code == 200
 
 
 def test_password_reset_flow_changes_password_and_login_follows(api, conn, svc):

@@ -141,12 +141,32 @@ def test_a_single_signup_confirms_with_its_own_password(api, conn, svc):
     assert _logs_in(api, OWNER_PASSWORD)
 
 
-def test_resends_do_not_contest_an_address(api, conn, svc):
+def test_a_resend_link_confirms_only_with_a_chosen_password(api, conn, svc):
+    """The attacker signs up alone; the owner, refused at login, asks for a new link.
+
+    Before the fix a resend left the address uncontested, so the owner's
+    click confirmed the attacker's password (found by review).
+    """
+    _sign_up(api, ATTACKER_PASSWORD)
+    assert api.post("/verifications", {"email": VICTIM}).status_code == 202
+    token = _verify_links(conn, svc)[-1]
+    assert_problem(api.post("/verifications/confirm", {"token": token}), 422,
+                   "password_required")
+    body = {"token": token, "password": "owner picks at confirm"}
+    assert api.post("/verifications/confirm", body).status_code == 200
+    _attacker_never_gets_in(api)
+
+
+def test_a_verify_link_from_before_a_reset_cannot_set_the_password(api, conn, svc):
     _sign_up(api, OWNER_PASSWORD)
     api.post("/verifications", {"email": VICTIM})
-    token = _verify_links(conn, svc)[-1]
-    assert api.post("/verifications/confirm", {"token": token}).status_code == 200
-    assert _logs_in(api, OWNER_PASSWORD)
+    old_verify = _verify_links(conn, svc)[-1]
+    api.post("/password-resets", {"email": VICTIM})
+    reset = latest_link(conn, svc, VICTIM, "reset")
+    api.post("/password-resets/confirm", {"token": reset, "password": "owner after reset 5"})
+    late = api.post("/verifications/confirm", {"token": old_verify, "password": "late setter 66"})
+    assert_problem(late, 410, "token_superseded")
+    assert _logs_in(api, "owner after reset 5")
 
 
 def test_a_verified_address_ignores_later_signups(api, conn, svc):
@@ -200,6 +220,10 @@ def test_a_completed_reset_clears_the_failed_login_lockout(api, conn, svc):
         "al\u2066ice@inbox.test",
         "alice\u2028@inbox.test",
         "ali\x07ce@inbox.test",
+        "\ufeffalice@inbox.test",  # the old forms accepted what the old API refused
+        "al\u00adice@inbox.test",  # soft hyphen: accepted everywhere before
+        "al\u034fice@inbox.test",  # combining grapheme joiner: renders as nothing
+        "a" * 65 + "@inbox.test",
     ],
 )
 def test_addresses_that_could_mail_someone_else_are_refused_everywhere(
@@ -221,8 +245,8 @@ def test_nfc_nfd_and_case_variants_are_one_account(api, conn):
     nfd = "jo\u0308rg@bu\u0308cher.example"
     for variant in (nfc, nfd, "J\u00d6RG@B\u00dcCHER.EXAMPLE", "j\u00f6rg@xn--bcher-kva.example"):
         _sign_up(api, OWNER_PASSWORD, email=variant)
-    rows = conn.execute("SELECT email, signup_count FROM users").fetchall()
-    assert rows == [(nfc, 4)]
+    assert conn.execute("SELECT email FROM users").fetchall() == [(nfc,)]
+    assert conn.execute("SELECT signup_count FROM users").fetchone() == (4,)
 
 
 # --- sessions and metrics are covered in test_pages.py / test_service_endpoints.py ---
@@ -302,7 +326,7 @@ def test_the_confirm_page_of_a_contested_address_asks_for_the_password(client, c
     assert 'name="password"' in page.get_data(as_text=True)
     assert "Choose the password" in text_of(page)
     bare = submit(client, "/verify", {"token": token}, form_page=f"/verify?token={token}")
-    assert bare.status_code == 422 and "Choose a password" in text_of(bare)
+    assert bare.status_code == 422 and "Choose a password to confirm" in text_of(bare)
     chosen = submit(client, "/verify", {"token": token, "password": "owner picks on the page"},
                     form_page=f"/verify?token={token}")
     assert "Email address confirmed" in text_of(chosen)

@@ -214,3 +214,49 @@ def test_signing_up_again_for_a_verified_address_changes_nothing(conn, svc):
     )
     templates = [r[0] for r in conn.execute("SELECT template FROM email_jobs ORDER BY id")]
     assert templates == ["verify", "account_exists"]
+
+
+def test_a_password_change_racing_a_reset_never_overwrites_it(database_url, conn, svc):
+    """The reset commits while the change waits on the row lock: the reset wins.
+
+    Found in review: the session-exists guard alone was judged on the change's
+    snapshot, in which the reset's deletion of the session was not yet visible.
+    """
+    _user, tokens = _verified_with_sessions(conn, svc, count=1)
+    signed_in = accounts.current_session(conn, svc, tokens[0])
+    assert signed_in is not None
+    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    reset = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
+    # No login counter row for the reset to delete: the change must get as far
+    # as its UPDATE of the user row and wait there, not on the counter.
+    conn.execute("DELETE FROM rate_limit_counters")
+    outcome: list[str] = []
+
+    def change() -> None:
+        with psycopg.connect(database_url, autocommit=True) as own:
+            try:
+                accounts.change_password(
+                    own, svc, session=signed_in, current=PASSWORD, new="thief wants this one"
+                )
+                outcome.append("changed")
+            except accounts.SessionEnded:
+                outcome.append("session_ended")
+
+    with psycopg.connect(database_url, autocommit=True) as other, other.transaction():
+        accounts.reset_password(other, svc, token=reset, password="owner resets to this")
+        thread = threading.Thread(target=change)
+        thread.start()
+        for _ in range(200):  # until the change waits on the reset's row lock
+            waiting = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchone()[0]
+            if waiting:
+                break
+            thread.join(0.05)
+        assert waiting, "the change never reached the row lock"
+    thread.join(10)
+    assert outcome == ["session_ended"]
+    assert accounts.authenticate(
+        conn, svc, email="ann@example.com", password="owner resets to this"
+    )

@@ -45,7 +45,7 @@ def _outcome(use_case: UseCase, conn: Connection) -> Reply:
         return problem_reply(status, exc.code, _TOKEN_DETAILS.get(exc.code, exc.code))
     except PasswordRequired:
         detail = (
-            "More than one signup used this address before it was confirmed:"
+            "More than one signup (or a resend) used this address before it was confirmed:"
             " send `password` with the token to choose the account's password."
         )
         return problem_reply(422, "password_required", detail)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
@@ -123,7 +124,8 @@ def end_session() -> ResponseReturnValue:
         end_this_session()
         flash("Every session was ended, this one too. Log in again.", "success")
         return redirect(url_for("pages.login"), 303)
-    ended = target.isdigit() and sessions.end_user_session(db(), user_id, int(target))
+    well_formed = re.fullmatch(r"[0-9]{1,18}", target) is not None
+    ended = well_formed and sessions.end_user_session(db(), user_id, int(target))
     log_event(logger, "sessions_ended", user_id=user_id, which="one", found=bool(ended))
     if target == str(signed_in.session_id):
         end_this_session()

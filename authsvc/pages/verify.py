@@ -49,7 +49,7 @@ def _confirm() -> ResponseReturnValue:
     except TokenError as exc:
         return link_problem(exc, "verify", token)
     except accounts.PasswordRequired:
-        form.password.errors = ["Choose a password: more than one signup used this address."]
+        form.password.errors = ["Choose a password to confirm this address."]
         return _ask_again(form, token)
     except WeakPassword as exc:
         form.password.errors = [str(exc)]

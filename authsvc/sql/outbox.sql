@@ -18,7 +18,11 @@ SELECT pg_notify('authsvc_outbox', '');
 WITH bumped AS (
     UPDATE users
     SET reset_version = reset_version + (%(purpose)s = 'reset')::int,
-        verify_version = verify_version + (%(purpose)s = 'verify')::int
+        verify_version = verify_version + (%(purpose)s = 'verify')::int,
+        -- Anyone can ask for a resend, so its link proves the mailbox but
+        -- not who chose the stored password: confirming it must choose one.
+        signup_count = CASE WHEN %(purpose)s = 'verify' THEN greatest(signup_count, 2)
+                            ELSE signup_count END
     WHERE email = %(email)s AND (%(purpose)s = 'reset' OR email_verified_at IS NULL)
     RETURNING id, email,
               CASE WHEN %(purpose)s = 'reset' THEN reset_version ELSE verify_version END AS version

@@ -35,7 +35,8 @@ SET verify_version = verify_version + 1,
                                THEN password_changed_at ELSE %(now)s END,
     email_verified_at = coalesce(email_verified_at, %(now)s)
 WHERE id = %(user_id)s AND verify_version = %(version)s
-  AND (%(password_hash)s::text IS NOT NULL OR signup_count <= 1 OR email_verified_at IS NOT NULL)
+  AND email_verified_at IS NULL
+  AND (%(password_hash)s::text IS NOT NULL OR signup_count <= 1)
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
 
 -- redeem_reset_link --
@@ -43,6 +44,7 @@ RETURNING id, email, password_hash, email_verified_at, reset_version, verify_ver
 -- address (the person proved they read its mail).
 UPDATE users
 SET reset_version = reset_version + 1,
+    verify_version = verify_version + 1,  -- no older verify link may set a password now
     password_hash = %(password_hash)s,
     password_changed_at = %(now)s,
     email_verified_at = coalesce(email_verified_at, %(now)s)
@@ -50,13 +52,16 @@ WHERE id = %(user_id)s AND reset_version = %(version)s
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
 
 -- change_password --
--- Password change from a signed-in session, only while that session lives:
--- retires outstanding reset links (the caller ends the sessions).
+-- Password change from a signed-in session, only while that session lives
+-- and over the hash the caller verified: a reset committed meanwhile wins
+-- (the EXISTS alone would be judged on the statement's snapshot). Retires
+-- outstanding links (the caller ends the sessions).
 UPDATE users
 SET reset_version = reset_version + 1,
+    verify_version = verify_version + 1,
     password_hash = %(password_hash)s,
     password_changed_at = %(now)s
-WHERE id = %(user_id)s
+WHERE id = %(user_id)s AND password_hash = %(verified_hash)s
   AND EXISTS (SELECT 1 FROM web_sessions WHERE id = %(session_id)s AND user_id = %(user_id)s)
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
 

@@ -153,7 +153,7 @@ class Completer:
                                   attempt=outcome.job.attempt_count,
                                   token_version=outcome.job.token_version,
                                   provider_message_id=outcome.provider_message_id,
-                                  event=outcome.event, error=str(exc))
+                                  outcome=outcome.event, error=str(exc))
                 batch = [o for o in batch if o.job.lease_expires_at > now]
                 if batch:
                     log_event(log, "database_unavailable", logging.WARNING,

@@ -122,7 +122,7 @@ def record_outcomes(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]
         "events": [o.event for o in outcomes],
         "provider_message_ids": [o.provider_message_id for o in outcomes],
         "errors": [o.error for o in outcomes],
-        "delays": [o.delay_seconds for o in outcomes],
+        "delays": [float(o.delay_seconds) for o in outcomes],
         "lease_expires": [o.job.lease_expires_at for o in outcomes],
         "token_versions": [o.job.token_version for o in outcomes],
     }

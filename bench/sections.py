@@ -114,7 +114,7 @@ def claim_latency(url_pending: str, url_retained: str) -> dict[str, Any]:
                 "INSERT INTO email_jobs (template, recipient, next_attempt_at)"
                 " SELECT 'password_changed', 'u' || n || '@example.com',"
                 "        now() - interval '1 day' + n * interval '1 ms'"
-                " FROM generate_series(%s, %s) n", (have + 1, target))
+                " FROM generate_series(%s::integer, %s::integer) n", (have + 1, target))
             have = target
             conn.execute("VACUUM ANALYZE email_jobs")
             samples = _claim_samples(conn)

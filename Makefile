@@ -50,14 +50,17 @@ lint: $(STAMP)
 clean:
 	rm -rf $(VENV) .authsvc .pytest_cache .mypy_cache .ruff_cache
 
-# Worker figures (not tests): claim plan, enqueue->SMTP latency, emails/s at 200 ms per send.
-.PHONY: bench
+# Worker figures (not tests), all from one run (issue 11): drains beside pgqueuer and the raw
+# limit, latency, a slow sink, claim latency up to 1M rows, HTTP resets, RSS. Writes
+# docs/BENCHMARKS.md and docs/benchmarks.png (about 10 minutes on 2 shared cores).
+.PHONY: bench bench-report
 bench: $(STAMP)
-	$(BIN)/python -m bench.claim_plan
-	$(BIN)/python -m bench.worker_latency
-	$(BIN)/python -m bench.worker_throughput
+	$(BIN)/python -m bench.suite
 	$(BIN)/python bench/password_hashing.py
 	$(BIN)/python -m bench.inbox_wakeup
+
+bench-report: $(STAMP)
+	$(BIN)/python -m bench.suite --report-only
 
 # Long-mode reliability runs (docs/RELIABILITY.md); each prints its figures.
 chaos: $(STAMP)

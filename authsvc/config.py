@@ -76,6 +76,8 @@ class Settings:
     rate_limit_login: RateLimit
     trusted_proxies: int = 0
     metrics_token: str | None = field(default=None, repr=False)
+    # AUTHSVC_SMTP_URL=null://: build every message and discard it (load tests).
+    null_mail: bool = False
 
     @property
     def production(self) -> bool:
@@ -218,7 +220,11 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
 
     smtp: SmtpTarget | None = None
     smtp_url = get("AUTHSVC_SMTP_URL")
-    if smtp_url:
+    null_mail = smtp_url is not None and smtp_url.lower() == "null://"
+    if null_mail:
+        if production:
+            problems.append("AUTHSVC_SMTP_URL: null:// discards every email; refused in production")
+    elif smtp_url:
         try:
             smtp = parse_smtp_url(smtp_url)
         except ValueError as exc:
@@ -292,5 +298,6 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         test_inbox_token=get("AUTHSVC_TEST_INBOX_TOKEN"),
         trusted_proxies=int(trusted_raw),
         metrics_token=metrics_token,
+        null_mail=null_mail,
         **settings_kwargs,  # type: ignore[arg-type]
     )

@@ -18,12 +18,21 @@ def resolve_database_url(settings: Settings) -> str:
 
 
 def create_pool(
-    url: str, *, min_size: int = 1, max_size: int = 10, name: str = "authsvc"
+    url: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    name: str = "authsvc",
+    check: bool = True,
 ) -> ConnectionPool:
     """An open pool of autocommit connections.
 
     Autocommit plus explicit `with conn.transaction():` blocks makes every unit
     of work visible in the code; nothing commits by accident at checkout.
+    `check=False` skips the round trip that tests each connection at checkout
+    (the worker's hot path): the caller then retries an OperationalError and
+    calls `pool.check()` after one, and the pool drops broken connections as
+    they come back.
     """
     pool = ConnectionPool(
         url,
@@ -31,7 +40,7 @@ def create_pool(
         max_size=max_size,
         name=name,
         kwargs={"autocommit": True},
-        check=ConnectionPool.check_connection,
+        check=ConnectionPool.check_connection if check else None,
         timeout=10.0,  # a request waiting longer than this for a connection fails
         open=False,
     )

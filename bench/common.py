@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import sys
@@ -20,12 +21,32 @@ from authsvc.migrate import upgrade
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(ROOT))  # for tests.smtp_double
+_COUNTER = itertools.count()
 
 
 @contextmanager
-def fresh_database() -> Iterator[str]:
-    """A migrated, empty database on AUTHSVC_BENCH_DATABASE_URL's server or a throwaway one."""
+def bench_server() -> Iterator[str]:
+    """One throwaway embedded PostgreSQL for a whole run (or AUTHSVC_BENCH_DATABASE_URL's)."""
     base = os.environ.get("AUTHSVC_BENCH_DATABASE_URL")
+    if base:
+        yield base
+        return
+    with tempfile.TemporaryDirectory(prefix="authsvc-bench-", dir="/tmp") as folder:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pgserver
+
+            handle = pgserver.get_server(Path(folder) / "pg", cleanup_mode="delete")
+        try:
+            yield str(handle.get_uri())
+        finally:
+            handle.cleanup()
+
+
+@contextmanager
+def fresh_database(base: str | None = None) -> Iterator[str]:
+    """A migrated, empty database on `base`, AUTHSVC_BENCH_DATABASE_URL's or a throwaway server."""
+    base = base or os.environ.get("AUTHSVC_BENCH_DATABASE_URL")
     with tempfile.TemporaryDirectory(prefix="authsvc-bench-", dir="/tmp") as folder:
         handle = None
         if not base:
@@ -35,7 +56,7 @@ def fresh_database() -> Iterator[str]:
 
                 handle = pgserver.get_server(Path(folder) / "pg", cleanup_mode="delete")
             base = str(handle.get_uri())
-        name = f"authsvc_bench_{os.getpid()}"
+        name = f"authsvc_bench_{os.getpid()}_{next(_COUNTER)}"
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))

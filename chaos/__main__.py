@@ -19,7 +19,7 @@ import psycopg
 
 from authsvc.apps import create_app_record
 from chaos.cluster import ThrowawayPostgres
-from chaos.fleet import MAX_BACKOFF_SECONDS, Fleet
+from chaos.fleet import MAX_BACKOFF_SECONDS, MAX_RESENDS_PER_KILL, Fleet
 from chaos.load import ApiClient, LinkRequest, run_load
 from chaos.reconcile import NEW_PASSWORD, Report, check_redemptions, reconcile
 from chaos.schedule import MAX_CRASHES, FaultSchedule
@@ -165,6 +165,9 @@ def _judge(report: Report, args: argparse.Namespace) -> None:
     for name in ("lost", "stuck", "stale_redemptions"):
         if getattr(report, name):
             report.problems.append(f"{name}={getattr(report, name)}")
+    if report.max_duplicates_per_kill > MAX_RESENDS_PER_KILL:
+        report.problems.append(f"one kill caused {report.max_duplicates_per_kill} duplicates,"
+                               f" more than the bound of {MAX_RESENDS_PER_KILL}")
     if report.kills < args.kills:
         report.problems.append(f"only {report.kills} of {args.kills} kills happened")
     if report.db_restarts != 1:
@@ -178,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     for problem in report.problems:
         print(f"BROKEN: {problem}", file=sys.stderr)
     print(report.line(), flush=True)
+    print(f"chaos: most duplicates caused by one kill: {report.max_duplicates_per_kill}"
+          f" (bound: --concurrency + --batch = {MAX_RESENDS_PER_KILL})", flush=True)
     return 1 if report.problems else 0
 
 

@@ -19,6 +19,11 @@ BACKOFF_BASE_SECONDS = 0.2
 BACKOFF_CAP_SECONDS = 2.0
 # A retry waits at most cap * 1.5 (jitter): what "stuck" is measured against.
 MAX_BACKOFF_SECONDS = BACKOFF_CAP_SECONDS * 1.5
+WORKER_CONCURRENCY = 4
+WORKER_BATCH = 10
+# docs/worker.md: a killed worker re-sends at most what it had in flight plus
+# what it had handed to its completer and not yet recorded.
+MAX_RESENDS_PER_KILL = WORKER_CONCURRENCY + WORKER_BATCH
 
 
 @dataclass
@@ -70,7 +75,7 @@ class Fleet:
         # at 30 s and cap at 1 h, which would stretch a run to hours).
         argv = [sys.executable, "-m", "authsvc.cli", "worker",
                 "--lease-seconds", str(self.lease_seconds), "--poll-seconds", "0.5",
-                "--batch", "10", "--concurrency", "4",
+                "--batch", str(WORKER_BATCH), "--concurrency", str(WORKER_CONCURRENCY),
                 "--retry-base-seconds", str(BACKOFF_BASE_SECONDS),
                 "--retry-cap-seconds", str(BACKOFF_CAP_SECONDS)]
         self._workers.append(self._spawn(f"worker-{self._started}", argv))

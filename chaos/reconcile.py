@@ -34,6 +34,7 @@ class Report:
     crash_window: int = 0
     stale_redemptions: int = 0
     kills: int = 0
+    max_duplicates_per_kill: int = 0
     db_restarts: int = 0
     problems: list[str] = field(default_factory=list)
     details: dict[str, object] = field(default_factory=dict)
@@ -43,7 +44,8 @@ class Report:
             f"chaos: requests={self.requests} expected={self.expected} delivered={self.delivered}"
             f" lost={self.lost} stuck={self.stuck} duplicates={self.duplicates}"
             f" crash_window={self.crash_window} stale_redemptions={self.stale_redemptions}"
-            f" kills={self.kills} db_restarts={self.db_restarts}"
+            f" kills={self.kills} max_duplicates_per_kill={self.max_duplicates_per_kill}"
+            f" db_restarts={self.db_restarts}"
         )
 
 
@@ -75,6 +77,17 @@ def _current_versions(conn: psycopg.Connection) -> dict[tuple[int, str], int]:
         versions[(user_id, "reset")] = reset
         versions[(user_id, "verify")] = verify
     return versions
+
+
+def _killed_claims(trail: list[tuple[str, str | None]], killed_pids: set[int]) -> set[str]:
+    """Owners (killed workers) that claimed this job and never recorded an outcome for it."""
+    owners = set()
+    for i, (event, owner) in enumerate(trail):
+        if event != "claimed" or owner is None or int(owner.split(":")[-2]) not in killed_pids:
+            continue
+        if not any(e in _OUTCOMES and o == owner for e, o in trail[i + 1:]):
+            owners.add(owner)
+    return owners
 
 
 def _in_crash_window(trail: list[tuple[str, str | None]], killed_pids: set[int]) -> bool:
@@ -140,6 +153,12 @@ def reconcile(
     report.duplicates = len(duplicated)
     explained = [j for j in duplicated if _in_crash_window(trails[j], killed)]
     report.crash_window = len(explained)
+    # Each kill ends one process (one lease owner): count the re-sends it caused.
+    per_kill: Counter[str] = Counter()
+    for job_id in duplicated:
+        per_kill.update(_killed_claims(trails[job_id], killed))
+    report.max_duplicates_per_kill = max(per_kill.values(), default=0)
+    report.details["duplicates_per_kill"] = sorted(per_kill.values(), reverse=True)[:10]
     if report.duplicates > report.crash_window:
         unexplained = sorted(set(duplicated) - set(explained))[:10]
         report.problems.append(f"duplicates outside the crash window: jobs {unexplained}")

@@ -13,12 +13,15 @@ from pathlib import Path
 import psutil
 import pytest
 
+from chaos.fleet import MAX_RESENDS_PER_KILL
+
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(
     r"^chaos: requests=(?P<requests>\d+) expected=(?P<expected>\d+) delivered=(?P<delivered>\d+)"
     r" lost=(?P<lost>\d+) stuck=(?P<stuck>\d+) duplicates=(?P<duplicates>\d+)"
     r" crash_window=(?P<crash_window>\d+) stale_redemptions=(?P<stale_redemptions>\d+)"
-    r" kills=(?P<kills>\d+) db_restarts=(?P<db_restarts>\d+)$",
+    r" kills=(?P<kills>\d+) max_duplicates_per_kill=(?P<max_duplicates_per_kill>\d+)"
+    r" db_restarts=(?P<db_restarts>\d+)$",
     re.MULTILINE,
 )
 
@@ -41,6 +44,7 @@ def test_no_email_lost_or_stale_link_redeemed_under_faults(tmp_path: Path) -> No
     assert figures["lost"] == figures["stuck"] == figures["stale_redemptions"] == 0, report
     assert figures["delivered"] == figures["expected"] > 0
     assert figures["duplicates"] <= figures["crash_window"]
+    assert figures["max_duplicates_per_kill"] <= MAX_RESENDS_PER_KILL, report
     assert figures["kills"] >= 6 and figures["db_restarts"] == 1
     assert "stale 410 token_superseded" in run.stderr, "no stale link was delivered and tried"
     assert not _chaos_clusters_running() - clusters_before, "the harness left PostgreSQL running"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,7 +23,7 @@ from authsvc.tokens import TokenCodec
 from worker import admin
 from worker.delivery import RetryPolicy
 from worker.loop import Worker, WorkerOptions
-from worker.mailers import Mailer, SmtpMailer
+from worker.mailers import Mailer, NullMailer, SmtpMailer
 from worker.render import Renderer
 
 log = logging.getLogger("worker.cli")
@@ -32,6 +34,9 @@ DEV_SMTP = SmtpTarget(host="127.0.0.1", port=2525, security="plain")
 
 
 def smtp_mailer_factory(settings: Settings) -> Callable[[float], Mailer]:
+    """One mailer per sender thread: SMTP, or the discarding null mailer for null://."""
+    if settings.null_mail:
+        return lambda _timeout: NullMailer()
     target = settings.smtp or DEV_SMTP
     return lambda timeout: SmtpMailer(target, timeout=timeout)
 
@@ -107,6 +112,13 @@ def _require_current_schema(url: str, wait_seconds: float) -> None:
     help="Delay before the first retry of a transient failure.",
 )
 @click.option(
+    "--processes",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Worker processes on this host (one core each); the parent only supervises.",
+)
+@click.option(
     "--retry-cap-seconds",
     type=FiniteFloatRange(0.01, 86400),
     default=3600.0,
@@ -122,8 +134,12 @@ def worker(
     retry_base_seconds: float,
     retry_cap_seconds: float,
     wait_for_database: float,
+    processes: int,
 ) -> None:
     """Send queued emails: claim due outbox jobs under a lease and deliver them."""
+    if processes > 1:
+        params = click.get_current_context().params
+        raise SystemExit(_supervise(processes, _child_argv(params)))
     settings = settings_or_exit()
     url = database_url_or_exit(settings)
     configure_logging()
@@ -154,6 +170,55 @@ def worker(
         runner.run()
     except psycopg.OperationalError as exc:
         raise click.ClickException(f"cannot reach the database: {exc}") from None
+
+
+def _child_argv(params: dict[str, object]) -> list[str]:
+    """`authsvc worker` with this command's options, as one child process runs it."""
+    argv = [sys.executable, "-m", "authsvc.cli", "worker"]
+    for name, value in params.items():
+        if name == "processes" or value is None or value is False:
+            continue
+        flag = "--" + name.replace("_", "-")
+        argv += [flag] if value is True else [flag, str(value)]
+    return argv
+
+
+def _supervise(count: int, argv: list[str]) -> int:
+    """Run `count` workers; pass SIGTERM/SIGINT on; if one fails, stop the rest and fail too.
+
+    The GIL keeps one process to one core; claims never overlap, so N
+    processes are N independent workers. A child that exits on its own is
+    not restarted here: the process manager restarts the group.
+    """
+    configure_logging()
+    children = [subprocess.Popen(argv) for _ in range(count)]
+    stopping = False
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    log_event(log, "workers_started", processes=count, pids=[c.pid for c in children])
+    status = 0
+    while any(child.poll() is None for child in children):
+        for child in children:
+            code = child.poll()
+            if code not in (None, 0) and status == 0:
+                status = code if code > 0 else 1
+                if not stopping:
+                    log_event(log, "worker_exited", logging.ERROR, pid=child.pid, code=code)
+                    forward(signal.SIGTERM, None)
+        time.sleep(0.2)  # supervision only; the children do the work
+    for child in children:
+        code = child.returncode
+        if code not in (0, None) and status == 0:
+            status = code if code > 0 else 1
+    return status
 
 
 @click.group()

@@ -1,5 +1,8 @@
 """One job, start to finish: check, render, send outside any transaction, record.
 
+`decide` does everything but the record, so a worker can hand outcomes to its
+batched completer (worker/completer.py); `deliver` records at once.
+
 Failure classes and what each does:
   superseded / expired link  → marked, never sent;
   transient (4xx, connection errors, timeouts before DATA) → retry with backoff;
@@ -24,7 +27,7 @@ from psycopg_pool import ConnectionPool
 from authsvc.clock import Clock, system_clock
 from authsvc.logs import log_event
 from worker import jobs
-from worker.jobs import ClaimedJob
+from worker.jobs import ClaimedJob, Outcome
 from worker.mailers import AmbiguousSendError, Mailer, PermanentSendError, TransientSendError
 from worker.render import Renderer, TemplateError
 
@@ -75,54 +78,52 @@ class Delivery:
         self.record(job, lambda c: jobs.release_lease(c, job, reason))
 
     def deliver(self, mailer: Mailer, job: ClaimedJob, lease_deadline: float) -> str:
-        """Handle one claimed job; returns the event recorded."""
+        """Handle one claimed job and record its outcome now; returns the event recorded."""
+        outcome = self.decide(mailer, job, lease_deadline)
+        [recorded] = self.record(job, lambda c: jobs.record_outcomes(c, [outcome]))
+        return "lease_lost" if outcome.event == "sent" and not recorded else outcome.event
+
+    def decide(self, mailer: Mailer, job: ClaimedJob, lease_deadline: float) -> Outcome:
+        """Check, render and send one claimed job; the outcome is left for the caller to record."""
         if job.superseded:
             error = f"version {job.token_version} replaced by {job.current_version}"
-            self.record(job, lambda c: jobs.finish_job(c, job, "superseded", error=error))
-            return "superseded"
+            return Outcome(job, "superseded", error=error)
         expires_at = self.renderer.link_expires_at(job)
         if expires_at is not None and expires_at <= self.clock():
             error = f"link expired at {expires_at.isoformat()} before it could be sent"
-            self.record(job, lambda c: jobs.finish_job(c, job, "expired", error=error))
-            return "expired"
+            return Outcome(job, "expired", error=error)
         if job.attempt_count > self.retry.max_attempts:
             # Only reachable when leases kept expiring (workers dying mid-send).
-            return self._fail(job, f"gave up after {job.attempt_count - 1} attempts")
+            return Outcome(job, "failed", error=f"gave up after {job.attempt_count - 1} attempts")
         if time.monotonic() + self.send_timeout > lease_deadline:
             # Sending now could outlive the lease and race the next owner.
-            self.release(job, "lease too close to expiry")
-            return "released"
+            return Outcome(job, "released", error="lease too close to expiry")
         try:
             email = self.renderer.render(job)
         except TemplateError as exc:
-            return self._fail(job, str(exc))
+            return Outcome(job, "failed", error=str(exc))
         try:
             provider_id = mailer.send(email)
         except PermanentSendError as exc:
-            return self._fail(job, exc.reason)
+            return Outcome(job, "failed", error=exc.reason)
         except AmbiguousSendError as exc:
             if job.ambiguous_before or job.attempt_count >= self.retry.max_attempts:
-                return self._fail(job, f"ambiguous again, may have been delivered: {exc.reason}")
+                error = f"ambiguous again, may have been delivered: {exc.reason}"
+                return Outcome(job, "failed", error=error)
             return self._retry(job, exc.reason, ambiguous=True)
         except TransientSendError as exc:
             if job.attempt_count >= self.retry.max_attempts:
-                return self._fail(job, f"attempts exhausted ({job.attempt_count}): {exc.reason}")
+                error = f"attempts exhausted ({job.attempt_count}): {exc.reason}"
+                return Outcome(job, "failed", error=error)
             return self._retry(job, exc.reason, ambiguous=False)
         except UnicodeError as exc:
             # A mailer let an encoding error escape: this message's data is at
             # fault, not the process. Its connection is in an unknown state.
             mailer.close()
-            return self._fail(job, f"cannot encode the message: {type(exc).__name__}: {exc}")
-        finished = self.record(
-            job, lambda c: jobs.finish_job(c, job, "sent", provider_message_id=provider_id)
-        )
-        return "sent" if finished else "lease_lost"
+            error = f"cannot encode the message: {type(exc).__name__}: {exc}"
+            return Outcome(job, "failed", error=error)
+        return Outcome(job, "sent", provider_message_id=provider_id)
 
-    def _fail(self, job: ClaimedJob, error: str) -> str:
-        self.record(job, lambda c: jobs.finish_job(c, job, "failed", error=error))
-        return "failed"
-
-    def _retry(self, job: ClaimedJob, error: str, *, ambiguous: bool) -> str:
+    def _retry(self, job: ClaimedJob, error: str, *, ambiguous: bool) -> Outcome:
         delay = self.retry.delay(job.attempt_count)
-        self.record(job, lambda c: jobs.schedule_retry(c, job, delay, error, ambiguous=ambiguous))
-        return "ambiguous" if ambiguous else "retry"
+        return Outcome(job, "ambiguous" if ambiguous else "retry", error=error, delay_seconds=delay)

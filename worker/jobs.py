@@ -10,6 +10,7 @@ import logging
 import os
 import secrets
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from authsvc.sql import load_queries
 Q = load_queries(Path(__file__).parent / "jobs.sql")
 log = logging.getLogger("worker.jobs")
 FINAL_STATUSES = ("sent", "failed", "superseded", "expired")
+OUTCOME_EVENTS = (*FINAL_STATUSES, "retry", "ambiguous", "released")
 
 
 @dataclass(frozen=True)
@@ -94,10 +96,50 @@ def claim_batch(conn: Connection, owner: str, batch: int, lease_seconds: float) 
     return jobs
 
 
-def _lease_lost(conn: Connection, params: dict[str, Any], wanted: str) -> None:
-    params = {**params, "error": f"lease lost before recording {wanted!r}"}
-    conn.execute(Q["append_event"], {**params, "event": "lease_lost"})
-    _log("lease_lost", params, logging.WARNING)
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one claim, waiting to be recorded (see record_outcomes)."""
+
+    job: ClaimedJob
+    event: str  # a final status, or retry / ambiguous / released
+    provider_message_id: str | None = None
+    error: str | None = None
+    delay_seconds: float = 0.0  # retry and ambiguous: due again after this
+
+    def __post_init__(self) -> None:
+        if self.event not in OUTCOME_EVENTS:
+            raise ValueError(f"not an outcome: {self.event!r}")
+
+
+def record_outcomes(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]:
+    """Record every outcome in one statement; False where that claim's lease was lost."""
+    if not outcomes:
+        return []
+    params = {
+        "job_ids": [o.job.id for o in outcomes],
+        "owners": [o.job.lease_owner for o in outcomes],
+        "attempts": [o.job.attempt_count for o in outcomes],
+        "events": [o.event for o in outcomes],
+        "provider_message_ids": [o.provider_message_id for o in outcomes],
+        "errors": [o.error for o in outcomes],
+        "delays": [float(o.delay_seconds) for o in outcomes],
+        "lease_expires": [o.job.lease_expires_at for o in outcomes],
+        "token_versions": [o.job.token_version for o in outcomes],
+    }
+    recorded = {(row[0], row[1]) for row in conn.execute(Q["record_outcomes"], params)}
+    results = []
+    for outcome in outcomes:
+        ok = (outcome.job.id, outcome.job.attempt_count) in recorded
+        results.append(ok)
+        fields = _fields(outcome.job, provider_message_id=outcome.provider_message_id,
+                         error=outcome.error)
+        if ok:
+            level = logging.WARNING if outcome.event == "failed" else logging.INFO
+            _log(outcome.event, fields, level)
+        elif outcome.event != "released":
+            lost = {**fields, "error": f"lease lost before recording {outcome.event!r}"}
+            _log("lease_lost", lost, logging.WARNING)
+    return results
 
 
 def finish_job(
@@ -111,14 +153,8 @@ def finish_job(
     """Record sent/failed/superseded/expired; False (and `lease_lost`) if the lease is gone."""
     if status not in FINAL_STATUSES:
         raise ValueError(f"not a final status: {status!r}")
-    event = status
-    params = _fields(job, provider_message_id=provider_message_id, error=error)
-    row = conn.execute(Q["finish_job"], {**params, "status": status, "event": event}).fetchone()
-    if row is None:
-        _lease_lost(conn, params, event)
-        return False
-    _log(event, params, logging.INFO if status != "failed" else logging.WARNING)
-    return True
+    outcome = Outcome(job, status, provider_message_id=provider_message_id, error=error)
+    return record_outcomes(conn, [outcome])[0]
 
 
 def schedule_retry(
@@ -126,19 +162,10 @@ def schedule_retry(
 ) -> bool:
     """Back to pending, due after `delay_seconds`; False (and `lease_lost`) if the lease is gone."""
     event = "ambiguous" if ambiguous else "retry"
-    params = _fields(job, error=error)
-    query_params = {**params, "event": event, "delay_seconds": delay_seconds}
-    if conn.execute(Q["schedule_retry"], query_params).fetchone() is None:
-        _lease_lost(conn, params, event)
-        return False
-    _log(event, params)
-    return True
+    outcome = Outcome(job, event, error=error, delay_seconds=delay_seconds)
+    return record_outcomes(conn, [outcome])[0]
 
 
 def release_lease(conn: Connection, job: ClaimedJob, reason: str) -> bool:
     """Hand back a claimed job that was not sent; False if the lease was already gone."""
-    params = _fields(job, error=reason)
-    if conn.execute(Q["release_lease"], params).fetchone() is None:
-        return False
-    _log("released", params)
-    return True
+    return record_outcomes(conn, [Outcome(job, "released", error=reason)])[0]

@@ -36,72 +36,57 @@ WITH due AS (
 )
 SELECT * FROM claimed ORDER BY id;
 
--- finish_job --
--- Record a final outcome (sent, failed, superseded, expired) only while this
--- claim still holds the lease; zero rows back means the lease was lost.
--- The owner is one string per process, so a process that claimed the job
--- again after its own lease expired holds it under the same owner: the
+-- record_outcomes --
+-- Record many claims' outcomes in one statement: each row only while its claim
+-- (owner and attempt) still holds the lease, with its audit row in the same
+-- statement. The owner is one string per process, so a process that claimed
+-- a job again after its own lease expired holds it under the same owner: the
 -- attempt (incremented by every claim) tells the claims apart.
-WITH finished AS (
-    UPDATE email_jobs
-    SET status = %(status)s,
-        sent_at = CASE WHEN %(status)s = 'sent' THEN now() END,
-        provider_message_id = %(provider_message_id)s,
-        last_error = %(error)s,
+-- Final events (sent, failed, superseded, expired) end the job; retry and
+-- ambiguous put it back after its backoff; released hands it back due now,
+-- the attempt it did not make uncounted. An outcome whose lease is gone
+-- changes nothing and leaves a lease_lost row instead (a lost release leaves
+-- none: nothing was attempted).
+WITH outcome AS (
+    SELECT * FROM unnest(
+        %(job_ids)s::bigint[], %(owners)s::text[], %(attempts)s::integer[],
+        %(events)s::text[], %(provider_message_ids)s::text[], %(errors)s::text[],
+        %(delays)s::float8[], %(lease_expires)s::timestamptz[], %(token_versions)s::integer[]
+    ) AS o(job_id, owner, attempt, event, provider_message_id, error, delay_seconds,
+           lease_expires_at, token_version)
+), recorded AS (
+    UPDATE email_jobs AS j
+    SET status = CASE WHEN o.event IN ('retry', 'ambiguous', 'released') THEN 'pending'
+                      ELSE o.event END,
+        sent_at = CASE WHEN o.event = 'sent' THEN now() ELSE j.sent_at END,
+        provider_message_id = CASE WHEN o.event IN ('retry', 'ambiguous', 'released')
+                                   THEN j.provider_message_id ELSE o.provider_message_id END,
+        last_error = CASE WHEN o.event = 'released' THEN j.last_error ELSE o.error END,
+        next_attempt_at = CASE
+            WHEN o.event = 'released' THEN now()
+            WHEN o.event IN ('retry', 'ambiguous')
+                THEN now() + make_interval(secs => o.delay_seconds)
+            ELSE j.next_attempt_at END,
+        attempt_count = CASE WHEN o.event = 'released' THEN greatest(j.attempt_count - 1, 0)
+                             ELSE j.attempt_count END,
         lease_owner = NULL,
         lease_expires_at = NULL
-    WHERE id = %(job_id)s AND lease_owner = %(owner)s AND attempt_count = %(attempt)s
-      AND status = 'pending'
-    RETURNING id
+    FROM outcome AS o
+    WHERE j.id = o.job_id AND j.lease_owner = o.owner AND j.attempt_count = o.attempt
+      AND j.status = 'pending'
+    RETURNING o.job_id, o.attempt
+), trail AS (
+    INSERT INTO email_job_events
+        (job_id, event, lease_owner, lease_expires_at, attempt, token_version,
+         provider_message_id, error)
+    SELECT o.job_id, CASE WHEN r.job_id IS NULL THEN 'lease_lost' ELSE o.event END,
+           o.owner, o.lease_expires_at, o.attempt, o.token_version, o.provider_message_id,
+           CASE WHEN r.job_id IS NULL
+                THEN 'lease lost before recording ' || quote_literal(o.event)
+                ELSE o.error END
+    FROM outcome AS o
+    LEFT JOIN recorded AS r ON r.job_id = o.job_id AND r.attempt = o.attempt
+    WHERE r.job_id IS NOT NULL OR o.event <> 'released'
 )
-INSERT INTO email_job_events
-    (job_id, event, lease_owner, lease_expires_at, attempt, token_version, provider_message_id, error)
-SELECT id, %(event)s, %(owner)s, %(lease_expires_at)s, %(attempt)s, %(token_version)s,
-       %(provider_message_id)s, %(error)s
-FROM finished
-RETURNING job_id;
+SELECT job_id, attempt FROM recorded;
 
--- schedule_retry --
--- Back to pending after a transient failure, due again after the backoff;
--- only while this claim (owner and attempt) holds the lease.
-WITH retried AS (
-    UPDATE email_jobs
-    SET next_attempt_at = now() + make_interval(secs => %(delay_seconds)s),
-        last_error = %(error)s,
-        lease_owner = NULL,
-        lease_expires_at = NULL
-    WHERE id = %(job_id)s AND lease_owner = %(owner)s AND attempt_count = %(attempt)s
-      AND status = 'pending'
-    RETURNING id
-)
-INSERT INTO email_job_events
-    (job_id, event, lease_owner, lease_expires_at, attempt, token_version, error)
-SELECT id, %(event)s, %(owner)s, %(lease_expires_at)s, %(attempt)s, %(token_version)s, %(error)s
-FROM retried
-RETURNING job_id;
-
--- release_lease --
--- Hand back a claimed job that was never sent (shutdown): due now, and the
--- attempt it did not make is not counted; only while this claim (owner and
--- attempt) holds the lease.
-WITH released AS (
-    UPDATE email_jobs
-    SET next_attempt_at = now(),
-        attempt_count = greatest(attempt_count - 1, 0),
-        lease_owner = NULL,
-        lease_expires_at = NULL
-    WHERE id = %(job_id)s AND lease_owner = %(owner)s AND attempt_count = %(attempt)s
-      AND status = 'pending'
-    RETURNING id
-)
-INSERT INTO email_job_events (job_id, event, lease_owner, lease_expires_at, attempt, token_version, error)
-SELECT id, 'released', %(owner)s, %(lease_expires_at)s, %(attempt)s, %(token_version)s, %(error)s
-FROM released
-RETURNING job_id;
-
--- append_event --
--- Add one entry to a job's audit trail (for events that change no row).
-INSERT INTO email_job_events
-    (job_id, event, lease_owner, lease_expires_at, attempt, token_version, provider_message_id, error)
-VALUES (%(job_id)s, %(event)s, %(owner)s, %(lease_expires_at)s, %(attempt)s, %(token_version)s,
-        %(provider_message_id)s, %(error)s);

@@ -1,9 +1,12 @@
-"""The worker process: claim due jobs, hand them to sender threads, wait, repeat.
+"""The worker process: claim due jobs ahead, hand them to sender threads, record in batches.
 
-The main thread claims; `concurrency` sender threads each hold one mailer
-(so an SMTP connection is reused across jobs) and deliver; a listener
-thread turns NOTIFYs into wake-ups. The main thread sleeps on one event that
-a notification, the poll interval, a freed sender or a stop request sets.
+The main thread claims, keeping up to max(batch, concurrency) jobs queued
+ahead of the senders so none waits for a claim round trip; `concurrency`
+sender threads each hold one mailer (so an SMTP connection is reused across
+jobs) and hand each outcome to the completer (worker/completer.py), which
+records them in batches; a listener thread turns NOTIFYs into wake-ups. The
+main thread sleeps on one event that a notification, the poll interval, a
+draining queue, a recorded batch or a stop request sets.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from authsvc.logs import log_event
 from authsvc.outbox import NOTIFY_CHANNEL
 from authsvc.ratelimit import prune_rate_limits
 from worker import jobs
+from worker.completer import Completer, CompleterStopped
 from worker.delivery import Delivery, RetryPolicy
-from worker.jobs import ClaimedJob
+from worker.jobs import ClaimedJob, Outcome
 from worker.mailers import Mailer
 from worker.render import Renderer
 
@@ -78,6 +82,15 @@ class Worker:
         self._queue: queue.Queue[Claim | None] = queue.Queue()
         self._lock = threading.Lock()
         self._unfinished = 0  # claimed by this process and not yet recorded
+        self._more_due = False  # the last claim was full: probably more is due
+        # Claim again once fewer than this many jobs wait for a sender.
+        self._ahead = max(options.batch, options.concurrency)
+        self._completer: Completer | None = None
+
+    @property
+    def max_resends_after_kill(self) -> int:
+        """The documented bound: sends in flight plus outcomes handed over but unrecorded."""
+        return self.options.concurrency + self.options.batch
 
     def request_stop(self) -> None:
         """Stop claiming; in-flight sends finish, unsent claims are released."""
@@ -86,10 +99,13 @@ class Worker:
 
     def run(self) -> None:
         opts = self.options
-        pool = create_pool(
-            self.url, min_size=1, max_size=opts.concurrency + 2, name="authsvc-worker"
-        )
+        # Claims, the completer and housekeeping share it; senders never
+        # touch the database. No check at checkout: errors trigger one.
+        pool = create_pool(self.url, min_size=2, max_size=4, name="authsvc-worker", check=False)
         delivery = Delivery(pool, self.renderer, opts.retry, opts.send_timeout, system_clock)
+        completer = Completer(pool, max_unrecorded=opts.batch, on_recorded=self._recorded)
+        self._completer = completer
+        completer.start()
         threads = [
             threading.Thread(target=self._sender, args=(delivery,), name=f"sender-{i}", daemon=True)
             for i in range(opts.concurrency)
@@ -104,7 +120,7 @@ class Worker:
             self._claim_loop(pool)
         finally:
             self.request_stop()
-            self._shutdown(delivery, threads)
+            self._shutdown(completer, threads)
             pool.close()
             log_event(log, "worker_stopped", lease_owner=self.owner)
         if self.failure is not None:
@@ -117,9 +133,7 @@ class Worker:
         while not self.stop.is_set():
             self._wake.clear()
             claimed = 0
-            with self._lock:
-                has_room = self._unfinished < opts.concurrency
-            if has_room:
+            if self._queue.qsize() < self._ahead:
                 try:
                     claimed = self._claim(pool)
                     if time.monotonic() >= next_prune:
@@ -131,6 +145,7 @@ class Worker:
                         next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
                     backoff = 0.5
                 except psycopg.OperationalError as exc:
+                    pool.check()  # drop the broken connections before the next try
                     log_event(log, "database_unavailable", logging.WARNING,
                               lease_owner=self.owner, error=str(exc), retry_in_seconds=backoff)
                     self.stop.wait(backoff)
@@ -153,11 +168,19 @@ class Worker:
             claimed = jobs.claim_batch(conn, self.owner, opts.batch, opts.lease_seconds)
         with self._lock:
             self._unfinished += len(claimed)
+        self._more_due = len(claimed) == opts.batch
         for job in claimed:
             self._queue.put((job, deadline))
         return len(claimed)
 
+    def _recorded(self, count: int) -> None:
+        with self._lock:
+            self._unfinished -= count
+        self._wake.set()
+
     def _sender(self, delivery: Delivery) -> None:
+        assert self._completer is not None
+        completer = self._completer
         mailer = self.mailer_factory(self.options.send_timeout)
         try:
             while True:
@@ -168,17 +191,20 @@ class Worker:
                     continue
                 if item is None:
                     return
+                if self._more_due and self._queue.qsize() < self._ahead:
+                    self._wake.set()  # claim ahead, before this sender runs dry
                 job, deadline = item
+                handed_over = False
                 try:
                     if self.stop.is_set():
-                        delivery.release(job, "shutdown")
+                        outcome = Outcome(job, "released", error="shutdown")
                     else:
-                        delivery.deliver(mailer, job, deadline)
-                except psycopg.OperationalError as exc:
-                    # The database stayed away for the whole lease: the job
-                    # will be claimed again (and possibly re-sent) after it.
-                    log_event(log, "outcome_unrecorded", logging.ERROR, job_id=job.id,
-                              lease_owner=self.owner, error=str(exc))
+                        outcome = delivery.decide(mailer, job, deadline)
+                    completer.submit(outcome)
+                    handed_over = True
+                except CompleterStopped:
+                    # The completer died (and said why); stop, the leases hand the jobs back.
+                    self.request_stop()
                 except BaseException as exc:
                     # Unexpected: stop the process; the lease hands the job back.
                     log.exception(
@@ -187,9 +213,8 @@ class Worker:
                     self.failure = exc
                     self.request_stop()
                 finally:
-                    with self._lock:
-                        self._unfinished -= 1
-                    self._wake.set()
+                    if not handed_over:
+                        self._recorded(1)
         finally:
             mailer.close()
 
@@ -212,7 +237,7 @@ class Worker:
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
 
-    def _shutdown(self, delivery: Delivery, threads: list[threading.Thread]) -> None:
+    def _shutdown(self, completer: Completer, threads: list[threading.Thread]) -> None:
         # Claimed but not yet picked up by a sender: hand back right away.
         while True:
             try:
@@ -220,12 +245,10 @@ class Worker:
             except queue.Empty:
                 break
             if item is not None:
-                job = item[0]
                 try:
-                    delivery.release(job, "shutdown")
-                finally:
-                    with self._lock:
-                        self._unfinished -= 1
+                    completer.submit(Outcome(item[0], "released", error="shutdown"))
+                except CompleterStopped:
+                    self._recorded(1)
         for _ in range(self.options.concurrency):
             self._queue.put(None)
         deadline = time.monotonic() + self.options.shutdown_grace_seconds
@@ -235,3 +258,8 @@ class Worker:
         if stuck:
             log_event(log, "shutdown_timeout", logging.WARNING, lease_owner=self.owner,
                       error=f"{len(stuck)} send(s) still running; their leases will expire")
+        # Everything handed over is recorded before the pool closes; a database
+        # outage can hold this up to the longest lease, as recording always could.
+        completer.close(timeout=self.options.lease_seconds + 5)
+        if completer.failure is not None and self.failure is None:
+            self.failure = completer.failure

@@ -79,6 +79,24 @@ class Mailer(Protocol):
         ...
 
 
+class NullMailer:
+    """AUTHSVC_SMTP_URL=null://: accepts every built message and discards it (load tests).
+
+    Like Django's dummy backend; the message is still rendered and built, so a
+    load test measures everything but the network. Refused in production.
+    """
+
+    def __init__(self) -> None:
+        self.discarded = 0
+
+    def send(self, email: OutgoingEmail) -> str:
+        self.discarded += 1
+        return email.message_id
+
+    def close(self) -> None:
+        pass
+
+
 _LEADING_DOT = re.compile(rb"(?m)^\.")
 
 

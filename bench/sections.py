@@ -1,0 +1,226 @@
+"""The measurements of `make bench` other than drains: latency, slow sink, claims, HTTP, RSS."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from typing import Any
+
+import psutil
+import psycopg
+
+from authsvc.apps import create_app_record
+from authsvc.cli.serve import gunicorn_argv
+from authsvc.outbox import enqueue_email
+from bench.common import authsvc_script, percentile, worker_env
+from bench.drain import queue_resets
+from chaos.smtp import free_port
+from tests.smtp_double import SmtpDouble
+from worker import jobs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def latency(url: str, rate: float = 20.0, seconds: float = 15.0) -> dict[str, Any]:
+    """Commit -> SMTP acceptance at `rate` requests/s, one email per commit, idle worker."""
+    committed: dict[str, float] = {}
+    with SmtpDouble() as smtp, tempfile.TemporaryDirectory() as data:
+        worker = subprocess.Popen([authsvc_script(), "worker", "--poll-seconds", "30"],
+                                  env=worker_env(url, smtp.url, data), stderr=subprocess.DEVNULL)
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                with conn.transaction():  # warm-up: also waits for the worker to start
+                    enqueue_email(conn, template="password_changed", recipient="w@example.com")
+                smtp.wait_for(1, timeout=60)
+                count = int(rate * seconds)
+                started = time.perf_counter()
+                for i in range(count):
+                    due = started + i / rate
+                    pause = due - time.perf_counter()
+                    if pause > 0:
+                        time.sleep(pause)  # pacing the open-loop load, not waiting for a result
+                    with conn.transaction():
+                        job_id = enqueue_email(conn, template="password_changed",
+                                               recipient=f"u{i}@example.com")
+                    committed[f"<authsvc-job-{job_id}@localhost>"] = time.time()
+                messages = smtp.wait_for(count + 1, timeout=60)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(30)
+    samples = [(m.received_at - committed[m.message_id]) * 1000
+               for m in messages if m.message_id in committed]
+    return {"samples": len(samples), "rate": rate, "p50_ms": percentile(samples, 0.5),
+            "p95_ms": percentile(samples, 0.95), "p99_ms": percentile(samples, 0.99),
+            "max_ms": max(samples)}
+
+
+def slow_sink(url: str, concurrency: int, send_seconds: float = 0.2,
+              seconds: float = 4.0) -> dict[str, Any]:
+    """Emails/s when each SMTP send takes `send_seconds`, against concurrency / send_seconds."""
+    count = max(10, int(concurrency / send_seconds * seconds))
+    batch = max(10, concurrency)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO email_jobs (template, recipient)"
+                     " SELECT 'password_changed', 'u' || n || '@example.com'"
+                     " FROM generate_series(1, %s) n", (count,))
+    with SmtpDouble(delay_seconds=send_seconds) as smtp, tempfile.TemporaryDirectory() as data:
+        subprocess.run(
+            [authsvc_script(), "worker", "--once", "--concurrency", str(concurrency),
+             "--batch", str(batch)],
+            env=worker_env(url, smtp.url, data), stderr=subprocess.DEVNULL, check=True,
+            timeout=300,
+        )
+        messages = smtp.wait_for(count, timeout=30)
+    received = sorted(m.received_at for m in messages)
+    # From the start of the first send (its acceptance less one send) to the last acceptance.
+    rate = count / (received[-1] - received[0] + send_seconds)
+    ideal = concurrency / send_seconds
+    return {"concurrency": concurrency, "batch": batch, "emails": count, "rate": rate,
+            "ideal": ideal, "of_ideal": rate / ideal}
+
+
+def _claim_samples(conn: psycopg.Connection, rounds: int = 100) -> list[float]:
+    samples = []
+    for _ in range(rounds):
+        with conn.transaction(force_rollback=True):  # keep the table as it is
+            began = time.perf_counter()
+            claimed = jobs.claim_batch(conn, "bench:0:claim", 32, 45)
+            samples.append((time.perf_counter() - began) * 1000)
+        assert len(claimed) == 32
+    return samples
+
+
+def _plan(conn: psycopg.Connection) -> list[str]:
+    params = {"owner": "bench:0:plan", "batch": 32, "lease_seconds": 45}
+    with conn.transaction(force_rollback=True):
+        rows = conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) "
+                            + jobs.Q["claim_batch"], params).fetchall()
+    return [r[0] for r in rows]
+
+
+def claim_latency(url_pending: str, url_retained: str) -> dict[str, Any]:
+    """claim_batch(32) p50/p95 at 1k, 100k and 1M pending, and 1k pending beside 1M sent rows."""
+    results: dict[str, Any] = {"cases": [], "plans": {}}
+    with psycopg.connect(url_pending, autocommit=True) as conn:
+        have = 0
+        for target in (1_000, 100_000, 1_000_000):
+            conn.execute(
+                "INSERT INTO email_jobs (template, recipient, next_attempt_at)"
+                " SELECT 'password_changed', 'u' || n || '@example.com',"
+                "        now() - interval '1 day' + n * interval '1 ms'"
+                " FROM generate_series(%s::integer, %s::integer) n", (have + 1, target))
+            have = target
+            conn.execute("VACUUM ANALYZE email_jobs")
+            samples = _claim_samples(conn)
+            results["cases"].append({"case": f"{target:,} pending", "p50_ms":
+                                     percentile(samples, 0.5), "p95_ms": percentile(samples, 0.95)})
+            if target in (1_000, 1_000_000):
+                results["plans"][f"{target:,} pending"] = _plan(conn)
+    with psycopg.connect(url_retained, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO email_jobs (template, recipient, status, sent_at, created_at,"
+            " next_attempt_at) SELECT 'password_changed', 's' || n || '@example.com', 'sent',"
+            " now() - n * interval '1 ms', now() - n * interval '1 ms', now() - n * interval '1 ms'"
+            " FROM generate_series(1, 1000000) n")
+        conn.execute("INSERT INTO email_job_events (job_id, event, attempt)"
+                     " SELECT id, 'sent', 1 FROM email_jobs")
+        conn.execute("INSERT INTO email_jobs (template, recipient)"
+                     " SELECT 'password_changed', 'u' || n || '@example.com'"
+                     " FROM generate_series(1, 1000) n")
+        conn.execute("VACUUM ANALYZE")
+        samples = _claim_samples(conn)
+        case = "1,000 pending + 1,000,000 sent kept (and their trail)"
+        results["cases"].append({"case": case, "p50_ms": percentile(samples, 0.5),
+                                 "p95_ms": percentile(samples, 0.95)})
+        results["plans"][case] = _plan(conn)
+    return results
+
+
+def _serve(argv: list[str], env: dict[str, str], port: int, log: Any) -> subprocess.Popen[bytes]:
+    server = subprocess.Popen(argv, env=env, stdout=log, stderr=log, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"server exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2):
+                return server
+        except OSError as exc:
+            if getattr(exc, "code", None) == 404:  # the ceiling app has no /readyz: it is up
+                return server
+            time.sleep(0.2)
+    raise RuntimeError("server did not start")
+
+
+def _load(port: int, path: str, key: str, concurrency: int, seconds: float) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.http_load", str(port), path, key, str(concurrency),
+         str(seconds)], capture_output=True, check=True, timeout=seconds + 120, cwd=ROOT)
+    return json.loads(done.stdout)
+
+
+def http_resets(url: str, concurrency: int = 16, seconds: float = 10.0) -> dict[str, Any]:
+    """POST /api/v1/password-resets under `authsvc serve` beside the one-INSERT ceiling."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE bench_ceiling (id bigint GENERATED ALWAYS AS IDENTITY"
+                     " PRIMARY KEY, email text NOT NULL, created_at timestamptz DEFAULT now())")
+        with conn.transaction():
+            _app, key = create_app_record(conn, "bench", ["http://127.0.0.1/"])
+    out: dict[str, Any] = {"concurrency": concurrency}
+    with tempfile.TemporaryDirectory() as data, open(os.devnull, "wb") as sink:
+        env = {**worker_env(url, "null://", data), "AUTHSVC_RATE_LIMIT_IP": "100000000/1m",
+               "AUTHSVC_RATE_LIMIT_APP": "100000000/1m", "AUTHSVC_RATE_LIMIT_EMAIL": "1000/1m"}
+        for name, app, path in (
+            ("resets", None, "/api/v1/password-resets"),
+            ("ceiling", "bench.ceiling:create_app()", "/ceiling"),
+        ):
+            port = free_port()
+            if app is None:
+                argv = [authsvc_script(), "serve", "--bind", f"127.0.0.1:{port}"]
+            else:
+                argv = gunicorn_argv(f"127.0.0.1:{port}", 2, 16)
+                argv[-1] = app
+            server = _serve(argv, env, port, sink)
+            try:
+                _load(port, path, key, concurrency, 2.0)  # warm-up
+                out[name] = _load(port, path, key, concurrency, seconds)
+            finally:
+                server.send_signal(signal.SIGTERM)
+                server.wait(30)
+    out["ratio"] = out["resets"]["rps"] / out["ceiling"]["rps"]
+    return out
+
+
+def worker_rss(url: str, count: int = 100_000) -> dict[str, Any]:
+    """RSS of one `authsvc worker` (null://) sampled while it sends `count` reset emails."""
+    queue_resets(url, count)
+    marks: list[tuple[int, float]] = []
+    with tempfile.TemporaryDirectory() as data:
+        worker = subprocess.Popen(
+            [authsvc_script(), "worker", "--concurrency", "8", "--batch", "64",
+             "--poll-seconds", "1"],
+            env=worker_env(url, "null://", data), stderr=subprocess.DEVNULL)
+        try:
+            process = psutil.Process(worker.pid)
+            with psycopg.connect(url, autocommit=True) as conn:
+                deadline = time.monotonic() + 600
+                sent = 0
+                while sent < count and time.monotonic() < deadline:
+                    row = conn.execute("SELECT count(*) FROM email_jobs WHERE status = 'sent'"
+                                       ).fetchone()
+                    sent = row[0] if row else 0
+                    marks.append((sent, process.memory_info().rss / 2**20))
+                    time.sleep(1.0)  # sampling interval
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(30)
+    assert sent == count, f"{sent} of {count} sent"
+    warm = [rss for done, rss in marks if done >= count // 5]
+    return {"jobs": count, "samples": marks, "after_warmup_mb": warm[0] if warm else None,
+            "final_mb": marks[-1][1], "max_mb": max(rss for _, rss in marks)}

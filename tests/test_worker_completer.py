@@ -1,0 +1,196 @@
+"""The batched completer (issue 11): lease guard per row, group commit, the unrecorded cap."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections import Counter
+
+import psycopg
+import pytest
+
+from authsvc.db import create_pool
+from tests.smtp_double import SmtpDouble
+from tests.worker_support import (
+    events,
+    job_status,
+    queue_notices,
+    start_worker_process,
+    wait_until,
+)
+from worker import jobs
+from worker.completer import Completer
+from worker.jobs import Outcome
+
+
+@pytest.fixture
+def unchecked_pool(database_url):
+    pool = create_pool(database_url, min_size=1, max_size=3, check=False)
+    yield pool
+    pool.close()
+
+
+def test_a_lost_lease_in_a_batch_records_nothing_for_that_row(conn, caplog):
+    """One statement, three outcomes: the row whose lease moved on is left alone."""
+    ids = queue_notices(conn, 3)
+    caplog.set_level(logging.INFO, logger="worker")
+    claimed = {j.id: j for j in jobs.claim_batch(conn, "host:1:a", 3, lease_seconds=0.5)}
+    # Job 2's lease runs out and another worker takes it over; 1 and 3 are re-leased
+    # to a long lease by hand so only job 2 is lost.
+    conn.execute("UPDATE email_jobs SET lease_expires_at = now() + interval '1 hour',"
+                 " next_attempt_at = now() + interval '1 hour' WHERE id <> %s", (ids[1],))
+    [taken] = wait_until(lambda: jobs.claim_batch(conn, "host:2:b", 1, lease_seconds=30), 5,
+                         "job 2's lease to expire")
+    assert taken.id == ids[1]
+    before = conn.execute("SELECT * FROM email_jobs WHERE id = %s", (ids[1],)).fetchone()
+
+    outcomes = [Outcome(claimed[i], "sent", provider_message_id=f"<m{i}@x>") for i in ids]
+    assert jobs.record_outcomes(conn, outcomes) == [True, False, True]
+
+    assert conn.execute("SELECT * FROM email_jobs WHERE id = %s", (ids[1],)).fetchone() == before
+    assert job_status(conn, ids[1]) == ("pending", "host:2:b", 2)
+    assert [job_status(conn, i)[0] for i in (ids[0], ids[2])] == ["sent", "sent"]
+    assert events(conn, ids[1])[-1] == ("lease_lost", "host:1:a", 1)
+    assert [e[0] for e in events(conn, ids[0])] == ["claimed", "sent"]
+    logged = Counter(r.getMessage() for r in caplog.records if r.name == "worker.jobs")
+    assert logged["sent"] == 2 and logged["lease_lost"] == 1
+
+
+def test_every_outcome_kind_in_one_batch(conn):
+    """Final, retry, ambiguous and released rows each end up as their own statement did."""
+    ids = queue_notices(conn, 4)
+    claimed = jobs.claim_batch(conn, "host:1:a", 4, lease_seconds=30)
+    outcomes = [
+        Outcome(claimed[0], "failed", error="554 refused"),
+        Outcome(claimed[1], "retry", error="451 later", delay_seconds=60),
+        Outcome(claimed[2], "ambiguous", error="lost after dot", delay_seconds=60),
+        Outcome(claimed[3], "released", error="shutdown"),
+    ]
+    assert jobs.record_outcomes(conn, outcomes) == [True] * 4
+    rows = conn.execute(
+        "SELECT status, attempt_count, lease_owner, last_error,"
+        " next_attempt_at > now() + interval '50 seconds' FROM email_jobs ORDER BY id"
+    ).fetchall()
+    assert rows == [
+        ("failed", 1, None, "554 refused", False),
+        ("pending", 1, None, "451 later", True),
+        ("pending", 1, None, "lost after dot", True),
+        ("pending", 0, None, None, False),
+    ]
+    assert [events(conn, i)[-1][0] for i in ids] == ["failed", "retry", "ambiguous", "released"]
+
+
+def test_an_idle_completer_records_a_lone_outcome_at_once(conn, unchecked_pool):
+    """No timer and no batch to fill: one outcome is written by itself."""
+    [job_id] = queue_notices(conn, 1)
+    [job] = jobs.claim_batch(conn, "host:1:a", 1, lease_seconds=30)
+    completer = Completer(unchecked_pool, max_unrecorded=32)
+    completer.start()
+    try:
+        completer.submit(Outcome(job, "sent", provider_message_id="<m@x>"))
+        wait_until(lambda: job_status(conn, job_id)[0] == "sent", 5, "the lone outcome recorded")
+        assert completer.batches == 1 and completer.largest_batch == 1
+    finally:
+        assert completer.close(10)
+
+
+def test_outcomes_arriving_during_a_write_share_the_next_statement_and_are_capped(
+    conn, database_url, unchecked_pool
+):
+    """Group commit: while one write waits, the next outcomes pile up into one batch,
+    and no more than max_unrecorded are ever outstanding (the at-least-once bound)."""
+    ids = queue_notices(conn, 6)
+    claimed = jobs.claim_batch(conn, "host:1:a", 6, lease_seconds=60)
+    completer = Completer(unchecked_pool, max_unrecorded=4)
+    completer.start()
+    with psycopg.connect(database_url) as blocker:
+        # Hold job 1's row so the first write waits on it.
+        blocker.execute("SELECT 1 FROM email_jobs WHERE id = %s FOR UPDATE", (ids[0],))
+        completer.submit(Outcome(claimed[0], "sent"))
+        wait_until(lambda: completer.unrecorded == 1 and _lock_waiters(conn) == 1, 5,
+                   "the first write to block")
+        for job in claimed[1:4]:
+            completer.submit(Outcome(job, "sent"))
+        assert completer.unrecorded == 4
+        fifth_in = threading.Event()
+
+        def fifth() -> None:
+            completer.submit(Outcome(claimed[4], "sent"))
+            fifth_in.set()
+
+        thread = threading.Thread(target=fifth, daemon=True)
+        thread.start()
+        thread.join(0.3)
+        assert not fifth_in.is_set(), "the cap let a fifth unrecorded outcome in"
+        blocker.rollback()
+    thread.join(10)
+    assert fifth_in.is_set()
+    completer.submit(Outcome(claimed[5], "sent"))
+    assert completer.close(10)
+    assert [job_status(conn, i)[0] for i in ids] == ["sent"] * 6
+    # 1 alone, then 2-4 together, then what was left (5 and 6, together or not).
+    assert completer.largest_batch == 3 and completer.batches in (3, 4)
+
+
+def _lock_waiters(conn: psycopg.Connection) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    ).fetchone()
+    return row[0] if row else 0
+
+
+def test_a_broken_connection_is_retried_without_a_checkout_check(conn, unchecked_pool):
+    """Check on error: a connection killed under the pool costs one retry, not the outcome."""
+    [job_id] = queue_notices(conn, 1)
+    [job] = jobs.claim_batch(conn, "host:1:a", 1, lease_seconds=30)
+    with unchecked_pool.connection() as c:
+        pid = c.info.backend_pid
+    conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    completer = Completer(unchecked_pool, max_unrecorded=4)
+    completer.start()
+    try:
+        completer.submit(Outcome(job, "sent"))
+        wait_until(lambda: job_status(conn, job_id)[0] == "sent", 10, "the outcome recorded")
+    finally:
+        assert completer.close(10)
+
+
+@pytest.mark.e2e
+def test_sigkill_with_outcomes_unrecorded_resends_at_most_concurrency_plus_batch(
+    conn, database_url, env, tmp_path
+):
+    """The documented bound: a kill re-sends only in-flight and unrecorded jobs."""
+    concurrency, batch = 3, 5
+    queue_notices(conn, 60)
+    with SmtpDouble() as smtp:
+        env = {**env, "AUTHSVC_SMTP_URL": smtp.url}
+        args = ["--concurrency", str(concurrency), "--batch", str(batch),
+                "--lease-seconds", "2", "--poll-seconds", "0.2"]
+        first = start_worker_process(env, tmp_path / "first.log", *args)
+        try:
+            smtp.wait_for(1, timeout=20)
+            with psycopg.connect(database_url) as blocker:
+                # Writes to the trail now wait: the completer fills up, then the
+                # senders block on it, every one of them holding an accepted send.
+                blocker.execute("LOCK TABLE email_job_events IN EXCLUSIVE MODE")
+                wait_until(lambda: _lock_waiters(conn) >= 1, 10, "the worker to block")
+                first.send_signal(signal.SIGKILL)
+                first.wait(10)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        sent_by_first = len(smtp.messages)
+        wait_until(lambda: conn.execute(
+            "SELECT count(*) FROM email_jobs WHERE lease_expires_at > now()").fetchone() == (0,),
+            10, "the killed worker's leases to expire")
+        second = start_worker_process(env, tmp_path / "second.log", "--once", *args[:-2])
+        assert second.wait(60) == 0
+    copies = Counter(m.message_id for m in smtp.messages)
+    duplicates = sum(1 for n in copies.values() if n > 1)
+    assert len(copies) == 60 and max(copies.values()) <= 2
+    assert duplicates <= concurrency + batch, (duplicates, sent_by_first)
+    assert conn.execute(
+        "SELECT count(*) FROM email_jobs WHERE status <> 'sent'"
+    ).fetchone() == (0,)

@@ -1,0 +1,115 @@
+"""Cheaper messages (issue 11): the direct builder writes what the stdlib builder wrote."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from email import policy
+from email.parser import BytesParser
+
+import jinja2
+import pytest
+
+from authsvc.config import load_settings
+from authsvc.inbox.parsing import parse_message
+from authsvc.resources import templates_dir
+from tests.worker_support import renderer
+from worker.jobs import ClaimedJob
+from worker.mime import build_message, legacy_message
+from worker.render import compile_template
+
+TEMPLATES = ["verify", "reset", "account_exists", "password_changed"]
+LONG = "a-rather-long-local-part-that-makes-the-to-header-fold@" + "sub." * 6 + "example.com"
+
+
+def _job(template: str, recipient: str, job_id: int = 41) -> ClaimedJob:
+    now = datetime.now(UTC)
+    link = template in ("verify", "reset")
+    return ClaimedJob(
+        id=job_id, template=template, recipient=recipient,
+        payload={"redirect_url": "https://app.example/in?a=1&b=<2>"} if link else {},
+        user_id=7 if link else None, purpose=template if link else None,
+        token_version=3 if link else None, issued_at=now if link else None,
+        attempt_count=1, lease_owner="h:1:x", lease_expires_at=now,
+        current_version=3 if link else None, ambiguous_before=False,
+    )
+
+
+def _structure(raw: bytes) -> dict[str, object]:
+    message = BytesParser(policy=policy.default).parsebytes(raw)
+    parts = [
+        (p.get_content_type(), p.get_content_charset(), p["Content-Transfer-Encoding"],
+         p.get_content())
+        for p in message.iter_parts()
+    ]
+    return {
+        "headers": [(k, str(v)) for k, v in message.items() if k != "Content-Type"],
+        "type": message.get_content_type(),
+        "parts": parts,
+        "defects": [type(d).__name__ for d in message.defects],
+    }
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("recipient", ["ann@example.com", LONG, "jörg@exämple.com"])
+@pytest.mark.parametrize("mail_from", ["authsvc <no-reply@localhost>",
+                                       "Jörg's Support <help@example.com>"])
+def test_the_message_matches_the_stdlib_builder(env, template, recipient, mail_from):
+    """Byte for byte (same boundary), for the fast path and every fallback case."""
+    settings = load_settings(env, AUTHSVC_MAIL_FROM=mail_from)
+    job = _job(template, recipient)
+    built = renderer(settings)
+    headers, text, html = built.parts(job)
+    email = built.render(job)
+    utf8 = email.needs_smtputf8
+
+    random.seed(1234)
+    fast = build_message(headers, text, html, utf8=utf8)
+    random.seed(1234)
+    old = legacy_message(headers, text, html, utf8=utf8)
+    assert fast == old
+    mine, theirs = _structure(email.data), _structure(old)
+    assert mine["headers"] == theirs["headers"] and mine["parts"] == theirs["parts"]
+    assert mine["type"] == "multipart/alternative" and mine["defects"] == []
+    [plain, rich] = mine["parts"]  # type: ignore[misc]
+    assert plain == ("text/plain", "utf-8", "base64", text)
+    assert rich == ("text/html", "utf-8", "base64", html)
+    assert all(len(line) <= 998 for line in email.data.split(b"\r\n"))  # RFC 5322 limit
+    assert b"\n" not in email.data.replace(b"\r\n", b"")
+    if utf8:
+        assert recipient.encode() in email.data, "SMTPUTF8 headers carry the address as UTF-8"
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_the_test_inbox_reads_the_message(env, template):
+    settings = load_settings(env)
+    email = renderer(settings).render(_job(template, "ann@example.com"))
+    parsed = parse_message(email.data)
+    assert parsed.subject and parsed.message_id == "<authsvc-job-41@localhost>"
+    assert parsed.text and parsed.html and parsed.headers["x-authsvc-job"] == ["41"]
+    if template in ("verify", "reset"):
+        assert any("token=" in link for link in parsed.links)
+        assert "a=1&b=%3C2%3E&token=" in parsed.text, "the text part is not HTML-escaped"
+        assert "a=1&amp;b=%3C2%3E&amp;token=" in parsed.html
+
+
+@pytest.mark.parametrize("name", [f"{t}.{k}" for t in TEMPLATES for k in ("txt", "html")])
+def test_templates_compiled_once_render_as_jinja_does(name):
+    loader = jinja2.FileSystemLoader(str(templates_dir() / "email"))
+    html = name.endswith(".html")
+    environment = jinja2.Environment(loader=loader, autoescape=html,  # noqa: S701
+                                     undefined=jinja2.StrictUndefined)
+    context = {key: f"<{key}> & \"'x'\"" for key in
+               ("recipient", "base_url", "reset_url", "login_url", "link", "expires_at",
+                "valid_for")}
+    assert compile_template(environment, name)(context) == (
+        environment.get_template(name).render(context)
+    )
+    with pytest.raises(KeyError):
+        compile_template(environment, name)({})
+
+
+def test_a_template_with_logic_is_still_rendered_by_jinja():
+    loader = jinja2.DictLoader({"t.txt": "{% if x %}yes {{ x|upper }}{% endif %}\n"})
+    environment = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined)  # noqa: S701
+    assert compile_template(environment, "t.txt")({"x": "a"}) == "yes A"

@@ -191,7 +191,9 @@ def check_redemptions(
         elif body.get("code") != "token_superseded":
             report.problems.append(f"stale {purpose} link answered {status} {body.get('code')}")
     resets = 0
-    for (_user_id, purpose), token in sorted(current.items()):
+    # Verify before reset: a completed reset retires the user's verify link (SPEC §4a).
+    ordered = sorted(current.items(), key=lambda item: (item[0][0], item[0][1] != "verify"))
+    for (_user_id, purpose), token in ordered:
         if purpose == "reset":
             resets += 1
             if resets > CURRENT_RESET_SAMPLE:
@@ -205,7 +207,7 @@ def check_redemptions(
 
 
 def _confirm(client: ApiClient, purpose: str, token: str) -> tuple[int, dict]:
-    body: dict[str, object] = {"token": token}
-    if purpose == "reset":
-        body["password"] = NEW_PASSWORD
+    # The mailbox's holder chooses the password: required for a reset, and
+    # for a verify link after a resend (a contested address, SPEC §4a).
+    body: dict[str, object] = {"token": token, "password": NEW_PASSWORD}
     return client.post(CONFIRM_PATHS[purpose], body)

@@ -96,7 +96,12 @@ async def _scenario(dev: Dev, key: str) -> None:
         assert [m["subject"] for m in found] == [f"for {scope}"]
     idle_p99, busy_p99 = percentile(idle, 0.99), percentile(busy, 0.99)
     print(f"API p99 idle {idle_p99 * 1000:.1f} ms, with {POLLS} polls {busy_p99 * 1000:.1f} ms")
-    assert busy_p99 <= 2 * idle_p99, f"idle p99 {idle_p99:.4f} s, busy p99 {busy_p99:.4f} s"
+    # 2x the idle p99, with 50 ms of slack: at single-digit-millisecond latencies a
+    # shared 2-core machine's noise alone doubles a p99 (CI saw 6.4 -> 14.2 ms). A design
+    # where a waiter holds a thread fails this by seconds or with 503s, not milliseconds.
+    # The precise ratio is a benchmark figure (bench/inbox_wakeup.py), not a timed test.
+    bound = max(2 * idle_p99, idle_p99 + 0.050)
+    assert busy_p99 <= bound, f"idle p99 {idle_p99:.4f} s, busy p99 {busy_p99:.4f} s"
 
 
 def test_a_thousand_long_polls_on_one_authsvc_dev_none_refused(tmp_path, env):

@@ -50,11 +50,11 @@ def create_app(
     app.extensions["authsvc"] = build_services(settings, pool, clock=clock, passwords=passwords)
     install_request_plumbing(app)
 
-    from authsvc import api, pages, service_endpoints
+    from authsvc import api, pages, probes
 
     csrf = CSRFProtect(app)
     csrf.exempt(api.bp)  # bearer-key API: no cookies, so no CSRF
-    app.register_blueprint(service_endpoints.bp)
+    app.register_blueprint(probes.bp)
     from authsvc import metrics
     app.register_blueprint(metrics.bp)
     app.register_blueprint(api.bp)

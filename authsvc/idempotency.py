@@ -19,7 +19,7 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.rows import class_row
 
-from authsvc.sql import load_queries
+from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "sql" / "idempotency.sql")
 KEY_LIFETIME = timedelta(hours=24)

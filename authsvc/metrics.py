@@ -17,7 +17,7 @@ from flask import Blueprint, Flask, Response, current_app, request
 from flask.blueprints import BlueprintSetupState
 from psycopg import Connection
 
-from authsvc.sql import load_queries
+from authsvc.queries import load_queries
 from authsvc.web import bearer_token_matches, db, services
 
 Q = load_queries(Path(__file__).parent / "sql" / "metrics.sql")

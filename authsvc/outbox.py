@@ -9,7 +9,7 @@ from typing import Any
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
-from authsvc.sql import load_queries
+from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "sql" / "outbox.sql")
 NOTIFY_CHANNEL = "authsvc_outbox"

@@ -15,7 +15,7 @@ from pathlib import Path
 from psycopg import Connection
 
 from authsvc.config import RateLimit
-from authsvc.sql import load_queries
+from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "sql" / "ratelimit.sql")
 

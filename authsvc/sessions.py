@@ -16,7 +16,7 @@ from pathlib import Path
 from psycopg import Connection
 from psycopg.rows import class_row
 
-from authsvc.sql import load_queries
+from authsvc.queries import load_queries
 from authsvc.users import User
 
 Q = load_queries(Path(__file__).parent / "sql" / "sessions.sql")

@@ -11,7 +11,7 @@ from psycopg import Connection
 from psycopg.rows import class_row
 
 from authsvc.addresses import InvalidAddress, parse_address
-from authsvc.sql import load_queries
+from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "sql" / "users.sql")
 

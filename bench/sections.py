@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import psycopg
 
-from authsvc.apps import create_app_record
+from authsvc.app_keys import register_app
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.outbox import enqueue_email
 from bench.common import authsvc_script, percentile, worker_env
@@ -171,7 +171,7 @@ def http_resets(url: str, concurrency: int = 16, seconds: float = 10.0) -> dict[
         conn.execute("CREATE TABLE bench_ceiling (id bigint GENERATED ALWAYS AS IDENTITY"
                      " PRIMARY KEY, email text NOT NULL, created_at timestamptz DEFAULT now())")
         with conn.transaction():
-            _app, key = create_app_record(conn, "bench", ["http://127.0.0.1/"])
+            _app, key = register_app(conn, "bench", ["http://127.0.0.1/"])
     out: dict[str, Any] = {"concurrency": concurrency}
     with tempfile.TemporaryDirectory() as data, open(os.devnull, "wb") as sink:
         env = {**worker_env(url, "null://", data), "AUTHSVC_RATE_LIMIT_IP": "100000000/1m",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psycopg
 
-from authsvc.apps import create_app_record
+from authsvc.app_keys import register_app
 from chaos.cluster import ThrowawayPostgres
 from chaos.fleet import MAX_BACKOFF_SECONDS, MAX_RESENDS_PER_KILL, Fleet
 from chaos.load import ApiClient, LinkRequest, run_load
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> Report:
                 "INSERT INTO users (email, password_hash) SELECT unnest(%s::text[]), 'not-a-hash'",
                 (emails,),
             )
-            _app, api_key = create_app_record(conn, "chaos", ["http://127.0.0.1/"])
+            _app, api_key = register_app(conn, "chaos", ["http://127.0.0.1/"])
         env = _environment(cluster.url, smtp.url, logs / "data", args.lease_seconds)
         fleet = Fleet(env, logs, args.workers, args.lease_seconds, seed)
         fleet.start_api()

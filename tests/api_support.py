@@ -11,7 +11,7 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from authsvc.api.openapi import openapi_document
-from authsvc.apps import App, create_app_record
+from authsvc.app_keys import App, register_app
 
 ALLOWED_REDIRECT = "https://allowed.example.com/welcome"
 
@@ -43,8 +43,9 @@ class ApiCaller:
         return self.client.post("/api/v1" + path, headers=sent, **kwargs)
 
 
-def register_app(conn: psycopg.Connection, name: str = "shop") -> tuple[App, str]:
-    return create_app_record(conn, name, ["https://allowed.example.com/welcome"])
+def register_shop_app(conn: psycopg.Connection, name: str = "shop") -> tuple[App, str]:
+    """An app whose one allowed redirect is ALLOWED_REDIRECT."""
+    return register_app(conn, name, ["https://allowed.example.com/welcome"])
 
 
 def assert_problem(response: TestResponse, status: int, code: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import psycopg
 from authsvc import accounts
 from authsvc.services import Services
 from tests.inbox_support import email, send
-from tests.links import latest_link
+from tests.link_support import latest_link
 from tests.pages_support import make_account
 
 

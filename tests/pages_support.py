@@ -11,7 +11,7 @@ from werkzeug.test import TestResponse
 
 from authsvc import accounts
 from authsvc.services import Services
-from tests.links import latest_link
+from tests.link_support import latest_link
 
 PASSWORD = "correct horse battery"
 _CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')

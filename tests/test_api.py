@@ -13,16 +13,16 @@ from tests.api_support import (
     assert_documented,
     assert_problem,
     job_count,
-    register_app,
+    register_shop_app,
 )
-from tests.links import latest_claims
+from tests.link_support import latest_claims
 
 PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
 def api(client, conn) -> ApiCaller:
-    app, key = register_app(conn)
+    app, key = register_shop_app(conn)
     return ApiCaller(client, app, key)
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.api_support import ApiCaller, assert_problem, register_app
+from tests.api_support import ApiCaller, assert_problem, register_shop_app
 
 VALID_BODIES = {
     "/signups": {"email": "ann@example.com", "password": "correct horse battery"},
@@ -24,7 +24,7 @@ REDIRECT_PATHS = ["/signups", "/verifications", "/password-resets"]
 
 @pytest.fixture
 def api(client, conn) -> ApiCaller:
-    app, key = register_app(conn)
+    app, key = register_shop_app(conn)
     return ApiCaller(client, app, key)
 
 
@@ -219,7 +219,7 @@ def test_missing_or_wrong_api_key_is_401(api, conn, authorization):
 
 
 def test_a_key_acts_for_its_own_app(api, conn):
-    _other, other_key = register_app(conn, "other")
+    _other, other_key = register_shop_app(conn, "other")
     response = api.post("/password-resets", {"email": "a@example.com"}, key=other_key)
     assert response.status_code == 202
 

@@ -12,7 +12,7 @@ from authsvc.api.requests import (
     SIGNUP,
     VERIFICATION_CONFIRM,
 )
-from tests.api_support import ApiCaller, assert_documented, assert_problem, register_app
+from tests.api_support import ApiCaller, assert_documented, assert_problem, register_shop_app
 
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
 
@@ -64,7 +64,7 @@ def test_request_schemas_are_strict(document):
 
 
 def test_problems_the_server_sends_match_the_document(client, conn):
-    app, key = register_app(conn)
+    app, key = register_shop_app(conn)
     api = ApiCaller(client, app, key)
     cases = [
         ("/signups", {"email": "x"}, 400),

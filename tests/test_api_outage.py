@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from tests.api_support import ApiCaller, assert_documented, assert_problem, register_app
+from tests.api_support import ApiCaller, assert_documented, assert_problem, register_shop_app
 
 
 def test_database_gone_answers_503_with_retry_after(
     client, conn, pool, database_url, test_databases
 ):
-    app, key = register_app(conn)
+    app, key = register_shop_app(conn)
     api = ApiCaller(client, app, key)
     assert api.post("/password-resets", {"email": "ann@example.com"}).status_code == 202
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from authsvc.app import create_app
 from authsvc.config import load_settings
-from tests.api_support import ApiCaller, register_app
+from tests.api_support import ApiCaller, register_shop_app
 
 ROUNDS = 50
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "api_timing.txt"
@@ -32,7 +32,7 @@ def test_known_and_unknown_emails_take_about_as_long(env, pool, clock, passwords
         env, AUTHSVC_RATE_LIMIT_EMAIL="100000/1m", AUTHSVC_RATE_LIMIT_APP="100000/1m"
     )
     client = create_app(settings, pool=pool, clock=clock, passwords=passwords).test_client()
-    app, key = register_app(conn)
+    app, key = register_shop_app(conn)
     api = ApiCaller(client, app, key)
     assert (
         api.post(

@@ -25,7 +25,7 @@ from authsvc.testing import ScopedInbox
 from authsvc.users import find_user_by_email
 from tests.conftest import TEST_KEY
 from tests.inbox_support import free_port, wait_for
-from tests.links import latest_link
+from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, make_account
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -9,15 +9,15 @@ import psycopg
 import pytest
 
 from authsvc.idempotency import KEY_LIFETIME, prune_idempotency_keys
-from tests.api_support import ApiCaller, assert_problem, register_app
-from tests.links import latest_claims, latest_link
+from tests.api_support import ApiCaller, assert_problem, register_shop_app
+from tests.link_support import latest_claims, latest_link
 
 RESET = {"email": "ann@example.com"}
 
 
 @pytest.fixture
 def api(client, conn) -> ApiCaller:
-    app, key = register_app(conn)
+    app, key = register_shop_app(conn)
     caller = ApiCaller(client, app, key)
     assert (
         caller.post(
@@ -141,7 +141,7 @@ def test_member_order_and_whitespace_do_not_change_the_fingerprint(api, conn):
 
 
 def test_keys_are_scoped_to_the_app(api, client, conn):
-    other_app, other_key = register_app(conn, "other")
+    other_app, other_key = register_shop_app(conn, "other")
     other = ApiCaller(client, other_app, other_key)
     assert api.post("/password-resets", RESET, idempotency_key="shared").status_code == 202
     response = other.post("/password-resets", RESET, idempotency_key="shared")

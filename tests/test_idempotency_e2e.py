@@ -16,7 +16,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from authsvc.app import create_app
-from authsvc.apps import create_app_record
+from authsvc.app_keys import register_app
 from authsvc.config import load_settings
 from authsvc.testing import ScopedInbox
 from tests.accounts_support import insert_user
@@ -87,7 +87,7 @@ def test_retried_reset_sends_one_email_and_a_fresh_key_sends_another(
     inbox = ScopedInbox(url)
     address = inbox.address("ann")
     insert_user(conn, address, passwords.hash("correct horse battery"))
-    _app, key = create_app_record(conn, "shop", ["https://allowed.example.com/"])
+    _app, key = register_app(conn, "shop", ["https://allowed.example.com/"])
     endpoint = url + "/api/v1/password-resets"
 
     # The app's call "times out" twice and it retries with the same key.

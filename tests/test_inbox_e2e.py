@@ -15,7 +15,7 @@ from urllib.request import Request, urlopen
 
 import pytest
 
-from authsvc.apps import create_app_record
+from authsvc.app_keys import register_app
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.passwords import cheap_passwords
 from authsvc.testing import ScopedInbox
@@ -88,7 +88,7 @@ def stack(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
 def test_200_resets_across_50_scopes_each_scope_exact_and_each_link_once(stack, conn):
     url = stack
     with conn.transaction():
-        _app, key = create_app_record(conn, "e2e", [url])
+        _app, key = register_app(conn, "e2e", [url])
     password_hash = cheap_passwords().hash("the original passphrase")
     inboxes = [ScopedInbox(url) for _ in range(SCOPES)]
     expected: dict[str, set[str]] = {}

@@ -13,7 +13,7 @@ from authsvc.passwords import Passwords
 from authsvc.services import build_services
 from authsvc.users import find_user_by_email, update_password_hash
 from tests.accounts_support import insert_user
-from tests.links import latest_link
+from tests.link_support import latest_link
 
 
 def test_concurrent_wrong_guesses_never_exceed_the_limit(database_url, conn, svc):

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from authsvc.apps import create_app_record
+from authsvc.app_keys import register_app
 from tests.worker_support import running, wait_until, worker
 
 
 def test_worker_prunes_expired_idempotency_keys_and_rate_limit_windows(
     conn, database_url, settings
 ):
-    app, _key = create_app_record(conn, "shop", ["https://shop.example.com/"])
+    app, _key = register_app(conn, "shop", ["https://shop.example.com/"])
     conn.execute(
         "INSERT INTO idempotency_keys (app_id, key, fingerprint, status_code, response_body,"
         " created_at) VALUES (%s, 'old', '\\x00', 202, '{}', now() - interval '25 hours'),"

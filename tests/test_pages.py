@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from authsvc.users import find_user_by_email
-from tests.links import latest_link
+from tests.link_support import latest_link
 from tests.pages_support import (
     PASSWORD,
     csrf_token,

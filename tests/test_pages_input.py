@@ -8,7 +8,7 @@ import pytest
 
 from authsvc.app import create_app
 from authsvc.db import create_pool
-from tests.links import latest_link
+from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, csrf_token, make_account, queued, text_of
 
 PAGES = [

@@ -16,8 +16,8 @@ from authsvc.migrate import upgrade
 from authsvc.services import Services
 from authsvc.tokens import TokenClaims
 from tests.accounts_support import insert_user
-from tests.api_support import ApiCaller, assert_problem, register_app
-from tests.links import latest_link
+from tests.api_support import ApiCaller, assert_problem, register_shop_app
+from tests.link_support import latest_link
 from tests.pages_support import submit, text_of
 from tests.smtp_double import SmtpDouble
 from tests.worker_support import job_status, worker
@@ -29,7 +29,7 @@ ATTACKER_PASSWORD = "attacker passphrase 22"
 
 @pytest.fixture
 def api(client, conn) -> ApiCaller:
-    app, key = register_app(conn)
+    app, key = register_shop_app(conn)
     return ApiCaller(client, app, key)
 
 
@@ -249,7 +249,7 @@ def test_nfc_nfd_and_case_variants_are_one_account(api, conn):
     assert conn.execute("SELECT signup_count FROM users").fetchone() == (4,)
 
 
-# --- sessions and metrics are covered in test_pages.py / test_service_endpoints.py ---
+# --- sessions and metrics are covered in test_pages.py / test_probes.py ---
 
 
 # --- the worker sends to exactly the stored address, or not at all ---

@@ -15,7 +15,7 @@ from flask.testing import FlaskClient
 
 from authsvc import accounts
 from authsvc.api.openapi import openapi_document
-from authsvc.apps import create_app_record
+from authsvc.app_keys import register_app
 from tests.pages_support import PASSWORD, csrf_token, make_account
 
 HOSTILE = [
@@ -91,7 +91,7 @@ VALID = {"email": "someone@example.com", "password": "a perfectly fine passphras
 def test_hostile_text_in_every_api_field_is_a_4xx_and_harmless(client: FlaskClient, conn,
                                                                svc) -> None:
     make_account(conn, svc, CANARY)
-    _app, key = create_app_record(conn, "hostile", ["https://allowed.example.com/welcome"])
+    _app, key = register_app(conn, "hostile", ["https://allowed.example.com/welcome"])
     before = _snapshot(conn)
     operations = _operations()
     assert len(operations) >= 6, operations

@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from authsvc.apps import create_app_record
+from authsvc.app_keys import register_app
 from chaos.smtp import FaultRates, FaultySmtp, Receipt, free_port
 from tests.conftest import TEST_KEY
 
@@ -115,7 +115,7 @@ def _token(sink: FaultySmtp, count: int) -> Receipt:
 def test_logs_of_a_full_run_hold_no_token_or_password(conn: psycopg.Connection, processes,
                                                       sink: FaultySmtp) -> None:
     base, logs = processes
-    _app, key = create_app_record(conn, "logs", ["http://127.0.0.1/"])
+    _app, key = register_app(conn, "logs", ["http://127.0.0.1/"])
     api = Http(base, key)
     email = "logged@example.com"
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from authsvc.apps import create_app_record
+from authsvc.app_keys import register_app
 from chaos.smtp import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,7 +109,7 @@ def _api_call(base: str, key: str, path: str, body: dict):
 
 @pytest.mark.e2e
 def test_per_app_limit_holds_across_instances(conn: psycopg.Connection, instances) -> None:
-    _app, key = create_app_record(conn, "burst", ["https://allowed.example.com/"])
+    _app, key = register_app(conn, "burst", ["https://allowed.example.com/"])
     calls = [_api_call(instances[i % 2], key, "/api/v1/verifications",
                        {"email": f"someone-{i}@example.com"}) for i in range(2 * APP_LIMIT)]
     assert _burst(calls) == {202: APP_LIMIT, 429: APP_LIMIT}
@@ -118,7 +118,7 @@ def test_per_app_limit_holds_across_instances(conn: psycopg.Connection, instance
 @pytest.mark.e2e
 def test_per_email_limit_holds_across_instances(conn: psycopg.Connection, instances) -> None:
     conn.execute("INSERT INTO users (email, password_hash) VALUES ('target@example.com', 'x')")
-    _app, key = create_app_record(conn, "resets", ["https://allowed.example.com/"])
+    _app, key = register_app(conn, "resets", ["https://allowed.example.com/"])
     calls = [_api_call(instances[i % 2], key, "/api/v1/password-resets",
                        {"email": "target@example.com"}) for i in range(3 * EMAIL_LIMIT)]
     # Over the limit the answer stays the same (it must not reveal the account)...

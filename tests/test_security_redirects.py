@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from authsvc.apps import is_allowed_redirect
+from authsvc.app_keys import is_allowed_redirect
 
 ALLOWLIST = ["https://ok.example.com/app", "http://localhost:3000/"]
 

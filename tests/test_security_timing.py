@@ -13,7 +13,7 @@ import time
 import pytest
 
 from authsvc.app import create_app
-from authsvc.apps import create_app_record
+from authsvc.app_keys import register_app
 from authsvc.config import load_settings
 from authsvc.passwords import Passwords
 
@@ -46,7 +46,7 @@ def test_unknown_addresses_cost_one_hash_like_known_ones(env, pool, clock, conn,
                              AUTHSVC_RATE_LIMIT_EMAIL="100000/1d")
     client = create_app(settings, pool=pool, clock=clock,
                         passwords=production_passwords).test_client()
-    _app, key = create_app_record(conn, "timing", ["https://allowed.example.com/"])
+    _app, key = register_app(conn, "timing", ["https://allowed.example.com/"])
     headers = {"Authorization": f"Bearer {key}"}
 
     def post(path: str, body: dict, expected: int) -> None:

@@ -14,7 +14,7 @@ from authsvc.services import Services
 from authsvc.tokens import TokenCodec, TokenError
 from authsvc.users import User
 from tests.conftest import TEST_KEY
-from tests.links import latest_claims
+from tests.link_support import latest_claims
 
 PASSWORD = "correct horse battery"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from authsvc.tokens import TokenError
-from tests.api_support import ApiCaller, register_app
+from tests.api_support import ApiCaller, register_shop_app
 from tests.smtp_double import SmtpDouble
 from tests.worker_support import running, wait_until, worker
 
@@ -21,7 +21,7 @@ TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{20,}")
 def test_no_table_holds_a_usable_token_after_links_were_sent(
     client, conn, database_url, settings, svc
 ):
-    app, key = register_app(conn)
+    app, key = register_shop_app(conn)
     api = ApiCaller(client, app, key)
     emails = [f"user{i}@example.com" for i in range(3)]
     for email in emails:

@@ -9,7 +9,7 @@ from pathlib import Path
 from psycopg import Connection
 from psycopg.rows import class_row
 
-from authsvc.sql import load_queries
+from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "admin.sql")
 STATUSES = ("pending", "sent", "failed", "superseded", "expired")

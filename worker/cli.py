@@ -15,10 +15,10 @@ from types import FrameType
 import click
 import psycopg
 
+from authsvc.cli.startup import FiniteFloatRange, database_url_or_exit, settings_or_exit
 from authsvc.config import Settings, SmtpTarget, parse_duration
 from authsvc.logs import configure_logging, log_event
 from authsvc.migrate import pending_migrations
-from authsvc.startup import FiniteFloatRange, database_url_or_exit, settings_or_exit
 from authsvc.tokens import TokenCodec
 from worker import admin
 from worker.delivery import RetryPolicy

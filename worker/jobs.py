@@ -20,7 +20,7 @@ from psycopg import Connection
 from psycopg.rows import class_row
 
 from authsvc.logs import log_event
-from authsvc.sql import load_queries
+from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "jobs.sql")
 log = logging.getLogger("worker.jobs")

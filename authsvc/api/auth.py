@@ -10,7 +10,7 @@ from psycopg import Connection
 
 from authsvc import ratelimit
 from authsvc.api.problems import ApiProblem
-from authsvc.apps import App, find_app_by_key
+from authsvc.app_keys import App, find_app_by_key
 from authsvc.logs import log_event
 from authsvc.services import Services
 

@@ -14,7 +14,7 @@ from flask import request
 
 from authsvc.addresses import MAX_ADDRESS_LENGTH, InvalidAddress, parse_address
 from authsvc.api.problems import ApiProblem, invalid_request
-from authsvc.apps import MAX_REDIRECT_URL_LENGTH, App
+from authsvc.app_keys import MAX_REDIRECT_URL_LENGTH, App
 from authsvc.idempotency import InvalidIdempotencyKey, check_key
 from authsvc.passwords import MAX_LENGTH as MAX_PASSWORD_LENGTH
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 import psycopg
 
-from authsvc.apps import create_app_record, validate_redirect_url
-from authsvc.startup import database_url_or_exit, settings_or_exit
+from authsvc.app_keys import register_app, validate_redirect_url
+from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 
 
 @click.group()
@@ -40,7 +40,7 @@ def apps_create(name: str, redirect_urls: list[str]) -> None:
     url = database_url_or_exit(settings_or_exit())
     try:
         with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-            app, key = create_app_record(conn, name.strip(), redirect_urls)
+            app, key = register_app(conn, name.strip(), redirect_urls)
     except psycopg.errors.UndefinedTable:
         raise click.ClickException(
             "the schema is missing: run `authsvc db upgrade` first"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 import psycopg
 
+from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.logs import configure_logging
 from authsvc.migrate import upgrade
-from authsvc.startup import database_url_or_exit, settings_or_exit
 
 
 @click.group()

@@ -17,7 +17,7 @@ from urllib.request import urlopen
 import click
 import psycopg
 
-from authsvc.apps import create_app_record, find_app_by_key
+from authsvc.app_keys import find_app_by_key, register_app
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.config import ConfigError, Settings, load_settings
 from authsvc.embedded import start_embedded_postgres
@@ -37,7 +37,7 @@ def ensure_dev_app(database_url: str, settings: Settings) -> str:
             if find_app_by_key(conn, key) is not None:
                 return key
         with conn.transaction():
-            _app, key = create_app_record(conn, DEV_APP_NAME, [settings.base_url])
+            _app, key = register_app(conn, DEV_APP_NAME, [settings.base_url])
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     partial = key_file.with_suffix(".tmp")
     partial.write_text(key + "\n", encoding="utf-8")

@@ -10,12 +10,12 @@ import threading
 import click
 import psycopg
 
+from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.db import create_pool
 from authsvc.inbox.front import FrontConfig, InboxFront
 from authsvc.inbox.messages import DEFAULT_MAX_PER_SCOPE
 from authsvc.inbox.smtp import DEFAULT_MAX_MESSAGE_BYTES, InboxSink
 from authsvc.logs import configure_logging
-from authsvc.startup import database_url_or_exit, settings_or_exit
 
 
 @click.command()

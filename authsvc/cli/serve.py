@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from authsvc.startup import check_database_or_exit, database_url_or_exit, settings_or_exit
+from authsvc.cli.startup import check_database_or_exit, database_url_or_exit, settings_or_exit
 
 
 def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:

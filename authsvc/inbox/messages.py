@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from authsvc.inbox.params import MAX_LISTED, Filters
 from authsvc.inbox.parsing import ParsedMessage
-from authsvc.sql import load_queries
+from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "inbox.sql")
 NOTIFY_CHANNEL = "authsvc_inbox"

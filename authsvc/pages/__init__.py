@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from authsvc.pages import account, guards, links, reset, signup, verify
+from authsvc.pages import account, links, rendering, reset, signup, verify
 
 bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static/pages")
-guards.install(bp)
+rendering.install(bp)
 for module in (signup, verify, reset, links, account):
     module.register(bp)

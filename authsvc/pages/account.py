@@ -16,7 +16,7 @@ from authsvc.pages.forms import (
     LoginForm,
     LogoutForm,
 )
-from authsvc.pages.guards import render_page, too_many_requests
+from authsvc.pages.rendering import render_page, too_many_requests
 from authsvc.pages.session import (
     current_session,
     end_this_session,

@@ -17,7 +17,7 @@ from flask.typing import ResponseReturnValue
 from authsvc import accounts, users
 from authsvc.logs import log_event
 from authsvc.pages.forms import ResendForm
-from authsvc.pages.guards import render_page
+from authsvc.pages.rendering import render_page
 from authsvc.tokens import PURPOSES, TokenError
 from authsvc.web import db, services
 

@@ -7,7 +7,7 @@ from flask.typing import ResponseReturnValue
 
 from authsvc import accounts
 from authsvc.pages.forms import SignupForm
-from authsvc.pages.guards import render_page
+from authsvc.pages.rendering import render_page
 from authsvc.passwords import WeakPassword
 from authsvc.web import db, services
 

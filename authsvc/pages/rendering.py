@@ -1,4 +1,4 @@
-"""What every page shares: the per-IP limit on form posts, headers, error pages."""
+"""How every page is rendered: the frame, error pages, no-cache headers, the form-post limit."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.rows import class_row
 
-from authsvc.sql import load_queries
+from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "sql" / "apps.sql")
 KEY_PREFIX = "ask_"
@@ -79,7 +79,7 @@ def is_allowed_redirect(url: str, allowlist: list[str]) -> bool:
     return False
 
 
-def create_app_record(conn: Connection, name: str, redirect_urls: list[str]) -> tuple[App, str]:
+def register_app(conn: Connection, name: str, redirect_urls: list[str]) -> tuple[App, str]:
     """Register an app; returns it and its API key (shown once, stored hashed)."""
     for url in redirect_urls:
         validate_redirect_url(url)

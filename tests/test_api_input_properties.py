@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from authsvc.addresses import InvalidAddress, parse_address
 from authsvc.api.openapi import openapi_document
 from authsvc.api.problems import TITLES
-from tests.api_support import ApiCaller, assert_documented, register_app
+from tests.api_support import ApiCaller, assert_documented, register_shop_app
 
 PATHS = [
     "/signups",
@@ -44,7 +44,7 @@ content_types = st.sampled_from(["application/json", "application/problem+json",
 
 
 def test_no_input_gets_a_5xx_or_an_undocumented_answer(client, conn):
-    app, api_key = register_app(conn)
+    app, api_key = register_shop_app(conn)
     api = ApiCaller(client, app, api_key)
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -76,7 +76,7 @@ email_like = st.one_of(part, st.builds(lambda a, b, c: f"{a}@{b}.{c}", part, par
 
 
 def test_the_api_accepts_exactly_what_the_one_address_parser_accepts(client, conn):
-    app, api_key = register_app(conn)
+    app, api_key = register_shop_app(conn)
     api = ApiCaller(client, app, api_key)
     schema = openapi_document()["components"]["schemas"]["LinkRequest"]
     assert schema["properties"]["email"]["format"] == "email"

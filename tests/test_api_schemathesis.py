@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from authsvc.apps import create_app_record
+from authsvc.app_keys import register_app
 
 MODE = os.environ.get("AUTHSVC_FUZZ_MODE", "short")
 EXAMPLES = {"short": 20, "long": 200}[MODE]  # per operation and generation mode
@@ -39,7 +39,7 @@ def env(env: dict[str, str]) -> dict[str, str]:
 
 @pytest.mark.timeout(1800 if MODE == "long" else 180)
 def test_api_never_fails_and_answers_as_documented(app: Flask, conn) -> None:
-    _record, key = create_app_record(conn, "fuzz", ["https://allowed.example.com/welcome"])
+    _record, key = register_app(conn, "fuzz", ["https://allowed.example.com/welcome"])
     schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", app)
     sent: Counter[str] = Counter()
     statuses: Counter[int] = Counter()

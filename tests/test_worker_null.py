@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from authsvc.cli.worker import smtp_mailer_factory
 from authsvc.config import ConfigError, load_settings
 from tests.worker_support import (
     authsvc_command,
@@ -16,7 +17,6 @@ from tests.worker_support import (
     stop_process,
     wait_until,
 )
-from worker.cli import smtp_mailer_factory
 from worker.mailers import NullMailer
 
 

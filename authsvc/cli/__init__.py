@@ -9,8 +9,8 @@ from types import FrameType
 import click
 from dotenv import load_dotenv
 
-from authsvc.cli import apps, db, dev, inbox, serve
-from worker import cli as worker_cli
+from authsvc.cli import apps, db, dev, inbox, outbox, serve
+from authsvc.cli import worker as worker_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,5 +31,5 @@ main.add_command(apps.apps)
 main.add_command(serve.serve)
 main.add_command(dev.dev)
 main.add_command(inbox.inbox)
-main.add_command(worker_cli.worker)
-main.add_command(worker_cli.outbox)
+main.add_command(worker_command.worker)
+main.add_command(outbox.outbox)

@@ -1,4 +1,4 @@
-"""`authsvc worker` and `authsvc outbox …`."""
+"""`authsvc worker`: one worker process, or a supervisor of N of them."""
 
 from __future__ import annotations
 
@@ -7,26 +7,23 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import datetime
+from collections.abc import Callable
 from types import FrameType
 
 import click
 import psycopg
 
 from authsvc.cli.startup import FiniteFloatRange, database_url_or_exit, settings_or_exit
-from authsvc.config import Settings, SmtpTarget, parse_duration
+from authsvc.config import Settings, SmtpTarget
 from authsvc.logs import configure_logging, log_event
 from authsvc.migrate import pending_migrations
 from authsvc.tokens import TokenCodec
-from worker import admin
 from worker.delivery import RetryPolicy
 from worker.loop import Worker, WorkerOptions
 from worker.mailers import Mailer, NullMailer, SmtpMailer
 from worker.render import Renderer
 
-log = logging.getLogger("worker.cli")
+log = logging.getLogger("authsvc.cli.worker")
 
 # Where `authsvc dev` runs the test inbox; used when no SMTP URL is set
 # outside production (production refuses to start without one).
@@ -219,114 +216,3 @@ def _supervise(count: int, argv: list[str]) -> int:
         if code not in (0, None) and status == 0:
             status = code if code > 0 else 1
     return status
-
-
-@click.group()
-def outbox() -> None:
-    """Inspect and operate the email outbox."""
-
-
-@contextmanager
-def _connection() -> Iterator[psycopg.Connection]:
-    url = database_url_or_exit(settings_or_exit())
-    try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-            yield conn
-    except psycopg.errors.UndefinedTable:
-        raise click.ClickException("the schema is missing: run `authsvc db upgrade`") from None
-    except psycopg.OperationalError as exc:
-        raise click.ClickException(f"cannot reach the database: {exc}") from None
-    except psycopg.Error as exc:
-        raise click.ClickException(f"the database refused the operation: {exc}") from None
-
-
-def _when(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
-
-
-@outbox.command("stats")
-def outbox_stats() -> None:
-    """Jobs per status and the age of the oldest pending one."""
-    with _connection() as conn:
-        stats = admin.outbox_stats(conn)
-    for name in ("pending", "due", "leased", "sent", "failed", "superseded", "expired"):
-        click.echo(f"{name:<22} {getattr(stats, name)}")
-    click.echo(f"{'oldest_pending_seconds':<22} {stats.oldest_pending_seconds:.1f}")
-
-
-@outbox.command("list")
-@click.option("--status", type=click.Choice(admin.STATUSES), default=None)
-@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
-def outbox_list(status: str | None, limit: int) -> None:
-    """Newest jobs first."""
-    with _connection() as conn:
-        rows = admin.list_jobs(conn, status, limit)
-    header = f"{'id':>8}  {'status':<10}  {'template':<16}  {'tries':>5}  {'created':<19}"
-    click.echo(header + "  recipient")
-    for job in rows:
-        click.echo(
-            f"{job.id:>8}  {job.status:<10}  {job.template:<16}  {job.attempt_count:>5}  "
-            f"{_when(job.created_at):<19}  {job.recipient}"
-            + (f"  [{job.last_error}]" if job.last_error else "")
-        )
-
-
-@outbox.command("show")
-@click.argument("job_id", type=click.IntRange(1))
-def outbox_show(job_id: int) -> None:
-    """A job and its lease audit trail."""
-    with _connection() as conn:
-        job = admin.find_job(conn, job_id)
-        if job is None:
-            raise click.ClickException(f"no outbox job {job_id}")
-        events = admin.job_events(conn, job_id)
-    for name, value in vars(job).items():
-        shown = _when(value) if isinstance(value, datetime) else ("-" if value is None else value)
-        click.echo(f"{name:<20} {shown}")
-    click.echo("")
-    click.echo("trail:")
-    for e in events:
-        click.echo(
-            f"  {_when(e.created_at)}  {e.event:<11} attempt={e.attempt or '-'} "
-            f"owner={e.lease_owner or '-'} lease_until={_when(e.lease_expires_at)} "
-            f"version={e.token_version if e.token_version is not None else '-'}"
-            + (f" message_id={e.provider_message_id}" if e.provider_message_id else "")
-            + (f" error={e.error}" if e.error else "")
-        )
-
-
-@outbox.command("redrive")
-@click.argument("job_id", type=click.IntRange(1))
-def outbox_redrive(job_id: int) -> None:
-    """Queue a failed job again with fresh attempts."""
-    with _connection() as conn:
-        if not admin.redrive_job(conn, job_id):
-            job = admin.find_job(conn, job_id)
-            if job is None:
-                raise click.ClickException(f"no outbox job {job_id}")
-            raise click.ClickException(
-                f"job {job_id} is {job.status}; only failed jobs are redriven"
-            )
-    click.echo(f"job {job_id} queued again")
-
-
-def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-@outbox.command("prune")
-@click.option(
-    "--older-than",
-    "older_than",
-    required=True,
-    callback=_duration,
-    help="Age such as 30d or 12h; only finished jobs are deleted.",
-)
-def outbox_prune(older_than: int) -> None:
-    """Delete finished jobs (sent, failed, superseded, expired) and their trails."""
-    with _connection() as conn:
-        deleted = admin.prune_jobs(conn, older_than)
-    click.echo(f"deleted {deleted} job(s)")

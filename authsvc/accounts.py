@@ -8,6 +8,7 @@ already has one. Email is only ever queued here, never sent.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from psycopg import Connection
@@ -227,13 +228,23 @@ def authenticate(conn: Connection, svc: Services, *, email: str, password: str) 
     ratelimit.refund(conn, "login", email, svc.settings.rate_limit_login, svc.clock())
     if svc.passwords.needs_rehash(user.password_hash):
         # Only over the hash we verified: a reset committed meanwhile must win.
-        users.update_password_hash(conn, user.id, user.password_hash, svc.passwords.hash(password))
+        rehashed = svc.passwords.hash(password)
+        if not users.update_password_hash(conn, user.id, user.password_hash, rehashed):
+            raise InvalidCredentials()
+        user = replace(user, password_hash=rehashed)
     return user
 
 
 def start_session(conn: Connection, svc: Services, *, user: User, user_agent: str) -> str:
-    """A server-side web session for an authenticated account; returns the cookie's token."""
-    return sessions.start_session(conn, user.id, user_agent, svc.clock())
+    """A server-side web session for an authenticated account; returns the cookie's token.
+
+    Refused like a wrong password when the password changed after `user` was
+    authenticated: a login racing the owner's reset must not outlive it.
+    """
+    token = sessions.start_session(conn, user, user_agent, svc.clock())
+    if token is None:
+        raise InvalidCredentials()
+    return token
 
 
 def current_session(conn: Connection, svc: Services, token: str) -> SessionUser | None:

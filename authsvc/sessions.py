@@ -44,24 +44,29 @@ def _hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
-def start_session(conn: Connection, user_id: int, user_agent: str, now: datetime) -> str:
-    """Open a session; returns the token the cookie carries (never stored)."""
+def start_session(conn: Connection, user: User, user_agent: str, now: datetime) -> str | None:
+    """Open a session; returns the token the cookie carries (never stored).
+
+    None when the account's password is no longer `user.password_hash` (changed
+    since it was verified) or its address is not proven.
+    """
     token = secrets.token_urlsafe(32)
     with conn.transaction():
         conn.execute(
             Q["prune_user_sessions"],
-            {"user_id": user_id, "expired_before": now - SESSION_LIFETIME},
+            {"user_id": user.id, "expired_before": now - SESSION_LIFETIME},
         )
-        conn.execute(
+        started = conn.execute(
             Q["start_session"],
             {
                 "token_hash": _hash(token),
-                "user_id": user_id,
+                "user_id": user.id,
+                "verified_hash": user.password_hash,
                 "now": now,
                 "user_agent": user_agent[:MAX_USER_AGENT],
             },
-        )
-    return token
+        ).fetchone()
+    return token if started is not None else None
 
 
 def find_session(conn: Connection, token: str, now: datetime) -> SessionUser | None:

@@ -93,9 +93,10 @@ def change_password(
 
 def update_password_hash(
     conn: Connection, user_id: int, verified_hash: str, password_hash: str
-) -> None:
+) -> bool:
+    """False when the password changed since `verified_hash` was read."""
     params = {"user_id": user_id, "verified_hash": verified_hash, "password_hash": password_hash}
-    conn.execute(Q["update_password_hash"], params)
+    return conn.execute(Q["update_password_hash"], params).rowcount == 1
 
 
 def record_redemption(

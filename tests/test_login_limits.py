@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import psycopg
+import pytest
 from argon2 import PasswordHasher
 
 from authsvc import accounts
@@ -80,7 +81,11 @@ def test_login_rehash_does_not_undo_a_concurrent_password_change(database_url, c
     passwords = _ResetDuringVerify(new_params, reset_elsewhere)
     with psycopg_pool_for(database_url) as pool:
         svc = build_services(settings, pool, passwords=passwords)
-        accounts.authenticate(conn, svc, email="ann@example.com", password="old passphrase 123")
+        # The old password stopped being the password mid-login: refused, not rehashed.
+        with pytest.raises(accounts.InvalidCredentials):
+            accounts.authenticate(
+                conn, svc, email="ann@example.com", password="old passphrase 123"
+            )
 
     stored = find_user_by_email(conn, "ann@example.com").password_hash
     assert stored == changed_hash, "the login's rehash overwrote the newer password"

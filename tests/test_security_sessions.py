@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import re
 
+import argon2
+import pytest
 from flask.testing import FlaskClient
 
+from authsvc import accounts
+from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, make_account, submit, text_of
 
 
@@ -125,3 +129,36 @@ def test_bad_session_ids_end_nothing_and_never_fail(app, conn, svc):
         assert answer.status_code in (303, 422), (bad, answer.status_code)
     assert phone.get("/account").status_code == 200
     assert laptop.get("/account").status_code == 200
+
+
+def test_a_login_that_overlaps_a_reset_gets_no_session(conn, svc):
+    """The thief logs in with the old password while the owner resets it.
+
+    authenticate() checks the hash it read; by the time the session row is
+    written, the owner's reset has committed and ended every session. The new
+    session must not outlive the reset (before the fix it did: the thief's
+    cookie opened /account afterwards). The interleaving is played in order,
+    standing in for the thief's argon2 run overlapping the reset.
+    """
+    email = make_account(conn, svc)
+    thief_view = accounts.authenticate(conn, svc, email=email, password=PASSWORD)
+    accounts.request_password_reset(conn, svc, email=email)
+    accounts.reset_password(
+        conn, svc, token=latest_link(conn, svc, email, "reset"), password="a brand new secret 42"
+    )
+    with pytest.raises(accounts.InvalidCredentials):
+        accounts.start_session(conn, svc, user=thief_view, user_agent="thief")
+    assert conn.execute("SELECT count(*) FROM web_sessions").fetchone() == (0,)
+
+
+def test_a_login_whose_hash_was_upgraded_still_gets_its_session(conn, svc):
+    """The guard compares with the hash as it is after a login's own rehash."""
+    email = make_account(conn, svc)
+    # Parameters other than the service's, so authenticate() rehashes.
+    weak = argon2.PasswordHasher(time_cost=3, memory_cost=16, parallelism=1).hash(PASSWORD)
+    conn.execute("UPDATE users SET password_hash = %s", (weak,))
+    user = accounts.authenticate(conn, svc, email=email, password=PASSWORD)
+    stored = conn.execute("SELECT password_hash FROM users").fetchone()[0]
+    assert stored != weak  # authenticate upgraded the hash
+    accounts.start_session(conn, svc, user=user, user_agent="owner")
+    assert conn.execute("SELECT count(*) FROM web_sessions").fetchone() == (1,)

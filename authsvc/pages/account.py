@@ -38,6 +38,7 @@ def login() -> ResponseReturnValue:
             user = accounts.authenticate(
                 db(), services(), email=form.email.data, password=form.password.data
             )
+            sign_in(user)
         except accounts.TooManyAttempts as exc:
             return too_many_requests(exc.retry_after)
         except accounts.InvalidCredentials:
@@ -47,7 +48,6 @@ def login() -> ResponseReturnValue:
                 "The email address or password is wrong, or the address is not confirmed yet."
             ]
         else:
-            sign_in(user)
             return redirect(url_for("pages.account"), 303)
     return render_page("login.html", 422 if form.errors else 200, form=form)
 

@@ -1,7 +1,11 @@
 -- start_session --
 -- A new web session; the cookie carries the token, this row only its hash.
+-- Only while the password is still the one just verified and the address is
+-- proven: a reset or password change that committed during the login's
+-- argon2 run has ended every session, and this one must not outlive it.
 INSERT INTO web_sessions (token_hash, user_id, created_at, last_seen_at, user_agent)
-VALUES (%(token_hash)s, %(user_id)s, %(now)s, %(now)s, %(user_agent)s)
+SELECT %(token_hash)s, id, %(now)s, %(now)s, %(user_agent)s FROM users
+WHERE id = %(user_id)s AND password_hash = %(verified_hash)s AND email_verified_at IS NOT NULL
 RETURNING id;
 
 -- prune_user_sessions --

@@ -5,6 +5,10 @@
 -- confirms it must choose the password then, since nobody can tell whether
 -- the stored one came from the mailbox's holder.
 ALTER TABLE users ADD COLUMN signup_count integer NOT NULL DEFAULT 1;
+-- Accounts still unconfirmed at this upgrade start out contested: the code
+-- before it let a second signup swap their password without a new link, so
+-- nobody can tell whose password they hold now.
+UPDATE users SET signup_count = 2 WHERE email_verified_at IS NULL;
 
 -- Web sessions live here, not in the cookie: the cookie carries a random
 -- token, this table only its SHA-256. Logout deletes the row, so a copied

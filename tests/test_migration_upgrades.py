@@ -1,0 +1,60 @@
+"""Upgrading a database the earlier code wrote: what it left behind must not survive as a hole."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+
+from authsvc import accounts
+from authsvc.config import load_settings
+from authsvc.db import create_pool
+from authsvc.migrate import upgrade
+from authsvc.resources import migrations_dir
+from authsvc.services import build_services
+from authsvc.tokens import TokenClaims
+
+OWNER, ATTACKER = "owner passphrase one", "attacker passphrase one"
+
+
+def _database_of_the_first_release(url: str) -> None:
+    """Migration 0001 applied and recorded the way that release's migrate.py did it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute((migrations_dir() / "0001_initial.sql").read_text(encoding="utf-8"))
+        conn.execute(
+            "CREATE TABLE schema_migrations (version text PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute("INSERT INTO schema_migrations VALUES ('0001', 'initial')")
+
+
+def test_a_password_swapped_under_the_old_code_is_not_confirmed_by_the_owners_link(
+    empty_database_url, env, clock, passwords
+):
+    """Before 0002 an attacker's second signup swapped an unconfirmed account's
+    password without a new link. After the upgrade, the owner's own link must
+    not confirm that password: every unconfirmed account starts out contested."""
+    _database_of_the_first_release(empty_database_url)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        user_id = conn.execute(
+            "INSERT INTO users (email, password_hash, verify_version)"
+            " VALUES ('victim@example.com', %s, 1) RETURNING id",
+            (passwords.hash(OWNER),),
+        ).fetchone()[0]
+        conn.execute("UPDATE users SET password_hash = %s", (passwords.hash(ATTACKER),))
+    upgrade(empty_database_url)
+
+    settings = load_settings({**env, "AUTHSVC_DATABASE_URL": empty_database_url})
+    issued = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    clock.now = issued
+    with create_pool(empty_database_url, min_size=1, max_size=2) as pool, pool.connection() as conn:
+        conn.autocommit = True
+        svc = build_services(settings, pool, clock=clock, passwords=passwords)
+        owners_link = svc.tokens.mint(TokenClaims(user_id, "verify", 1, issued))
+        with pytest.raises(accounts.PasswordRequired):
+            accounts.confirm_verification(conn, svc, token=owners_link)
+        accounts.confirm_verification(conn, svc, token=owners_link, password="owners new choice 7")
+        with pytest.raises(accounts.InvalidCredentials):
+            accounts.authenticate(conn, svc, email="victim@example.com", password=ATTACKER)
+        accounts.authenticate(conn, svc, email="victim@example.com", password="owners new choice 7")

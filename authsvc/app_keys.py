@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -13,14 +12,12 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.rows import class_row
 
+from authsvc.hidden_characters import hides_text
 from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "sql" / "apps.sql")
 KEY_PREFIX = "ask_"
 MAX_REDIRECT_URL_LENGTH = 2048
-# Control, format (bidi overrides, zero-width), separator and space characters:
-# in a link they hide, reorder or split what the reader sees.
-_INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp", "Zs"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +40,7 @@ def validate_redirect_url(url: str) -> str:
     if (
         len(url) > MAX_REDIRECT_URL_LENGTH
         or "\\" in url
-        or any(unicodedata.category(c) in _INVISIBLE_CATEGORIES for c in url)
+        or hides_text(url)  # in an emailed link: hidden, reordered or split text
     ):
         raise ValueError(f"not a usable URL: {url!r}")
     parts = urlsplit(url)
@@ -67,7 +64,9 @@ def is_allowed_redirect(url: str, allowlist: list[str]) -> bool:
     target = urlsplit(url)
     # A browser resolves dot segments (also percent-encoded ones) before it
     # requests the page, so /app/../admin would leave the allowed path.
-    if any(segment in {".", ".."} for segment in unquote(target.path).split("/")):
+    # Servlet containers also drop ";params" first, so "..;" climbs too.
+    segments = (segment.split(";")[0] for segment in unquote(target.path).split("/"))
+    if any(segment in {".", ".."} for segment in segments):
         return False
     for allowed in allowlist:
         rule = urlsplit(allowed)

@@ -224,6 +224,10 @@ def test_a_completed_reset_clears_the_failed_login_lockout(api, conn, svc):
         "al\u00adice@inbox.test",  # soft hyphen: accepted everywhere before
         "al\u034fice@inbox.test",  # combining grapheme joiner: renders as nothing
         "a" * 65 + "@inbox.test",
+        # Old source routes: servers that still honour them relay to the host
+        # after the % or !, so an "@corp.com" address would mail evil.test.
+        "thief%evil.test@corp.example",
+        "evil.test!thief@corp.example",
     ],
 )
 def test_addresses_that_could_mail_someone_else_are_refused_everywhere(

@@ -60,6 +60,11 @@ HOSTILE = [
     "https://ok.example.com/app/\u200bhidden",  # ZERO WIDTH SPACE
     "https://ok.example.com/app/\u2066isolate",  # LEFT-TO-RIGHT ISOLATE
     "https://ok.example.com/app/\u00a0nbsp",  # NO-BREAK SPACE
+    # Blank-looking characters outside those categories (the address rule's set).
+    "https://ok.example.com/app/\u3164blank",  # HANGUL FILLER
+    "https://ok.example.com/app/\u2800blank",  # BRAILLE PATTERN BLANK
+    "https://ok.example.com/app/\u034fjoin",  # COMBINING GRAPHEME JOINER
+    "https://ok.example.com/app/\ufe0fselector",  # VARIATION SELECTOR-16
 ]
 
 # Dot segments leave the allowed path once a browser resolves them: on a shared
@@ -72,6 +77,9 @@ DOT_SEGMENTS = [
         "https://ok.example.com/app/%2e%2e/admin",
         "https://ok.example.com/app/%2E%2E/%2e%2e/evil",
         "https://ok.example.com/app/.%2e/admin",
+        # Servlet containers drop ";params" before resolving dot segments.
+        "https://ok.example.com/app/..;/admin",
+        "https://ok.example.com/app/..;x=1/admin",
     )
 ]
 

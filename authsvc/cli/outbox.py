@@ -11,7 +11,7 @@ import psycopg
 
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.config import parse_duration
-from worker import admin
+from authsvc.outbox import STATUSES, admin
 
 
 @click.group()
@@ -48,7 +48,7 @@ def outbox_stats() -> None:
 
 
 @outbox.command("list")
-@click.option("--status", type=click.Choice(admin.STATUSES), default=None)
+@click.option("--status", type=click.Choice(STATUSES), default=None)
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 def outbox_list(status: str | None, limit: int) -> None:
     """Newest jobs first."""

@@ -22,15 +22,9 @@ def outbox() -> None:
 @contextmanager
 def _connection() -> Iterator[psycopg.Connection]:
     url = database_url_or_exit(settings_or_exit())
-    try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-            yield conn
-    except psycopg.errors.UndefinedTable:
-        raise click.ClickException("the schema is missing: run `authsvc db upgrade`") from None
-    except psycopg.OperationalError as exc:
-        raise click.ClickException(f"cannot reach the database: {exc}") from None
-    except psycopg.Error as exc:
-        raise click.ClickException(f"the database refused the operation: {exc}") from None
+    # Driver errors become one line at the `authsvc` group (cli/startup.py).
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        yield conn
 
 
 def _when(value: datetime | None) -> str:
@@ -54,6 +48,9 @@ def outbox_list(status: str | None, limit: int) -> None:
     """Newest jobs first."""
     with _connection() as conn:
         rows = admin.list_jobs(conn, status, limit)
+    if not rows:
+        click.echo(f"no {status} jobs" if status else "no jobs")
+        return
     header = f"{'id':>8}  {'status':<10}  {'template':<16}  {'tries':>5}  {'created':<19}"
     click.echo(header + "  recipient")
     for job in rows:

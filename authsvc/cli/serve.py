@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from authsvc.cli.startup import check_database_or_exit, database_url_or_exit, settings_or_exit
+from authsvc.cli.startup import check_database, database_url_or_exit, settings_or_exit
 
 
 def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
@@ -54,7 +54,7 @@ def serve(bind: str, workers: int, threads: int) -> None:
     url = database_url_or_exit(settings)
     # Checked here: otherwise every gunicorn worker fails to boot in turn,
     # each with a traceback, before gunicorn gives up.
-    check_database_or_exit(url)
+    check_database(url)
     env = dict(os.environ, AUTHSVC_DATABASE_URL=url)
     # A child rather than exec: this process keeps the embedded server's
     # handle, so the server stops when serving stops.

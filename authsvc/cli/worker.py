@@ -50,7 +50,7 @@ def _require_current_schema(url: str, wait_seconds: float) -> None:
             break
         except psycopg.OperationalError as exc:
             if time.monotonic() + delay > deadline:
-                raise click.ClickException(f"cannot reach the database: {exc}") from None
+                raise  # said as "cannot reach the database" by the CLI's boundary
             log_event(
                 log,
                 "database_unavailable",
@@ -163,10 +163,7 @@ def worker(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    try:
-        runner.run()
-    except psycopg.OperationalError as exc:
-        raise click.ClickException(f"cannot reach the database: {exc}") from None
+    runner.run()
 
 
 def _child_argv(params: dict[str, object]) -> list[str]:

@@ -95,3 +95,14 @@ def test_tables_are_defined_only_in_migrations():
         if ddl.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+def test_the_token_codec_is_built_in_one_place():
+    """Web app and worker sign and read links with the same keys and lifetimes."""
+    built = [
+        str(path.relative_to(ROOT))
+        for folder in ("authsvc", "worker")
+        for path in _modules(folder)
+        if "TokenCodec(" in path.read_text(encoding="utf-8")
+    ]
+    assert built == ["authsvc/services.py"]

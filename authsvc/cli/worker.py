@@ -17,7 +17,7 @@ from authsvc.cli.startup import FiniteFloatRange, database_url_or_exit, settings
 from authsvc.config import Settings, SmtpTarget
 from authsvc.logs import configure_logging, log_event
 from authsvc.migrate import pending_migrations
-from authsvc.tokens import TokenCodec
+from authsvc.services import token_codec
 from worker.delivery import RetryPolicy
 from worker.loop import Worker, WorkerOptions
 from worker.mailers import Mailer, NullMailer, SmtpMailer
@@ -141,9 +141,7 @@ def worker(
     url = database_url_or_exit(settings)
     configure_logging()
     _require_current_schema(url, wait_for_database)
-    codec = TokenCodec(
-        settings.secret_keys, {"reset": settings.reset_ttl, "verify": settings.verify_ttl}
-    )
+    codec = token_codec(settings)
     options = WorkerOptions(
         concurrency=concurrency,
         batch=batch,

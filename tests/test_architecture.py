@@ -86,15 +86,29 @@ def test_core_modules_do_not_import_flask():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_tables_are_defined_only_in_migrations():
-    ddl = re.compile(r"\b(CREATE|ALTER|DROP)\s+(TABLE|INDEX)\b", re.IGNORECASE)
-    offenders = [
-        str(path.relative_to(ROOT))
-        for folder in ("authsvc", "worker")
-        for path in (ROOT / folder).rglob("*.sql")
-        if ddl.search(path.read_text(encoding="utf-8"))
-    ]
-    assert offenders == []
+DDL = re.compile(
+    r"\b(CREATE|ALTER|DROP)\s+(OR\s+REPLACE\s+)?(TABLE|INDEX|UNIQUE\s+INDEX|VIEW|FUNCTION"
+    r"|TYPE|SEQUENCE|TRIGGER|SCHEMA|EXTENSION)\b",
+    re.IGNORECASE,
+)
+
+
+def _ddl_offenders(paths: list[Path]) -> list[str]:
+    return [str(p.relative_to(ROOT)) for p in paths if DDL.search(p.read_text(encoding="utf-8"))]
+
+
+@pytest.mark.parametrize("suffix", ["*.sql", "*.py"])
+def test_schema_is_defined_only_in_migrations(suffix):
+    """No table, index or function is created from code: migrations/ is the one schema."""
+    files = [path for folder in ("authsvc", "worker") for path in (ROOT / folder).rglob(suffix)]
+    assert files
+    assert _ddl_offenders(files) == []
+
+
+def test_the_ddl_check_sees_ddl_in_python():
+    """The check is not vacuous: a runner creating its own table (as migrate.py did) is caught."""
+    assert DDL.search('conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (v text)")')
+    assert DDL.search("CREATE OR REPLACE FUNCTION outbox_job_due")
 
 
 def test_the_token_codec_is_built_in_one_place():

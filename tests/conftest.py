@@ -42,6 +42,13 @@ def database_url(test_databases: TestDatabases) -> Iterator[str]:
 
 
 @pytest.fixture
+def empty_database_url(test_databases: TestDatabases) -> Iterator[str]:
+    """A database with no migrations applied (upgrade and bootstrap tests)."""
+    with test_databases.empty() as url:
+        yield url
+
+
+@pytest.fixture
 def conn(database_url: str) -> Iterator[psycopg.Connection]:
     """A direct autocommit connection for arranging and asserting."""
     with psycopg.connect(database_url, autocommit=True) as connection:

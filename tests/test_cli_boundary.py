@@ -10,17 +10,13 @@ from __future__ import annotations
 import importlib.metadata
 import signal
 import socket
-import uuid
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 from click.testing import CliRunner, Result
-from psycopg import sql
 
 import authsvc
 from authsvc.cli import main
-from tests.pg import TestDatabases, with_database
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/none"
 
@@ -66,16 +62,6 @@ def test_every_command_says_the_same_line_when_the_database_is_unreachable(env, 
     assert line.startswith("Error: cannot reach the database: "), line
 
 
-@pytest.fixture
-def unmigrated_url(test_databases: TestDatabases) -> Iterator[str]:
-    name = f"authsvc_bare_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(test_databases.server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = with_database(test_databases.server_url, name)
-    yield url
-    test_databases.drop(url)
-
-
 @pytest.mark.parametrize(
     "args",
     [DATABASE_COMMANDS[name] for name in ("apps-create", "outbox-stats", "outbox-list",
@@ -83,8 +69,8 @@ def unmigrated_url(test_databases: TestDatabases) -> Iterator[str]:
     ids=["apps-create", "outbox-stats", "outbox-list", "outbox-show", "outbox-prune", "worker",
          "inbox"],
 )
-def test_every_command_on_an_unmigrated_database_says_to_upgrade(env, unmigrated_url, args):
-    line = _one_error_line(_run(args, {**env, "AUTHSVC_DATABASE_URL": unmigrated_url}))
+def test_every_command_on_an_unmigrated_database_says_to_upgrade(env, empty_database_url, args):
+    line = _one_error_line(_run(args, {**env, "AUTHSVC_DATABASE_URL": empty_database_url}))
     assert "run `authsvc db upgrade`" in line, line
 
 

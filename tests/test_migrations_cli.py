@@ -4,28 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from authsvc.migrate import available_migrations
-from tests.pg import TestDatabases, with_database
 
 AUTHSVC = str(Path(sys.executable).parent / "authsvc")
-
-
-@pytest.fixture
-def empty_database_url(test_databases: TestDatabases) -> Iterator[str]:
-    name = f"authsvc_empty_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(test_databases.server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = with_database(test_databases.server_url, name)
-    yield url
-    test_databases.drop(url)
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

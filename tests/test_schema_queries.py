@@ -10,17 +10,12 @@ without running anything; parameters stay untyped so PostgreSQL infers them.
 from __future__ import annotations
 
 import re
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-import pytest
-from psycopg import sql
 
 from authsvc.migrate import available_migrations, upgrade
 from authsvc.queries import load_queries
-from tests.pg import TestDatabases, with_database
 
 ROOT = Path(__file__).resolve().parent.parent
 SQL_FILES = sorted(p for folder in ("authsvc", "worker") for p in (ROOT / folder).rglob("*.sql"))
@@ -52,26 +47,15 @@ def queries_not_matching(conn: psycopg.Connection) -> dict[str, str]:
     return failures
 
 
-@pytest.fixture
-def bare_url(test_databases: TestDatabases) -> Iterator[str]:
-    """An empty database on the test server (no migrations applied)."""
-    name = f"authsvc_bare_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(test_databases.server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = with_database(test_databases.server_url, name)
-    yield url
-    test_databases.drop(url)
-
-
 def test_the_placeholders_become_numbered_parameters():
     query = "SELECT %(a)s, %(b)s, %(a)s WHERE x LIKE 'p%%'"
     assert as_prepared(query) == "SELECT $1, $2, $1 WHERE x LIKE 'p%'"
 
 
-def test_every_named_query_prepares_against_a_freshly_migrated_database(bare_url):
+def test_every_named_query_prepares_against_a_freshly_migrated_database(empty_database_url):
     assert len(SQL_FILES) >= 8, SQL_FILES
-    upgrade(bare_url)
-    with psycopg.connect(bare_url, autocommit=True) as conn:
+    upgrade(empty_database_url)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
         assert queries_not_matching(conn) == {}
 
 
@@ -95,10 +79,10 @@ _OLD_BOOKKEEPING = (
 )
 
 
-def test_a_database_made_before_0000_upgrades_and_records_it(bare_url):
+def test_a_database_made_before_0000_upgrades_and_records_it(empty_database_url):
     """Made as the old runner did: its own table, then 0001..0004 recorded."""
     older = [m for m in available_migrations() if "0001" <= m.version <= "0004"]
-    with psycopg.connect(bare_url, autocommit=True) as conn:
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
         conn.execute(_OLD_BOOKKEEPING)
         for migration in older:
             with conn.transaction():
@@ -106,21 +90,21 @@ def test_a_database_made_before_0000_upgrades_and_records_it(bare_url):
                 conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                              (migration.version, migration.name))
 
-    applied = upgrade(bare_url)
+    applied = upgrade(empty_database_url)
 
     assert [m.version for m in applied][:1] == ["0000"]
     assert {m.version for m in applied}.isdisjoint(m.version for m in older)
-    with psycopg.connect(bare_url, autocommit=True) as conn:
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
         assert versions == [m.version for m in available_migrations()]
         assert queries_not_matching(conn) == {}
-    assert upgrade(bare_url) == []  # and again: nothing left to do
+    assert upgrade(empty_database_url) == []  # and again: nothing left to do
 
 
-def test_a_new_database_gets_its_bookkeeping_from_migration_0000(bare_url):
-    applied = upgrade(bare_url)
+def test_a_new_database_gets_its_bookkeeping_from_migration_0000(empty_database_url):
+    applied = upgrade(empty_database_url)
     assert [m.version for m in applied] == [m.version for m in available_migrations()]
     assert applied[0].version == "0000"
-    with psycopg.connect(bare_url, autocommit=True) as conn:
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
         row = conn.execute("SELECT name FROM schema_migrations WHERE version = '0000'").fetchone()
     assert row == ("schema_migrations",)

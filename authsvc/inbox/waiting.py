@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 import psycopg
-from psycopg import sql
 
 from authsvc.inbox.messages import NOTIFY_CHANNEL
 from authsvc.logs import log_event
@@ -153,7 +152,7 @@ class ScopeWatcher:
         while True:
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")  # as async_waiting.py: unquoted
                     self._set_listening(True)
                     while not self._should_stop():
                         for notify in conn.notifies(timeout=1.0):

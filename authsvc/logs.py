@@ -1,23 +1,33 @@
-"""One JSON object per log line, with the event's fields at the top level."""
+"""One JSON object per log line, the same shape from every process, on stderr.
+
+Every line has `ts`, `level`, `logger`, `event` and `message`, then the
+event's fields at the top level. `event` is the machine name (log_event's
+first argument); lines from libraries and gunicorn, whose text is prose,
+get `event` "log" and keep their text in `message`.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+_EVENT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
         entry: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "event": record.getMessage(),
+            "event": message if _EVENT_NAME.match(message) else "log",
+            "message": message,
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from pathlib import Path
 
 from flask import Blueprint, Flask, Response, current_app, request
 from flask.blueprints import BlueprintSetupState
 from psycopg import Connection
 
-from authsvc.queries import load_queries
+from authsvc.outbox import STATUSES, admin
 from authsvc.web import bearer_token_matches, db, services
 
-Q = load_queries(Path(__file__).parent / "sql" / "metrics.sql")
 LATENCY_BOUNDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 EVENT_COUNTERS = {
     "sent": ("authsvc_email_sends_total", "Emails accepted by the mail server."),
@@ -73,36 +71,32 @@ def _family(lines: list[str], name: str, kind: str, help_text: str) -> None:
 
 def _outbox_lines(conn: Connection) -> list[str]:
     lines: list[str] = []
-    cur = conn.execute(Q["outbox_gauges"])
-    row = cur.fetchone()
-    assert row is not None and cur.description is not None
-    gauges = dict(zip([c.name for c in cur.description], row, strict=True))
+    # The same figures `authsvc outbox stats` prints (one query, one due rule).
+    stats = admin.outbox_stats(conn)
     _family(lines, "authsvc_outbox_jobs", "gauge", "Outbox jobs by status.")
-    for status in ("pending", "sent", "failed", "superseded", "expired"):
-        lines.append(f'authsvc_outbox_jobs{{status="{status}"}} {gauges[status]}')
+    for status in STATUSES:
+        lines.append(f'authsvc_outbox_jobs{{status="{status}"}} {getattr(stats, status)}')
     _family(lines, "authsvc_outbox_depth", "gauge", "Pending jobs due now and not leased.")
-    lines.append(f"authsvc_outbox_depth {gauges['due']}")
+    lines.append(f"authsvc_outbox_depth {stats.due}")
     _family(lines, "authsvc_outbox_leased", "gauge", "Jobs under a live lease.")
-    lines.append(f"authsvc_outbox_leased {gauges['leased']}")
+    lines.append(f"authsvc_outbox_leased {stats.leased}")
     _family(lines, "authsvc_outbox_oldest_pending_age_seconds", "gauge",
             "Age of the oldest pending job.")
-    oldest = gauges["oldest_pending_seconds"]
-    lines.append(f"authsvc_outbox_oldest_pending_age_seconds {oldest:.3f}")
+    lines.append(f"authsvc_outbox_oldest_pending_age_seconds {stats.oldest_pending_seconds:.3f}")
 
-    totals = {str(event): int(total) for event, total in conn.execute(Q["event_totals"])}
+    totals = admin.event_totals(conn)
     for event, (name, help_text) in EVENT_COUNTERS.items():
         _family(lines, name, "counter", help_text)
         lines.append(f"{name} {totals.get(event, 0)}")
 
     name = "authsvc_email_send_latency_seconds"
     _family(lines, name, "histogram", "Seconds from queueing to acceptance, sent jobs.")
-    for bound, count in conn.execute(Q["send_latency"], {"bounds": list(LATENCY_BOUNDS)}):
+    latency = admin.send_latency(conn, LATENCY_BOUNDS)
+    for bound, count in latency.buckets:
         lines.append(f'{name}_bucket{{le="{bound:g}"}} {count}')
-    sum_row = conn.execute(Q["send_latency_totals"]).fetchone()
-    assert sum_row is not None
-    lines.append(f'{name}_bucket{{le="+Inf"}} {sum_row[1]}')
-    lines.append(f"{name}_sum {sum_row[0]:.3f}")
-    lines.append(f"{name}_count {sum_row[1]}")
+    lines.append(f'{name}_bucket{{le="+Inf"}} {latency.sent}')
+    lines.append(f"{name}_sum {latency.total_seconds:.3f}")
+    lines.append(f"{name}_count {latency.sent}")
     return lines
 
 

@@ -1,7 +1,8 @@
 """Forward-only migrations: numbered .sql files applied under an advisory lock.
 
 A dozen lines of runner instead of a migration framework: the files are plain
-SQL, each applied in its own transaction together with its bookkeeping row,
+SQL, each applied in its own transaction together with its bookkeeping row
+(the bookkeeping table itself comes from migrations/0000_schema_migrations.sql),
 and the advisory lock makes concurrent `authsvc db upgrade` runs (several
 containers starting at once) wait for each other instead of racing.
 """
@@ -44,14 +45,6 @@ def available_migrations(folder: Path | None = None) -> list[Migration]:
     return found
 
 
-def _ensure_table(conn: psycopg.Connection) -> None:
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version text PRIMARY KEY, name text NOT NULL,"
-        " applied_at timestamptz NOT NULL DEFAULT now())"
-    )
-
-
 def applied_versions(conn: psycopg.Connection) -> set[str]:
     exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
     if not exists or not exists[0]:
@@ -86,8 +79,9 @@ def upgrade(url: str) -> list[Migration]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
         try:
-            # Another process may have created it between our connect and lock.
-            _ensure_table(conn)
+            # Read under the lock: another process may have just applied some.
+            # On a new database nothing is recorded, so 0000 (which creates
+            # schema_migrations) runs first and records itself like the rest.
             for migration in pending_migrations(conn):
                 sql = migration.path.read_text(encoding="utf-8")
                 with conn.transaction():

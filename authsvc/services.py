@@ -28,9 +28,13 @@ def build_services(
     clock: Clock = system_clock,
     passwords: Passwords | None = None,
 ) -> Services:
-    tokens = TokenCodec(
+    return Services(settings, pool, token_codec(settings, clock), passwords or Passwords(), clock)
+
+
+def token_codec(settings: Settings, clock: Clock = system_clock) -> TokenCodec:
+    """The one way a process builds its codec: the web app here, the worker (cli/worker.py) too."""
+    return TokenCodec(
         settings.secret_keys,
         {"reset": settings.reset_ttl, "verify": settings.verify_ttl},
         clock,
     )
-    return Services(settings, pool, tokens, passwords or Passwords(), clock)

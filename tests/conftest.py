@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import psycopg
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from authsvc.app import create_app
@@ -20,7 +18,7 @@ from authsvc.config import Settings, load_settings
 from authsvc.db import create_pool
 from authsvc.passwords import Passwords, cheap_passwords
 from authsvc.services import Services, build_services
-from tests.pg import TestDatabases, server_url, with_database
+from tests.pg import TestDatabases, server_url
 
 TEST_KEY = "test-secret-key-0123456789abcdef-0123456789"
 
@@ -45,13 +43,9 @@ def database_url(test_databases: TestDatabases) -> Iterator[str]:
 
 @pytest.fixture
 def empty_database_url(test_databases: TestDatabases) -> Iterator[str]:
-    """A database with no schema at all, for migration tests."""
-    name = f"authsvc_empty_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(test_databases.server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = with_database(test_databases.server_url, name)
-    yield url
-    test_databases.drop(url)
+    """A database with no migrations applied (upgrade and bootstrap tests)."""
+    with test_databases.empty() as url:
+        yield url
 
 
 @pytest.fixture

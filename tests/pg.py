@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,6 +52,18 @@ class TestDatabases:
                 )
             )
         return with_database(self.server_url, name)
+
+    @contextmanager
+    def empty(self) -> Iterator[str]:
+        """A database with no migrations applied, dropped afterwards."""
+        name = f"authsvc_empty_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(self.server_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        url = with_database(self.server_url, name)
+        try:
+            yield url
+        finally:
+            self.drop(url)
 
     def drop(self, url: str) -> None:
         name = urlsplit(url).path.lstrip("/")

@@ -50,6 +50,14 @@ def test_worker_never_imports_flask_or_the_web_layer():
     assert _offenders("worker", forbidden) == {}
 
 
+def _core_files(name: str) -> list[Path]:
+    """authsvc/<name>.py, or every module of the package authsvc/<name>/."""
+    module = ROOT / "authsvc" / f"{name}.py"
+    files = [module] if module.exists() else _modules(f"authsvc/{name}")
+    assert files, name
+    return files
+
+
 def test_core_modules_do_not_import_flask():
     """Use cases and table owners stay usable from the worker and the CLI."""
     core = [
@@ -68,21 +76,48 @@ def test_core_modules_do_not_import_flask():
         "addresses",
         "sessions",
         "services",
+        "problem_documents",
     ]
     flask = re.compile(r"^(flask|flask_wtf|werkzeug)(\.|$)")
     offenders = {
-        name: sorted(n for n in _imports(ROOT / "authsvc" / f"{name}.py") if flask.match(n))
+        str(path.relative_to(ROOT)): sorted(n for n in _imports(path) if flask.match(n))
         for name in core
+        for path in _core_files(name)
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_tables_are_defined_only_in_migrations():
-    ddl = re.compile(r"\b(CREATE|ALTER|DROP)\s+(TABLE|INDEX)\b", re.IGNORECASE)
-    offenders = [
+DDL = re.compile(
+    r"\b(CREATE|ALTER|DROP)\s+(OR\s+REPLACE\s+)?(TABLE|INDEX|UNIQUE\s+INDEX|VIEW|FUNCTION"
+    r"|TYPE|SEQUENCE|TRIGGER|SCHEMA|EXTENSION)\b",
+    re.IGNORECASE,
+)
+
+
+def _ddl_offenders(paths: list[Path]) -> list[str]:
+    return [str(p.relative_to(ROOT)) for p in paths if DDL.search(p.read_text(encoding="utf-8"))]
+
+
+@pytest.mark.parametrize("suffix", ["*.sql", "*.py"])
+def test_schema_is_defined_only_in_migrations(suffix):
+    """No table, index or function is created from code: migrations/ is the one schema."""
+    files = [path for folder in ("authsvc", "worker") for path in (ROOT / folder).rglob(suffix)]
+    assert files
+    assert _ddl_offenders(files) == []
+
+
+def test_the_ddl_check_sees_ddl_in_python():
+    """The check is not vacuous: a runner creating its own table (as migrate.py did) is caught."""
+    assert DDL.search('conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (v text)")')
+    assert DDL.search("CREATE OR REPLACE FUNCTION outbox_job_due")
+
+
+def test_the_token_codec_is_built_in_one_place():
+    """Web app and worker sign and read links with the same keys and lifetimes."""
+    built = [
         str(path.relative_to(ROOT))
         for folder in ("authsvc", "worker")
-        for path in (ROOT / folder).rglob("*.sql")
-        if ddl.search(path.read_text(encoding="utf-8"))
+        for path in _modules(folder)
+        if "TokenCodec(" in path.read_text(encoding="utf-8")
     ]
-    assert offenders == []
+    assert built == ["authsvc/services.py"]

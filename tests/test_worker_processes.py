@@ -12,6 +12,7 @@ import pytest
 from psycopg import sql
 
 from authsvc.migrate import upgrade
+from authsvc.outbox import NOTIFY_CHANNEL
 from tests.smtp_double import SmtpDouble
 from tests.worker_support import (
     events,
@@ -97,7 +98,7 @@ def _pg_ctl(server: object, *args: str) -> None:
 def _enqueue(url: str, prefix: str) -> int:
     with psycopg.connect(url, autocommit=True) as own:
         [job_id] = queue_notices(own, 1, prefix)
-        own.execute("SELECT pg_notify('authsvc_outbox', '')")
+        own.execute("SELECT pg_notify(%s, '')", (NOTIFY_CHANNEL,))
     return job_id
 
 

@@ -18,7 +18,7 @@ import psycopg
 
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings, parse_smtp_url
-from authsvc.tokens import TokenCodec
+from authsvc.services import token_codec
 from worker.delivery import Delivery, RetryPolicy
 from worker.loop import Worker, WorkerOptions
 from worker.mailers import SmtpMailer
@@ -40,8 +40,7 @@ def wait_until(check: Callable[[], T], timeout: float = 10.0, what: str = "condi
 
 
 def renderer(settings: Settings, clock: Clock = system_clock) -> Renderer:
-    ttl = {"reset": settings.reset_ttl, "verify": settings.verify_ttl}
-    return Renderer(settings, TokenCodec(settings.secret_keys, ttl, clock), clock)
+    return Renderer(settings, token_codec(settings, clock), clock)
 
 
 def smtp_factory(smtp_url: str) -> Callable[[float], SmtpMailer]:

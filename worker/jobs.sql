@@ -8,10 +8,11 @@
 -- next_attempt_at moves to the lease expiry, so a job whose worker died
 -- becomes due again exactly when its lease runs out.
 WITH due AS (
+    -- The outbox's one due rule (migrations/0005_outbox_rules.sql), the one
+    -- `authsvc outbox stats` and /metrics count with. The planner inlines it,
+    -- so the partial index email_jobs_due still serves this scan.
     SELECT id FROM email_jobs
-    WHERE status = 'pending'
-      AND next_attempt_at <= now()
-      AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+    WHERE outbox_job_due(status, next_attempt_at, lease_expires_at)
     ORDER BY next_attempt_at, id
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED

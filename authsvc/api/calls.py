@@ -1,4 +1,4 @@
-"""Running one API call: domain errors to problems, Idempotency-Key handling.
+"""Running one API call under the Idempotency-Key protocol.
 
 With a key, the lock, the lookup, the use case and the stored outcome share
 one transaction (the use case's own transaction nests as a savepoint), so a
@@ -9,52 +9,18 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable
 
 from flask import Response, g, request
-from psycopg import Connection
 
 from authsvc import idempotency
-from authsvc.accounts import InvalidCredentials, PasswordRequired, TooManyAttempts
 from authsvc.api.auth import current_caller
+from authsvc.api.domain_errors import UseCase, outcome
 from authsvc.api.problems import problem_reply
 from authsvc.api.replies import Reply
 from authsvc.logs import log_event
-from authsvc.passwords import WeakPassword
-from authsvc.tokens import TokenError
 from authsvc.web import db, services
 
 logger = logging.getLogger(__name__)
-UseCase = Callable[[Connection], Reply]
-_TOKEN_DETAILS = {
-    "invalid_token": "The token is malformed, tampered with, or for another purpose.",
-    "token_expired": "The link expired; request a new one.",
-    "token_superseded": "A newer link was sent; use the most recent email.",
-    "token_used": "This link was already used.",
-}
-
-
-def _outcome(use_case: UseCase, conn: Connection) -> Reply:
-    """Run the use case; the domain's expected failures become problem replies."""
-    try:
-        return use_case(conn)
-    except WeakPassword as exc:
-        return problem_reply(422, "weak_password", str(exc))
-    except TokenError as exc:
-        status = 400 if exc.code == "invalid_token" else 410
-        return problem_reply(status, exc.code, _TOKEN_DETAILS.get(exc.code, exc.code))
-    except PasswordRequired:
-        detail = (
-            "More than one signup (or a resend) used this address before it was confirmed:"
-            " send `password` with the token to choose the account's password."
-        )
-        return problem_reply(422, "password_required", detail)
-    except InvalidCredentials:
-        return problem_reply(401, "invalid_credentials", "The email or password is wrong.")
-    except TooManyAttempts as exc:
-        retry_after = str(max(exc.retry_after, 1))
-        detail = "Too many failed sign-ins for this address; retry later."
-        return problem_reply(429, "rate_limited", detail, headers=(("Retry-After", retry_after),))
 
 
 def is_replayable(status: int) -> bool:
@@ -71,7 +37,7 @@ def run_call(use_case: UseCase, document: object, *, replayable: bool = True) ->
     conn = db()
     key: str | None = g.get("idempotency_key")
     if key is None or not replayable:
-        return _outcome(use_case, conn).to_response()
+        return outcome(use_case, conn).to_response()
 
     caller = current_caller()
     app_id = caller.app.id
@@ -93,7 +59,7 @@ def run_call(use_case: UseCase, document: object, *, replayable: bool = True) ->
                 return problem_reply(422, "idempotency_key_reused", detail).to_response()
             log_event(logger, "idempotency_replayed", app_id=str(app_id), path=request.path)
             return Reply(stored.status_code, stored.response_body).to_response(replayed=True)
-        reply = _outcome(use_case, conn)
+        reply = outcome(use_case, conn)
         if is_replayable(reply.status):
             idempotency.save_idempotency_record(
                 conn,

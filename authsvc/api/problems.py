@@ -10,6 +10,8 @@ from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from authsvc.api.replies import Reply, encode_json
+from authsvc.problem_documents import problem_document
+from authsvc.problem_documents import problem_type as problem_type  # openapi.py reads it here
 
 logger = logging.getLogger(__name__)
 API_PREFIX = "/api/v1"
@@ -46,10 +48,6 @@ HTTP_CODES = {
 }
 
 
-def problem_type(code: str) -> str:
-    return f"urn:authsvc:problem:{code}"
-
-
 def problem_reply(
     status: int,
     code: str,
@@ -59,15 +57,9 @@ def problem_reply(
     headers: tuple[tuple[str, str], ...] = (),
 ) -> Reply:
     """A problem+json reply; `errors` lists field problems as {pointer, detail}."""
-    document: dict[str, Any] = {
-        "type": problem_type(code),
-        "title": TITLES.get(code, code.replace("_", " ").capitalize()),
-        "status": status,
-        "detail": detail,
-        "code": code,
-    }
-    if errors:
-        document["errors"] = errors
+    title = TITLES.get(code, code.replace("_", " ").capitalize())
+    extra: dict[str, Any] = {"errors": errors} if errors else {}
+    document = problem_document(status, code, title, detail, **extra)
     return Reply(status, encode_json(document), headers)
 
 

@@ -11,9 +11,20 @@ from dotenv import load_dotenv
 
 from authsvc.cli import apps, db, dev, inbox, outbox, serve
 from authsvc.cli import worker as worker_command
+from authsvc.cli.startup import database_errors
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class AuthsvcGroup(click.Group):
+    """The command group; every subcommand runs inside the one driver-error boundary."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        with database_errors():
+            return super().invoke(ctx)
+
+
+@click.group(cls=AuthsvcGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# The installed distribution's version (pyproject.toml), as `authsvc 0.1.0`.
+@click.version_option(package_name="authsvc", prog_name="authsvc", message="%(prog)s %(version)s")
 def main() -> None:
     """authsvc: signup verification and password-reset emails."""
     load_dotenv(".env", override=False)

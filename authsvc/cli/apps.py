@@ -38,15 +38,8 @@ def apps_create(name: str, redirect_urls: list[str]) -> None:
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         raise click.BadParameter("may not contain control characters", param_hint="NAME")
     url = database_url_or_exit(settings_or_exit())
-    try:
-        with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-            app, key = register_app(conn, name.strip(), redirect_urls)
-    except psycopg.errors.UndefinedTable:
-        raise click.ClickException(
-            "the schema is missing: run `authsvc db upgrade` first"
-        ) from None
-    except psycopg.OperationalError as exc:
-        raise click.ClickException(f"cannot reach the database: {str(exc).strip()}") from None
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        app, key = register_app(conn, name.strip(), redirect_urls)
     click.echo(f"app id:  {app.id}")
     click.echo(f"api key: {key}")
     click.echo("Store the key now: it is not shown again.", err=True)

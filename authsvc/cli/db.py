@@ -22,6 +22,8 @@ def db_upgrade() -> None:
     configure_logging()  # post-migration reports are JSON lines on stderr
     try:
         applied = upgrade(url)
+    except psycopg.OperationalError:
+        raise  # "cannot reach the database", said once for every command
     except psycopg.Error as exc:
         raise click.ClickException(f"migration failed: {exc}") from None
     if applied:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
 from urllib.error import URLError
 from urllib.request import urlopen
 
@@ -19,8 +18,8 @@ import psycopg
 
 from authsvc.app_keys import find_app_by_key, register_app
 from authsvc.cli.serve import gunicorn_argv
+from authsvc.cli.startup import database_url_or_exit
 from authsvc.config import ConfigError, Settings, load_settings
-from authsvc.embedded import start_embedded_postgres
 from authsvc.migrate import upgrade
 
 READY_TIMEOUT_SECONDS = 60.0
@@ -148,9 +147,9 @@ def _wait_until_ready(stack: Stack, stop: threading.Event, port: int, smtp_port:
         stop.wait(0.2)
 
 
-def _banner(settings: Settings, port: int, smtp_port: int, key: str, has_worker: bool) -> str:
+def _banner(settings: Settings, port: int, smtp_port: int, key: str) -> str:
     web = f"http://127.0.0.1:{port}"
-    lines = [
+    return "\n".join([
         "authsvc dev is running",
         f"  web app      {web}  (base URL {settings.base_url})",
         f"  JSON API     {web}/api/v1",
@@ -158,11 +157,8 @@ def _banner(settings: Settings, port: int, smtp_port: int, key: str, has_worker:
         f"  SMTP sink    127.0.0.1:{smtp_port}  (mail for @{settings.test_inbox_domain})",
         f"  dev app key  {key}",
         f"               (also in {settings.data_dir / 'dev-app-key'})",
-    ]
-    if not has_worker:
-        lines.append("  warning: no `authsvc worker` command in this checkout; emails stay queued")
-    lines.append("Press Ctrl-C to stop.")
-    return "\n".join(lines)
+        "Press Ctrl-C to stop.",
+    ])
 
 
 @click.command()
@@ -172,44 +168,34 @@ def dev(port: int, smtp_port: int) -> None:
     """Run the whole stack here: database, migrations, web app, worker and test inbox."""
     if port == smtp_port:
         raise click.ClickException(f"--port and --smtp-port must differ (both are {port})")
+    # Before the settings: loading them writes the dev secret key into the
+    # data dir, and a refused start must leave the data dir as it was.
+    for taken in (p for p in (port, smtp_port) if _port_taken(p)):
+        flag = "--port" if taken == port else "--smtp-port"
+        raise click.ClickException(f"port {taken} is already in use; pick another with {flag}")
     env = _dev_environment(port, smtp_port)
     try:
         settings = load_settings(env)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    for taken in (p for p in (port, smtp_port) if _port_taken(p)):
-        raise click.ClickException(
-            f"port {taken} is already in use; pick another with --port / --smtp-port"
-        )
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda _signum, _frame: stop.set())
 
-    embedded: Any = None
     stack = Stack(env)
     try:
-        if settings.database_url:
-            url = settings.database_url
-        else:
+        if not settings.database_url:
             pgdata = settings.data_dir / "pgdata"
             click.echo(f"starting the embedded PostgreSQL in {pgdata}", err=True)
-            try:
-                embedded = start_embedded_postgres(settings.data_dir)
-            except Exception as exc:  # pgserver failing to start is an operator problem
-                raise click.ClickException(f"cannot start the embedded PostgreSQL: {exc}") from None
-            url = str(embedded.get_uri())
+        # The embedded server, if started here, stops when this process exits
+        # and no other process uses it (pgserver's own exit hook).
+        url = database_url_or_exit(settings)
         env["AUTHSVC_DATABASE_URL"] = url
         env["AUTHSVC_DATA_DIR"] = str(settings.data_dir)
-        try:
-            upgrade(url)
-            key = ensure_dev_app(url, settings)
-        except psycopg.Error as exc:
-            raise click.ClickException(f"database set-up failed: {exc}") from None
+        upgrade(url)  # driver errors: one line, from the `authsvc` group's boundary
+        key = ensure_dev_app(url, settings)
 
-        from authsvc.cli import main as command_group
-
-        has_worker = "worker" in command_group.commands
         cli = [sys.executable, "-m", "authsvc.cli"]
         # The inbox's asyncio front owns the public port: it answers long polls
         # and live events itself (no thread each) and proxies the rest to gunicorn.
@@ -222,11 +208,10 @@ def dev(port: int, smtp_port: int) -> None:
                 "--upstream", f"http://127.0.0.1:{web_port}",
             ],
         )
-        if has_worker:
-            stack.start("worker", [*cli, "worker"])
+        stack.start("worker", [*cli, "worker"])
         _wait_until_ready(stack, stop, port, smtp_port)
         if not stop.is_set():
-            click.echo(_banner(settings, port, smtp_port, key, has_worker))
+            click.echo(_banner(settings, port, smtp_port, key))
         while not stop.wait(0.5):
             if stack.exited():
                 name, code = stack.exited()[0]
@@ -234,6 +219,4 @@ def dev(port: int, smtp_port: int) -> None:
     finally:
         click.echo("stopping authsvc dev", err=True)
         stack.stop()
-        if embedded is not None:
-            embedded.cleanup()  # stops the server once no other process holds it
     click.echo("stopped", err=True)

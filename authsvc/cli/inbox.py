@@ -62,14 +62,13 @@ def inbox(
     # aiosmtpd logs every SMTP command at INFO; our own stored/refused events suffice.
     logging.getLogger("mail.log").setLevel(logging.WARNING)
     url = database_url_or_exit(settings)
+    # One direct connection first: an unreachable database or a missing
+    # schema fails at once (the pool would retry for its whole timeout).
+    # Driver errors become one line at the `authsvc` group (cli/startup.py).
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        conn.execute("SELECT 1 FROM inbox_messages LIMIT 0")
+    pool = create_pool(url, min_size=1, max_size=4, name="authsvc-inbox")
     try:
-        pool = create_pool(url, min_size=1, max_size=4, name="authsvc-inbox")
-    except psycopg.OperationalError as exc:
-        raise click.ClickException(f"database unavailable: {exc}") from None
-    try:
-        with pool.connection() as conn:
-            if conn.execute("SELECT to_regclass('inbox_messages')").fetchone() == (None,):
-                raise click.ClickException("the schema is missing: run `authsvc db upgrade` first")
         sink = InboxSink(
             pool, settings.test_inbox_domain, host=host, port=port,
             max_message_bytes=max_message_size, max_per_scope=max_per_scope,
@@ -102,8 +101,6 @@ def inbox(
         if front is not None:
             asyncio.run_coroutine_threadsafe(front.stop(), sink.loop).result(timeout=20)
         sink.stop()
-    except psycopg.OperationalError as exc:
-        raise click.ClickException(f"database unavailable: {exc}") from None
     finally:
         pool.close()
 

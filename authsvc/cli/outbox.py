@@ -11,7 +11,7 @@ import psycopg
 
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.config import parse_duration
-from worker import admin
+from authsvc.outbox import STATUSES, admin
 
 
 @click.group()
@@ -22,15 +22,9 @@ def outbox() -> None:
 @contextmanager
 def _connection() -> Iterator[psycopg.Connection]:
     url = database_url_or_exit(settings_or_exit())
-    try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-            yield conn
-    except psycopg.errors.UndefinedTable:
-        raise click.ClickException("the schema is missing: run `authsvc db upgrade`") from None
-    except psycopg.OperationalError as exc:
-        raise click.ClickException(f"cannot reach the database: {exc}") from None
-    except psycopg.Error as exc:
-        raise click.ClickException(f"the database refused the operation: {exc}") from None
+    # Driver errors become one line at the `authsvc` group (cli/startup.py).
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        yield conn
 
 
 def _when(value: datetime | None) -> str:
@@ -48,12 +42,15 @@ def outbox_stats() -> None:
 
 
 @outbox.command("list")
-@click.option("--status", type=click.Choice(admin.STATUSES), default=None)
+@click.option("--status", type=click.Choice(STATUSES), default=None)
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 def outbox_list(status: str | None, limit: int) -> None:
     """Newest jobs first."""
     with _connection() as conn:
         rows = admin.list_jobs(conn, status, limit)
+    if not rows:
+        click.echo(f"no {status} jobs" if status else "no jobs")
+        return
     header = f"{'id':>8}  {'status':<10}  {'template':<16}  {'tries':>5}  {'created':<19}"
     click.echo(header + "  recipient")
     for job in rows:

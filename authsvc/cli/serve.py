@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from authsvc.cli.startup import check_database_or_exit, database_url_or_exit, settings_or_exit
+from authsvc.cli.startup import check_database, database_url_or_exit, settings_or_exit
 
 
 def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
@@ -28,13 +28,12 @@ def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
         str(threads),
         "--graceful-timeout",
         "10",
+        # Every line (gunicorn's own, one `http_request` per response, the
+        # app's) is the same JSON shape on stderr: authsvc/gunicorn_logging.py.
+        "--logger-class",
+        "authsvc.gunicorn_logging.JsonGunicornLogger",
         "--access-logfile",
         "-",
-        # One JSON object per request like every other log line; %(U)s is the
-        # path without its query string, so no ?token= ever reaches the log.
-        "--access-logformat",
-        '{"event": "http_request", "remote": "%(h)s", "method": "%(m)s", "path": "%(U)s",'
-        ' "status": %(s)s, "bytes": "%(b)s", "duration_ms": %(M)s}',
         # gunicorn 27 opens a control socket in ~/.gunicorn shared by every
         # instance on the host; authsvc does not use it.
         "--no-control-socket",
@@ -54,7 +53,7 @@ def serve(bind: str, workers: int, threads: int) -> None:
     url = database_url_or_exit(settings)
     # Checked here: otherwise every gunicorn worker fails to boot in turn,
     # each with a traceback, before gunicorn gives up.
-    check_database_or_exit(url)
+    check_database(url)
     env = dict(os.environ, AUTHSVC_DATABASE_URL=url)
     # A child rather than exec: this process keeps the embedded server's
     # handle, so the server stops when serving stops.

@@ -1,8 +1,15 @@
-"""Start-up for every command: validated settings and a database URL, or a clean exit."""
+"""Start-up for every command: validated settings, a database URL, driver errors as one line.
+
+`database_errors` is the CLI's one boundary for the driver (procrastinate's
+pattern): the `authsvc` group runs every command inside it, so no command
+catches psycopg errors itself and every one says the same thing about them.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -21,19 +28,44 @@ def settings_or_exit() -> Settings:
 
 
 def database_url_or_exit(settings: Settings) -> str:
+    """The configured URL, or the embedded server's (started now), or a clean exit."""
     try:
         return resolve_database_url(settings)
     except Exception as exc:  # pgserver failing to start is an operator problem
         raise click.ClickException(f"cannot start the embedded PostgreSQL: {exc}") from None
 
 
-def check_database_or_exit(url: str) -> None:
-    """Fail at once, with the reason, when the database cannot be reached."""
+def check_database(url: str) -> None:
+    """Connect once, so an unreachable database fails here rather than in a child process."""
+    with psycopg.connect(url, connect_timeout=10):
+        pass
+
+
+# The schema is older than the code: a table, column or function a query needs is missing.
+_SCHEMA_BEHIND = (
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.UndefinedColumn,
+    psycopg.errors.UndefinedFunction,
+)
+
+
+@contextmanager
+def database_errors() -> Iterator[None]:
+    """Turn the driver's errors into one-line click errors (exit 1, no traceback)."""
     try:
-        with psycopg.connect(url, connect_timeout=10):
-            pass
+        yield
+    except _SCHEMA_BEHIND:
+        raise click.ClickException(
+            "the schema is missing or out of date: run `authsvc db upgrade` first"
+        ) from None
     except psycopg.OperationalError as exc:
-        raise click.ClickException(f"cannot reach the database: {str(exc).strip()}") from None
+        raise click.ClickException(f"cannot reach the database: {_reason(exc)}") from None
+    except psycopg.Error as exc:
+        raise click.ClickException(f"the database refused the operation: {_reason(exc)}") from None
+
+
+def _reason(exc: psycopg.Error) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class FiniteFloatRange(click.FloatRange):

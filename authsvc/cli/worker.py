@@ -17,7 +17,7 @@ from authsvc.cli.startup import FiniteFloatRange, database_url_or_exit, settings
 from authsvc.config import Settings, SmtpTarget
 from authsvc.logs import configure_logging, log_event
 from authsvc.migrate import pending_migrations
-from authsvc.tokens import TokenCodec
+from authsvc.services import token_codec
 from worker.delivery import RetryPolicy
 from worker.loop import Worker, WorkerOptions
 from worker.mailers import Mailer, NullMailer, SmtpMailer
@@ -50,7 +50,7 @@ def _require_current_schema(url: str, wait_seconds: float) -> None:
             break
         except psycopg.OperationalError as exc:
             if time.monotonic() + delay > deadline:
-                raise click.ClickException(f"cannot reach the database: {exc}") from None
+                raise  # said as "cannot reach the database" by the CLI's boundary
             log_event(
                 log,
                 "database_unavailable",
@@ -141,9 +141,7 @@ def worker(
     url = database_url_or_exit(settings)
     configure_logging()
     _require_current_schema(url, wait_for_database)
-    codec = TokenCodec(
-        settings.secret_keys, {"reset": settings.reset_ttl, "verify": settings.verify_ttl}
-    )
+    codec = token_codec(settings)
     options = WorkerOptions(
         concurrency=concurrency,
         batch=batch,
@@ -163,10 +161,7 @@ def worker(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    try:
-        runner.run()
-    except psycopg.OperationalError as exc:
-        raise click.ClickException(f"cannot reach the database: {exc}") from None
+    runner.run()
 
 
 def _child_argv(params: dict[str, object]) -> list[str]:

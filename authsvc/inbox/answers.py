@@ -6,12 +6,7 @@ from typing import Any
 
 from authsvc.inbox.messages import Page, Seen, duplicate_groups
 from authsvc.inbox.params import ExpectQuery
-
-
-def problem_body(status: int, code: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
-    """An RFC 9457 problem document."""
-    body = {"type": "about:blank", "title": title, "status": status, "code": code, "detail": detail}
-    return {**body, **extra}
+from authsvc.problem_documents import problem_document
 
 
 def settle_left(query: ExpectQuery, seen: list[Seen]) -> float:
@@ -25,7 +20,7 @@ def expect_one_answer(query: ExpectQuery, seen: list[Seen], page: Page) -> tuple
     """200 for exactly one message, 409 for more (with duplicate groups), 408 for none."""
     if not seen or not page.messages:  # none, or emptied meanwhile
         detail = f"no message arrived in {query.scope!r} within {query.timeout:g} s"
-        body = problem_body(
+        body = problem_document(
             408, "no_message", "No message", detail, count=0, messages=[], duplicates=[]
         )
         return 408, body

@@ -22,10 +22,11 @@ from aiohttp import web
 from psycopg_pool import AsyncConnectionPool
 
 from authsvc.inbox import async_store, params
-from authsvc.inbox.answers import expect_one_answer, problem_body, settle_left
+from authsvc.inbox.answers import expect_one_answer, settle_left
 from authsvc.inbox.async_waiting import AsyncScopeWatcher
 from authsvc.inbox.messages import Seen
 from authsvc.inbox.params import BadRequest
+from authsvc.problem_documents import problem_document
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) are the proxy's own business.
 _HOP_BY_HOP = frozenset(
@@ -59,7 +60,8 @@ def _json(status: int, body: Any, *, problem: bool = False) -> web.Response:
 
 
 def _bad_request(exc: BadRequest) -> web.Response:
-    return _json(400, problem_body(400, "invalid_request", "Bad request", exc.detail), problem=True)
+    body = problem_document(400, "invalid_request", "Bad request", exc.detail)
+    return _json(400, body, problem=True)
 
 
 class InboxFront:
@@ -133,7 +135,7 @@ class InboxFront:
         ):
             return None
         detail = "send Authorization: Bearer <token>"
-        body = problem_body(401, "unauthorized", "Unauthorized", detail)
+        body = problem_document(401, "unauthorized", "Unauthorized", detail)
         response = _json(401, body, problem=True)
         response.headers["WWW-Authenticate"] = 'Bearer realm="authsvc test inbox"'
         return response
@@ -222,5 +224,5 @@ class InboxFront:
                 await response.write_eof()
                 return response
         except aiohttp.ClientError as exc:
-            body_ = problem_body(502, "bad_gateway", "Bad gateway", f"the web app: {exc}")
+            body_ = problem_document(502, "bad_gateway", "Bad gateway", f"the web app: {exc}")
             return _json(502, body_, problem=True)

@@ -10,12 +10,13 @@ from flask.blueprints import BlueprintSetupState
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from authsvc.inbox import messages, params
-from authsvc.inbox.answers import expect_one_answer, problem_body, settle_left
+from authsvc.inbox.answers import expect_one_answer, settle_left
 from authsvc.inbox.messages import Page, Seen
 from authsvc.inbox.openapi import openapi_document
 from authsvc.inbox.params import BadRequest, Filters
 from authsvc.inbox.scopes import new_scope_name
 from authsvc.inbox.waiting import ScopeWatcher, TooManyWaiters
+from authsvc.problem_documents import problem_document
 from authsvc.web import services
 
 EXTENSION_KEY = "authsvc_inbox"
@@ -25,7 +26,7 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> Response:
     """An RFC 9457 problem document."""
-    response = jsonify(problem_body(status, code, title, detail, **extra))
+    response = jsonify(problem_document(status, code, title, detail, **extra))
     response.status_code = status
     response.content_type = "application/problem+json"
     return response

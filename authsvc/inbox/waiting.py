@@ -23,6 +23,7 @@ from typing import TypeVar
 
 import psycopg
 
+from authsvc.inbox.messages import NOTIFY_CHANNEL
 from authsvc.logs import log_event
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ class ScopeWatcher:
         while True:
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    conn.execute("LISTEN authsvc_inbox")  # messages.NOTIFY_CHANNEL
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")  # as async_waiting.py: unquoted
                     self._set_listening(True)
                     while not self._should_stop():
                         for notify in conn.notifies(timeout=1.0):

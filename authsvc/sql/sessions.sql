@@ -20,7 +20,7 @@ WITH live AS (
     WHERE s.token_hash = %(token_hash)s AND s.created_at > %(expired_before)s
 ), touched AS (
     UPDATE web_sessions s SET last_seen_at = %(now)s
-    FROM live WHERE s.id = live.id AND s.last_seen_at < %(now)s - interval '60 seconds'
+    FROM live WHERE s.id = live.id AND s.last_seen_at < %(now)s::timestamptz - interval '60 seconds'
 )
 SELECT live.id AS session_id, u.id, u.email, u.password_hash, u.email_verified_at,
        u.reset_version, u.verify_version, u.signup_count

@@ -1,11 +1,11 @@
 -- outbox_stats --
--- Jobs per status, plus what an operator watches: due now, leased, oldest pending.
+-- Jobs per status, plus what an operator watches: due now, leased, oldest
+-- pending. `authsvc outbox stats` and /metrics both read this one query, and
+-- due is the claim's own predicate (migrations/0005_outbox_rules.sql).
 SELECT
     count(*) FILTER (WHERE status = 'pending') AS pending,
-    count(*) FILTER (WHERE status = 'pending' AND lease_owner IS NULL
-                     AND next_attempt_at <= now()) AS due,
-    count(*) FILTER (WHERE status = 'pending' AND lease_owner IS NOT NULL
-                     AND lease_expires_at > now()) AS leased,
+    count(*) FILTER (WHERE outbox_job_due(status, next_attempt_at, lease_expires_at)) AS due,
+    count(*) FILTER (WHERE outbox_job_leased(status, lease_expires_at)) AS leased,
     count(*) FILTER (WHERE status = 'sent') AS sent,
     count(*) FILTER (WHERE status = 'failed') AS failed,
     count(*) FILTER (WHERE status = 'superseded') AS superseded,
@@ -54,3 +54,27 @@ RETURNING job_id;
 DELETE FROM email_jobs
 WHERE status IN ('sent', 'failed', 'superseded', 'expired')
   AND created_at < now() - make_interval(secs => %(older_than_seconds)s);
+
+-- event_totals --
+-- Audit-trail events by kind, plus claims that took over an expired lease
+-- (a claim whose previous event for the job was also a claim).
+SELECT event, count(*) AS total FROM email_job_events GROUP BY event
+UNION ALL
+SELECT 'lease_expired', count(*) FROM (
+    SELECT event, lag(event) OVER (PARTITION BY job_id ORDER BY id) AS previous
+    FROM email_job_events
+) AS trail
+WHERE event = 'claimed' AND previous = 'claimed';
+
+-- send_latency --
+-- Queue-to-accepted seconds of sent jobs, as cumulative histogram buckets.
+SELECT bound, count(*) FILTER (WHERE extract(epoch FROM sent_at - created_at) <= bound) AS le
+FROM unnest(%(bounds)s::float8[]) AS bound
+LEFT JOIN email_jobs ON status = 'sent'
+GROUP BY bound ORDER BY bound;
+
+-- send_latency_totals --
+-- Sum and count for the histogram.
+SELECT coalesce(sum(extract(epoch FROM sent_at - created_at)), 0)::float8 AS total_seconds,
+       count(*) AS sent
+FROM email_jobs WHERE status = 'sent';

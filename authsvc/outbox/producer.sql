@@ -7,7 +7,7 @@ RETURNING id;
 
 -- notify_workers --
 -- Wake idle workers; PostgreSQL delivers it only if the transaction commits.
-SELECT pg_notify('authsvc_outbox', '');
+SELECT pg_notify(%(channel)s, '');
 
 -- queue_link --
 -- Retire the address's outstanding links of one purpose and queue the email
@@ -31,5 +31,5 @@ WITH bumped AS (
     SELECT %(purpose)s, email, %(payload)s, id, %(purpose)s, version, %(issued_at)s FROM bumped
     RETURNING id, token_version
 )
-SELECT id, token_version, pg_notify('authsvc_outbox', '') FROM queued;
+SELECT id, token_version, pg_notify(%(channel)s, '') FROM queued;
 

@@ -1,7 +1,12 @@
-"""Operating the outbox: statistics, listings, a job's trail, redrive and prune."""
+"""The outbox's read side and repairs: stats, listings, trails, totals, redrive and prune.
+
+`authsvc outbox …` and /metrics both read the outbox through this module, so
+what an operator sees and what Prometheus scrapes are the same figures.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -11,12 +16,13 @@ from psycopg.rows import class_row
 
 from authsvc.queries import load_queries
 
-Q = load_queries(Path(__file__).parent / "admin.sql")
-STATUSES = ("pending", "sent", "failed", "superseded", "expired")
+Q = load_queries(Path(__file__).with_suffix(".sql"))
 
 
 @dataclass(frozen=True)
 class OutboxStats:
+    """Counts per status; `due` and `leased` by the claim's own rules."""
+
     pending: int
     due: int
     leased: int
@@ -70,6 +76,30 @@ def outbox_stats(conn: Connection) -> OutboxStats:
         stats = cur.execute(Q["outbox_stats"]).fetchone()
     assert stats is not None
     return stats
+
+
+def event_totals(conn: Connection) -> dict[str, int]:
+    """Audit-trail events by kind, and `lease_expired`: claims that took over a dead lease."""
+    return {str(event): int(total) for event, total in conn.execute(Q["event_totals"])}
+
+
+@dataclass(frozen=True)
+class SendLatency:
+    """Queue-to-accepted seconds of sent jobs: cumulative counts per bound, sum and count."""
+
+    buckets: list[tuple[float, int]]
+    total_seconds: float
+    sent: int
+
+
+def send_latency(conn: Connection, bounds: Sequence[float]) -> SendLatency:
+    buckets = [
+        (float(bound), int(count))
+        for bound, count in conn.execute(Q["send_latency"], {"bounds": list(bounds)})
+    ]
+    totals = conn.execute(Q["send_latency_totals"]).fetchone()
+    assert totals is not None
+    return SendLatency(buckets, float(totals[0]), int(totals[1]))
 
 
 def list_jobs(conn: Connection, status: str | None = None, limit: int = 50) -> list[JobSummary]:

@@ -9,11 +9,10 @@ from typing import Any
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
+from authsvc.outbox.rules import NOTIFY_CHANNEL, TEMPLATES
 from authsvc.queries import load_queries
 
-Q = load_queries(Path(__file__).parent / "sql" / "outbox.sql")
-NOTIFY_CHANNEL = "authsvc_outbox"
-TEMPLATES = ("verify", "reset", "account_exists", "password_changed")
+Q = load_queries(Path(__file__).with_suffix(".sql"))
 
 
 def enqueue_email(
@@ -43,7 +42,7 @@ def enqueue_email(
         },
     ).fetchone()
     assert row is not None
-    conn.execute(Q["notify_workers"])
+    conn.execute(Q["notify_workers"], {"channel": NOTIFY_CHANNEL})
     return int(row[0])
 
 
@@ -66,6 +65,7 @@ def enqueue_link(
         "purpose": purpose,
         "issued_at": issued_at,
         "payload": Jsonb(payload or {}),
+        "channel": NOTIFY_CHANNEL,
     }
     row = conn.execute(Q["queue_link"], params).fetchone()
     return (int(row[0]), int(row[1])) if row else None

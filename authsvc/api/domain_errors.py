@@ -1,0 +1,48 @@
+"""The domain's expected failures as problem replies: what a use case's exception means to an app.
+
+Only exceptions the use cases raise on purpose are mapped here; anything else
+reaches the blueprint's handlers (api/problems.py) as a 500 or a 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from psycopg import Connection
+
+from authsvc.accounts import InvalidCredentials, PasswordRequired, TooManyAttempts
+from authsvc.api.problems import problem_reply
+from authsvc.api.replies import Reply
+from authsvc.passwords import WeakPassword
+from authsvc.tokens import TokenError
+
+UseCase = Callable[[Connection], Reply]
+_TOKEN_DETAILS = {
+    "invalid_token": "The token is malformed, tampered with, or for another purpose.",
+    "token_expired": "The link expired; request a new one.",
+    "token_superseded": "A newer link was sent; use the most recent email.",
+    "token_used": "This link was already used.",
+}
+
+
+def outcome(use_case: UseCase, conn: Connection) -> Reply:
+    """Run the use case; the domain's expected failures become problem replies."""
+    try:
+        return use_case(conn)
+    except WeakPassword as exc:
+        return problem_reply(422, "weak_password", str(exc))
+    except TokenError as exc:
+        status = 400 if exc.code == "invalid_token" else 410
+        return problem_reply(status, exc.code, _TOKEN_DETAILS.get(exc.code, exc.code))
+    except PasswordRequired:
+        detail = (
+            "More than one signup (or a resend) used this address before it was confirmed:"
+            " send `password` with the token to choose the account's password."
+        )
+        return problem_reply(422, "password_required", detail)
+    except InvalidCredentials:
+        return problem_reply(401, "invalid_credentials", "The email or password is wrong.")
+    except TooManyAttempts as exc:
+        retry_after = str(max(exc.retry_after, 1))
+        detail = "Too many failed sign-ins for this address; retry later."
+        return problem_reply(429, "rate_limited", detail, headers=(("Retry-After", retry_after),))

@@ -1,0 +1,15 @@
+"""The transactional outbox: one home for its rules, its producer and its read side.
+
+- `rules`: the NOTIFY channel, the templates and statuses (the due and
+  leased predicates are SQL functions in migrations/0005_outbox_rules.sql).
+- `producer`: queue an email in the caller's transaction.
+- `admin`: what operators and /metrics read (stats, listings, trails) and
+  the operator's repairs (redrive, prune).
+
+The worker's claim (worker/jobs.sql) uses the same due predicate.
+"""
+
+from authsvc.outbox.producer import enqueue_email, enqueue_link
+from authsvc.outbox.rules import NOTIFY_CHANNEL, STATUSES, TEMPLATES
+
+__all__ = ["NOTIFY_CHANNEL", "STATUSES", "TEMPLATES", "enqueue_email", "enqueue_link"]

@@ -1,0 +1,13 @@
+"""The outbox's shared names: its NOTIFY channel, templates and job statuses.
+
+Whether a job is due or leased is decided in SQL, by outbox_job_due and
+outbox_job_leased (migrations/0005_outbox_rules.sql), so the claim, the
+operator's stats and /metrics cannot disagree.
+"""
+
+from __future__ import annotations
+
+# Producers pg_notify it at commit; every worker LISTENs on it.
+NOTIFY_CHANNEL = "authsvc_outbox"
+TEMPLATES = ("verify", "reset", "account_exists", "password_changed")
+STATUSES = ("pending", "sent", "failed", "superseded", "expired")

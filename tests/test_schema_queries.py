@@ -1,0 +1,110 @@
+"""Every named query against the migrated schema, and upgrades of databases made before 0000.
+
+procrastinate's check: apply all migrations to a fresh database and PREPARE
+every named query from every .sql file the code loads, so a query that no
+longer matches the schema (a renamed column, a dropped function) fails here
+rather than in production. PREPARE parses, resolves every name and plans
+without running anything; parameters stay untyped so PostgreSQL infers them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import psycopg
+
+from authsvc.migrate import available_migrations, upgrade
+from authsvc.queries import load_queries
+
+ROOT = Path(__file__).resolve().parent.parent
+SQL_FILES = sorted(p for folder in ("authsvc", "worker") for p in (ROOT / folder).rglob("*.sql"))
+_PARAM = re.compile(r"%\((\w+)\)s")
+
+
+def as_prepared(query: str) -> str:
+    """psycopg's %(name)s placeholders as PREPARE's $n (one number per name)."""
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    return _PARAM.sub(number, query).replace("%%", "%")
+
+
+def queries_not_matching(conn: psycopg.Connection) -> dict[str, str]:
+    """file:query -> PostgreSQL's complaint, for every named query that does not prepare."""
+    failures: dict[str, str] = {}
+    for path in SQL_FILES:
+        for name, query in load_queries(path).items():
+            label = f"{path.relative_to(ROOT)}:{name}"
+            try:
+                conn.execute(f"PREPARE schema_check AS {as_prepared(query)}")  # type: ignore[arg-type]
+            except psycopg.Error as exc:
+                failures[label] = str(exc).splitlines()[0]
+            else:
+                conn.execute("DEALLOCATE schema_check")
+    return failures
+
+
+def test_the_placeholders_become_numbered_parameters():
+    query = "SELECT %(a)s, %(b)s, %(a)s WHERE x LIKE 'p%%'"
+    assert as_prepared(query) == "SELECT $1, $2, $1 WHERE x LIKE 'p%'"
+
+
+def test_every_named_query_prepares_against_a_freshly_migrated_database(empty_database_url):
+    assert len(SQL_FILES) >= 8, SQL_FILES
+    upgrade(empty_database_url)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        assert queries_not_matching(conn) == {}
+
+
+def test_a_renamed_column_or_a_dropped_rule_fails_the_check(conn):
+    """The check has teeth: the claim and the stats break visibly when the schema moves."""
+    conn.execute("ALTER TABLE email_jobs RENAME COLUMN lease_owner TO lease_holder")
+    conn.execute("DROP FUNCTION outbox_job_leased")
+    failures = queries_not_matching(conn)
+    assert "worker/jobs.sql:claim_batch" in failures
+    assert "worker/jobs.sql:record_outcomes" in failures
+    assert "lease_owner" in failures["authsvc/outbox/admin.sql:list_jobs"]
+    assert "outbox_job_leased" in failures["authsvc/outbox/admin.sql:outbox_stats"]
+    assert "authsvc/sql/users.sql" not in " ".join(failures)  # untouched tables still prepare
+
+
+# What authsvc/migrate.py created in Python before migrations/0000 existed.
+_OLD_BOOKKEEPING = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    " version text PRIMARY KEY, name text NOT NULL,"
+    " applied_at timestamptz NOT NULL DEFAULT now())"
+)
+
+
+def test_a_database_made_before_0000_upgrades_and_records_it(empty_database_url):
+    """Made as the old runner did: its own table, then 0001..0004 recorded."""
+    older = [m for m in available_migrations() if "0001" <= m.version <= "0004"]
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute(_OLD_BOOKKEEPING)
+        for migration in older:
+            with conn.transaction():
+                conn.execute(migration.path.read_text(encoding="utf-8"))  # type: ignore[arg-type]
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                             (migration.version, migration.name))
+
+    applied = upgrade(empty_database_url)
+
+    assert [m.version for m in applied][:1] == ["0000"]
+    assert {m.version for m in applied}.isdisjoint(m.version for m in older)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
+        assert versions == [m.version for m in available_migrations()]
+        assert queries_not_matching(conn) == {}
+    assert upgrade(empty_database_url) == []  # and again: nothing left to do
+
+
+def test_a_new_database_gets_its_bookkeeping_from_migration_0000(empty_database_url):
+    applied = upgrade(empty_database_url)
+    assert [m.version for m in applied] == [m.version for m in available_migrations()]
+    assert applied[0].version == "0000"
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        row = conn.execute("SELECT name FROM schema_migrations WHERE version = '0000'").fetchone()
+    assert row == ("schema_migrations",)

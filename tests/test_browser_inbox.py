@@ -30,6 +30,7 @@ DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.e2e,  # Chromium is a process
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Chromium is not at /usr/bin/chromium"),
     pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)"),
 ]

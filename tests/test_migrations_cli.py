@@ -15,6 +15,8 @@ from psycopg import sql
 from authsvc.migrate import available_migrations
 from tests.pg import TestDatabases, with_database
 
+pytestmark = pytest.mark.e2e  # every test runs the authsvc command
+
 AUTHSVC = str(Path(sys.executable).parent / "authsvc")
 
 

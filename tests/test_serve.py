@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.inbox_support import free_port, wait_for
+from testkit.waiting import free_port, wait_until
 
 AUTHSVC = str(Path(sys.executable).parent / "authsvc")
 
@@ -40,7 +40,7 @@ def test_serve_logs_json_lines_without_tokens_and_stops_on_sigterm(env, tmp_path
         )
         base = f"http://127.0.0.1:{port}"
         try:
-            wait_for(lambda: _get(base + "/healthz") == 200, timeout=30, what="gunicorn")
+            wait_until(lambda: _get(base + "/healthz") == 200, timeout=30, what="gunicorn")
             assert _get(base + "/verify?token=not-a-real-token.abcdefghijklmnopqrstuvwxyz") == 400
             server.send_signal(signal.SIGTERM)
             assert server.wait(timeout=30) == 0

@@ -12,26 +12,19 @@ import pytest
 
 from authsvc import accounts, users
 from authsvc.outbox import enqueue_link
-from tests.smtp_double import SmtpDouble
+from testkit.smtp_double import SmtpDouble
+from testkit.waiting import wait_until
 from tests.worker_support import (
+    FAR,
     delivery,
     events,
     job_status,
     queue_notices,
     running,
     smtp_factory,
-    wait_until,
     worker,
 )
 from worker import jobs
-
-FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
-
-
-@pytest.fixture
-def smtp():
-    with SmtpDouble() as double:
-        yield double
 
 
 def link_token(text: str) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.smtp_double import SmtpDouble
 from tests.worker_support import (
+    FAR,
     delivery,
     events,
     job_status,
@@ -15,14 +15,6 @@ from tests.worker_support import (
 )
 from worker import jobs
 from worker.delivery import RetryPolicy
-
-FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
-
-
-@pytest.fixture
-def smtp():
-    with SmtpDouble() as double:
-        yield double
 
 
 def outcome(conn, job_id: int) -> tuple[str, str | None]:

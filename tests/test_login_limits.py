@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import psycopg
+import pytest
 from argon2 import PasswordHasher
 
 from authsvc import accounts
@@ -50,7 +51,17 @@ def test_successful_logins_do_not_use_up_the_limit(conn, svc):
     accounts.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
     verify = latest_link(conn, svc, "ann@example.com", "verify")
     accounts.confirm_verification(conn, svc, token=verify)
-    for _ in range(svc.settings.rate_limit_login.limit * 2):
+    limit = svc.settings.rate_limit_login.limit
+    for _ in range(limit * 2):
+        user = accounts.authenticate(
+            conn, svc, email="ann@example.com", password="correct horse battery"
+        )
+        assert user.email == "ann@example.com"
+    # The whole budget is still there: `limit` wrong guesses are checked, the next refused.
+    for i in range(limit):
+        with pytest.raises(accounts.InvalidCredentials):
+            accounts.authenticate(conn, svc, email="ann@example.com", password=f"wrong {i}")
+    with pytest.raises(accounts.TooManyAttempts):
         accounts.authenticate(conn, svc, email="ann@example.com", password="correct horse battery")
 
 

@@ -17,6 +17,7 @@ from flask import Blueprint, Flask, Response, current_app, request
 from flask.blueprints import BlueprintSetupState
 from psycopg import Connection
 
+from authsvc.pages import resend_counter
 from authsvc.queries import load_queries
 from authsvc.web import bearer_token_matches, db, services
 
@@ -128,6 +129,7 @@ def metrics() -> Response:
         outbox, up = [], 0
     _family(lines, "authsvc_database_up", "gauge", "Whether the outbox figures could be read.")
     lines.append(f"authsvc_database_up {up}")
+    lines += resend_counter.metric_lines(current_app)
     lines += outbox
     body = "\n".join(lines) + "\n"
     return Response(body, content_type="text/plain; version=0.0.4; charset=utf-8")

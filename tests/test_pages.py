@@ -165,7 +165,7 @@ def test_expired_verify_link_offers_resend(client, conn, svc, clock):
         form_page=f"/verify?token={token}",
     )
     assert resent.status_code == 303
-    assert "We sent a new link" in text_of(client.get(resent.headers["Location"]))
+    assert "a new link is on its way" in text_of(client.get(resent.headers["Location"]))
     fresh = latest_link(conn, svc, "ann@example.com", "verify")
     confirmed = submit(client, "/verify", {"token": fresh, "password": "chosen at confirm 1"},
                        form_page=f"/verify?token={fresh}")

@@ -170,7 +170,7 @@ def test_link_email_states_expiry_and_honours_redirect_url(database_url, conn, s
 
     [message] = smtp.messages
     assert message.message_id == f"<authsvc-job-{job_ids(conn)[0]}@localhost>"
-    assert "valid for 1 day" in message.text and "expires at" in message.text
+    assert "valid for 24 hours" in message.text and "expires at" in message.text
     link = next(w for w in message.text.split() if "token=" in w)
     assert link.startswith("https://app.example/welcome?lang=en&token=")
     html = message.message.get_body(preferencelist=("html",)).get_content()

@@ -10,7 +10,7 @@ from flask.typing import ResponseReturnValue
 from authsvc import accounts
 from authsvc.logs import log_event
 from authsvc.pages.forms import ConfirmEmailForm, EmailForm
-from authsvc.pages.links import link_problem
+from authsvc.pages.link_problem import link_problem
 from authsvc.pages.rendering import render_page
 from authsvc.pages.session import forget_cached_session
 from authsvc.passwords import WeakPassword

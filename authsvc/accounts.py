@@ -91,6 +91,21 @@ def sign_up(
         )
 
 
+def _request_link(
+    conn: Connection, svc: Services, email: str, purpose: str, redirect_url: str | None
+) -> bool:
+    now = svc.clock()
+    with conn.transaction():
+        # Known or not, the same statements run (see outbox.sql queue_link).
+        if not _email_allowed(conn, svc, email, purpose, now):
+            return False
+        enqueue_link(
+            conn, email=email, purpose=purpose, issued_at=_issued_at(now),
+            payload=_link_payload(redirect_url),
+        )
+        return True
+
+
 def request_verification(
     conn: Connection, svc: Services, *, email: str, redirect_url: str | None = None
 ) -> bool:
@@ -99,34 +114,14 @@ def request_verification(
     False when the address's email limit held it back (callers must not tell the
     requester: the answer would then differ for known and unknown addresses).
     """
-    now = svc.clock()
-    with conn.transaction():
-        # Known or not, the same statements run (see outbox.sql queue_link).
-        if not _email_allowed(conn, svc, email, "verify", now):
-            return False
-        enqueue_link(
-            conn, email=email, purpose="verify", issued_at=_issued_at(now),
-            payload=_link_payload(redirect_url),
-        )
-        return True
+    return _request_link(conn, svc, email, "verify", redirect_url)
 
 
 def request_password_reset(
     conn: Connection, svc: Services, *, email: str, redirect_url: str | None = None
 ) -> bool:
-    """Queue a reset link if the account exists; silent otherwise.
-
-    False when the address's email limit held it back (as request_verification).
-    """
-    now = svc.clock()
-    with conn.transaction():
-        if not _email_allowed(conn, svc, email, "reset", now):
-            return False
-        enqueue_link(
-            conn, email=email, purpose="reset", issued_at=_issued_at(now),
-            payload=_link_payload(redirect_url),
-        )
-        return True
+    """Queue a reset link if the account exists; silent otherwise (False as above)."""
+    return _request_link(conn, svc, email, "reset", redirect_url)
 
 
 def _stale_link_error(conn: Connection, claims: TokenClaims, user: User | None) -> TokenError:

@@ -11,14 +11,27 @@ import logging
 
 from flask import Response, request
 
+from authsvc import accounts
 from authsvc.logs import log_event
 from authsvc.pages.forms import ResendForm
 from authsvc.pages.rendering import render_page
 from authsvc.tokens import TokenError
+from authsvc.users import User
+from authsvc.web import db, services
 
 _STATUS = {"invalid_token": 400, "token_expired": 410, "token_superseded": 410, "token_used": 410}
 
 logger = logging.getLogger(__name__)
+
+
+def checked_link(purpose: str) -> tuple[str, User | Response]:
+    """The ?token= of this request and its account, or the page explaining why it will not
+    redeem. Changes nothing: GET/HEAD (mail scanners prefetch links) only look."""
+    token = request.args.get("token", "")
+    try:
+        return token, accounts.check_link(db(), services(), token, purpose)
+    except TokenError as exc:
+        return token, link_problem(exc, purpose, token)
 
 
 def link_problem(error: TokenError, purpose: str, token: object) -> Response:

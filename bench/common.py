@@ -64,6 +64,17 @@ def fresh_database(base: str | None = None) -> Iterator[str]:
                 handle.cleanup()
 
 
+def queue_notices(url: str, jobs: int) -> None:
+    """`jobs` password-changed notices (no link, no user), analysed: a drain's input."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO email_jobs (template, recipient)"
+            " SELECT 'password_changed', 'u' || n || '@example.com' FROM generate_series(1, %s) n",
+            (jobs,),
+        )
+        conn.execute("VACUUM ANALYZE email_jobs")
+
+
 def report(name: str, lines: list[str]) -> None:
     """Print the figures and keep them in bench/results/NAME.txt."""
     text = "\n".join(lines) + "\n"
@@ -72,7 +83,8 @@ def report(name: str, lines: list[str]) -> None:
     (RESULTS / f"{name}.txt").write_text(text)
 
 
-__all__ = ["authsvc_script", "fresh_database", "percentile", "report", "statistics", "worker_env"]
+__all__ = ["authsvc_script", "fresh_database", "percentile", "queue_notices", "report",
+           "statistics", "worker_env"]
 
 
 def worker_env(url: str, smtp_url: str, data_dir: str) -> dict[str, str]:

@@ -19,9 +19,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from authsvc.inbox.smtp import InboxSink
+from tests.browser_support import CHROMIUM, launched_chromium
 from tests.inbox_support import email, running_sink, send
 from tests.inbox_ui_support import links_in_each_state, send_links_email
-from tests.test_browser_pages import CHROMIUM, CHROMIUM_ARGS
 from tests.test_inbox_front import serve_front
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,12 +38,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with launched_chromium() as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.fixture

@@ -160,6 +160,16 @@ def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
         assert lines[5] == '{"status":"password_changed"}'
         assert '"email_verified":true' in lines[6]
 
+        # The README's short block, pasted twice: the second run must work as well
+        # (a fixed Idempotency-Key made it 422 idempotency_key_reused).
+        quick = _block(REPO / "README.md", "quick-api").replace("http://127.0.0.1:8000", dev.url)
+        for run in (1, 2):
+            pasted = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", quick],
+                                    cwd=tmp_path, capture_output=True, text=True, timeout=120)
+            assert pasted.returncode == 0, pasted.stdout + pasted.stderr
+            said = pasted.stdout.splitlines()
+            assert said[0] == '{"status":"verification_sent"}', (run, pasted.stdout)
+            assert "/verify?token=" in said[1] and said[2] == '{"status":"accepted"}', said
         dev.process.send_signal(signal.SIGTERM)
         assert dev.process.wait(timeout=40) == 0
 

@@ -20,12 +20,7 @@ RESET = {"email": "ann@example.com"}
 def api(client, conn) -> ApiCaller:
     app, key = register_shop_app(conn)
     caller = ApiCaller(client, app, key)
-    assert (
-        caller.post(
-            "/signups", {"email": "ann@example.com", "password": "correct horse battery"}
-        ).status_code
-        == 202
-    )
+    caller.sign_up("ann@example.com")
     return caller
 
 

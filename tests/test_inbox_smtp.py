@@ -148,6 +148,7 @@ def _inbox_command(env: dict[str, str], *args: str) -> list[str]:
     return [sys.executable, "-m", "authsvc.cli", "inbox", *args]
 
 
+@pytest.mark.e2e
 def test_inbox_command_receives_mail_and_stops_on_sigterm(env, conn):
     port = free_port()
     process = subprocess.Popen(
@@ -170,6 +171,7 @@ def test_inbox_command_receives_mail_and_stops_on_sigterm(env, conn):
         assert process.wait(timeout=15) == 0
 
 
+@pytest.mark.e2e
 def test_inbox_command_refuses_when_the_inbox_is_off(env):
     port = free_port()
     result = subprocess.run(
@@ -183,6 +185,7 @@ def test_inbox_command_refuses_when_the_inbox_is_off(env):
         smtplib.SMTP("127.0.0.1", port, timeout=2)
 
 
+@pytest.mark.e2e
 def test_inbox_command_refuses_in_production(env):
     production = {
         **env, "AUTHSVC_ENV": "production", "AUTHSVC_TEST_INBOX": "on",
@@ -245,6 +248,7 @@ def test_the_sink_prunes_periodically_without_mail(pool, conn):
         wait_until(lambda: stored(conn, "later") == [], what="the periodic prune")
 
 
+@pytest.mark.e2e
 def test_inbox_command_fails_at_once_on_a_taken_port(env):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -12,6 +12,7 @@ from tests.pages_support import (
     make_account,
     queued,
     submit,
+    submit_on_link_page,
     text_of,
 )
 
@@ -75,12 +76,8 @@ def test_opening_reset_link_many_times_never_consumes_it(client, conn, svc, meth
         assert opened.status_code == 200
         assert opened.headers["Cache-Control"] == "no-store"
 
-    changed = submit(
-        client,
-        "/reset/confirm",
-        {"token": token, "password": "a brand new passphrase"},
-        form_page=f"/reset/confirm?token={token}",
-    )
+    changed = submit_on_link_page(client, "/reset/confirm", "/reset/confirm", token,
+                                  password="a brand new passphrase")
     assert changed.status_code == 303
     assert changed.headers["Location"] == "/login"
     login_page = client.get("/login")
@@ -137,12 +134,7 @@ def test_superseded_link_says_use_newest_and_resends_in_one_click(client, conn, 
     assert "ann@example.com" not in page.get_data(as_text=True)
 
     before = queued(conn, "ann@example.com", "reset")
-    resent = submit(
-        client,
-        "/links/resend",
-        {"token": older, "purpose": "reset"},
-        form_page=f"/reset/confirm?token={older}",
-    )
+    resent = submit_on_link_page(client, "/links/resend", "/reset/confirm", older, purpose="reset")
     assert resent.status_code == 303
     assert queued(conn, "ann@example.com", "reset") == before + 1
     newest = latest_link(conn, svc, "ann@example.com", "reset")

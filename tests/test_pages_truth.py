@@ -11,7 +11,7 @@ import pytest
 from authsvc import ratelimit
 from authsvc.durations import describe_duration
 from tests.link_support import latest_link
-from tests.pages_support import make_account, queued, submit, text_of
+from tests.pages_support import make_account, queued, submit_on_link_page, text_of
 from tests.worker_support import renderer
 from worker.jobs import ClaimedJob
 
@@ -34,8 +34,7 @@ def _spend_the_email_budget(conn, svc, email: str = "ann@example.com") -> None:
 
 
 def _resend(client, token: str):
-    answer = submit(client, "/links/resend", {"token": token, "purpose": "verify"},
-                    form_page=f"/verify?token={token}")
+    answer = submit_on_link_page(client, "/links/resend", "/verify", token, purpose="verify")
     assert answer.status_code == 303
     return answer, client.get(answer.headers["Location"])
 

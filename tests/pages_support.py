@@ -66,6 +66,13 @@ def make_account(
     return email
 
 
+def sign_in(client: FlaskClient, email: str, password: str = PASSWORD) -> TestResponse:
+    """Log in through the login form; the client then carries the session cookie."""
+    answer = submit(client, "/login", {"email": email, "password": password})
+    assert answer.status_code == 303, text_of(answer)
+    return answer
+
+
 def text_of(response: TestResponse) -> str:
     """The page's text with tags removed and whitespace collapsed, as a person reads it."""
     html = response.get_data(as_text=True)

@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from authsvc.inbox.smtp import InboxSink
-from tests.browser_support import CHROMIUM, launched_chromium
+from tests.browser_support import BROWSER_MARKS, launched_chromium
 from tests.inbox_support import email, running_sink, send
 from tests.inbox_ui_support import links_in_each_state, send_links_email
 from tests.test_inbox_front import serve_front
@@ -29,9 +29,7 @@ AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
 DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.e2e,  # Chromium is a process
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Chromium is not at /usr/bin/chromium"),
+    *BROWSER_MARKS,
     pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)"),
 ]
 

@@ -21,18 +21,12 @@ from authsvc.testing import ScopedInbox
 from authsvc.users import find_user_by_email
 from testkit.servers import serving
 from testkit.waiting import free_port, wait_until_ready
-from tests.browser_support import CHROMIUM, launched_chromium
+from tests.browser_support import BROWSER_MARKS, launched_chromium
 from tests.conftest import TEST_KEY
 from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, make_account
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.e2e,  # Chromium is a process
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="Chromium is not installed at /usr/bin/chromium"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture(scope="module")

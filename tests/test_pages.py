@@ -11,6 +11,7 @@ from tests.pages_support import (
     csrf_token,
     make_account,
     queued,
+    sign_in,
     submit,
     submit_on_link_page,
     text_of,
@@ -204,8 +205,7 @@ def test_login_wrong_password_then_locked_out(client, conn, svc):
 
 
 def test_account_shows_email_and_verification_state(client, conn, svc):
-    make_account(conn, svc)
-    submit(client, "/login", {"email": "ann@example.com", "password": PASSWORD})
+    sign_in(client, make_account(conn, svc))
     page = client.get("/account")
     assert page.status_code == 200
     assert "ann@example.com" in text_of(page)
@@ -249,8 +249,7 @@ def test_password_change_ends_every_session(app, conn, svc):
     ],
 )
 def test_change_password_errors_keep_the_session(client, conn, svc, current, new, message):
-    make_account(conn, svc)
-    submit(client, "/login", {"email": "ann@example.com", "password": PASSWORD})
+    sign_in(client, make_account(conn, svc))
     refused = submit(
         client, "/account/password", {"current": current, "new": new}, form_page="/account"
     )
@@ -260,8 +259,7 @@ def test_change_password_errors_keep_the_session(client, conn, svc, current, new
 
 
 def test_logout_needs_a_click_and_csrf(client, conn, svc):
-    make_account(conn, svc)
-    submit(client, "/login", {"email": "ann@example.com", "password": PASSWORD})
+    sign_in(client, make_account(conn, svc))
     shown = client.get("/logout")
     assert shown.status_code == 200
     assert "Log out" in text_of(shown)

@@ -15,6 +15,7 @@ from authsvc.tokens import TokenCodec, TokenError
 from authsvc.users import User
 from tests.conftest import TEST_KEY
 from tests.link_support import latest_claims
+from tests.race_support import race
 
 PASSWORD = "correct horse battery"
 
@@ -53,26 +54,15 @@ def test_concurrent_redemptions_exactly_one_succeeds(database_url, conn, svc):
     _signed_up(conn, svc)
     accounts.request_password_reset(conn, svc, email="ann@example.com")
     token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
-    barrier = threading.Barrier(8)
-    outcomes: list[str] = []
-    lock = threading.Lock()
 
-    def redeem(i: int) -> None:
-        with psycopg.connect(database_url, autocommit=True) as own:
-            barrier.wait(timeout=10)
-            try:
-                accounts.reset_password(own, svc, token=token, password=f"parallel passphrase {i}")
-                result = "ok"
-            except TokenError as exc:
-                result = exc.code
-        with lock:
-            outcomes.append(result)
+    def redeem(own: psycopg.Connection, i: int) -> str:
+        try:
+            accounts.reset_password(own, svc, token=token, password=f"parallel passphrase {i}")
+            return "ok"
+        except TokenError as exc:
+            return exc.code
 
-    threads = [threading.Thread(target=redeem, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    outcomes = race(database_url, 8, redeem, timeout=30)
     assert sorted(outcomes) == ["ok"] + ["token_used"] * 7
 
 

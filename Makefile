@@ -67,4 +67,4 @@ chaos: $(STAMP)
 	$(BIN)/python -m chaos --requests 5000 --workers 4 --kills 24 --kill-every 2 --rate 100
 
 fuzz: $(STAMP)
-	AUTHSVC_FUZZ_MODE=long $(BIN)/pytest tests/test_api_schemathesis.py tests/test_pages_input_properties.py -q -s -p no:cacheprovider
+	AUTHSVC_FUZZ_MODE=long AUTHSVC_HYPOTHESIS_PROFILE=long $(BIN)/pytest tests/test_api_schemathesis.py tests/test_pages_input_properties.py tests/test_properties_ownership.py -q -s -p no:cacheprovider -o timeout=3600

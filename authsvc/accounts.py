@@ -92,31 +92,37 @@ def sign_up(
         )
 
 
-def request_verification(
-    conn: Connection, svc: Services, *, email: str, redirect_url: str | None = None
-) -> None:
-    """Queue a fresh verification link for an unverified account; silent otherwise."""
+def _request_link(
+    conn: Connection, svc: Services, email: str, purpose: str, redirect_url: str | None
+) -> bool:
     now = svc.clock()
     with conn.transaction():
         # Known or not, the same statements run (see outbox.sql queue_link).
-        if _email_allowed(conn, svc, email, "verify", now):
-            enqueue_link(
-                conn, email=email, purpose="verify", issued_at=_issued_at(now),
-                payload=_link_payload(redirect_url),
-            )
+        if not _email_allowed(conn, svc, email, purpose, now):
+            return False
+        enqueue_link(
+            conn, email=email, purpose=purpose, issued_at=_issued_at(now),
+            payload=_link_payload(redirect_url),
+        )
+        return True
+
+
+def request_verification(
+    conn: Connection, svc: Services, *, email: str, redirect_url: str | None = None
+) -> bool:
+    """Queue a fresh verification link for an unverified account; silent otherwise.
+
+    False when the address's email limit held it back (callers must not tell the
+    requester: the answer would then differ for known and unknown addresses).
+    """
+    return _request_link(conn, svc, email, "verify", redirect_url)
 
 
 def request_password_reset(
     conn: Connection, svc: Services, *, email: str, redirect_url: str | None = None
-) -> None:
-    """Queue a reset link if the account exists; silent otherwise."""
-    now = svc.clock()
-    with conn.transaction():
-        if _email_allowed(conn, svc, email, "reset", now):
-            enqueue_link(
-                conn, email=email, purpose="reset", issued_at=_issued_at(now),
-                payload=_link_payload(redirect_url),
-            )
+) -> bool:
+    """Queue a reset link if the account exists; silent otherwise (False as above)."""
+    return _request_link(conn, svc, email, "reset", redirect_url)
 
 
 def _stale_link_error(conn: Connection, claims: TokenClaims, user: User | None) -> TokenError:

@@ -17,6 +17,7 @@ from flask.blueprints import BlueprintSetupState
 from psycopg import Connection
 
 from authsvc.outbox import STATUSES, admin
+from authsvc.pages import resend_counter
 from authsvc.web import bearer_token_matches, db, services
 
 LATENCY_BOUNDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -122,6 +123,7 @@ def metrics() -> Response:
         outbox, up = [], 0
     _family(lines, "authsvc_database_up", "gauge", "Whether the outbox figures could be read.")
     lines.append(f"authsvc_database_up {up}")
+    lines += resend_counter.metric_lines(current_app)
     lines += outbox
     body = "\n".join(lines) + "\n"
     return Response(body, content_type="text/plain; version=0.0.4; charset=utf-8")

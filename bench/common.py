@@ -1,4 +1,4 @@
-"""What every benchmark needs: a fresh migrated database and the test SMTP double."""
+"""What every benchmark needs: a fresh migrated database, figures, the worker's environment."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import os
 import statistics
 import sys
 import tempfile
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,10 +16,11 @@ import psycopg
 from psycopg import sql
 
 from authsvc.migrate import upgrade
+from testkit.figures import percentile
+from testkit.postgres import throwaway_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
-sys.path.insert(0, str(ROOT))  # for tests.smtp_double
 _COUNTER = itertools.count()
 
 
@@ -32,11 +32,7 @@ def bench_server() -> Iterator[str]:
         yield base
         return
     with tempfile.TemporaryDirectory(prefix="authsvc-bench-", dir="/tmp") as folder:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pgserver
-
-            handle = pgserver.get_server(Path(folder) / "pg", cleanup_mode="delete")
+        handle = throwaway_postgres(Path(folder))
         try:
             yield str(handle.get_uri())
         finally:
@@ -50,11 +46,7 @@ def fresh_database(base: str | None = None) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="authsvc-bench-", dir="/tmp") as folder:
         handle = None
         if not base:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                import pgserver
-
-                handle = pgserver.get_server(Path(folder) / "pg", cleanup_mode="delete")
+            handle = throwaway_postgres(Path(folder))
             base = str(handle.get_uri())
         name = f"authsvc_bench_{os.getpid()}_{next(_COUNTER)}"
         with psycopg.connect(base, autocommit=True) as conn:
@@ -72,9 +64,15 @@ def fresh_database(base: str | None = None) -> Iterator[str]:
                 handle.cleanup()
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+def queue_notices(url: str, jobs: int) -> None:
+    """`jobs` password-changed notices (no link, no user), analysed: a drain's input."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO email_jobs (template, recipient)"
+            " SELECT 'password_changed', 'u' || n || '@example.com' FROM generate_series(1, %s) n",
+            (jobs,),
+        )
+        conn.execute("VACUUM ANALYZE email_jobs")
 
 
 def report(name: str, lines: list[str]) -> None:
@@ -85,7 +83,8 @@ def report(name: str, lines: list[str]) -> None:
     (RESULTS / f"{name}.txt").write_text(text)
 
 
-__all__ = ["authsvc_script", "fresh_database", "percentile", "report", "statistics", "worker_env"]
+__all__ = ["authsvc_script", "fresh_database", "percentile", "queue_notices", "report",
+           "statistics", "worker_env"]
 
 
 def worker_env(url: str, smtp_url: str, data_dir: str) -> dict[str, str]:

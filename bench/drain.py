@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from bench.common import authsvc_script, worker_env
+from bench.common import authsvc_script, queue_notices, worker_env
 from worker.jobs import ClaimedJob
 from worker.loop import Worker, WorkerOptions
 from worker.mailers import OutgoingEmail
@@ -38,16 +38,6 @@ class _NoopMailer:
 
     def close(self) -> None:
         pass
-
-
-def queue_notices(url: str, jobs: int) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO email_jobs (template, recipient)"
-            " SELECT 'password_changed', 'u' || n || '@example.com' FROM generate_series(1, %s) n",
-            (jobs,),
-        )
-        conn.execute("VACUUM ANALYZE email_jobs")
 
 
 def queue_resets(url: str, jobs: int) -> None:

@@ -24,14 +24,17 @@ from email.message import EmailMessage
 import aiohttp
 
 from bench.common import fresh_database, percentile, report, worker_env
+from testkit.waiting import free_port, wait_until, wait_until_ready
 
 WAITERS = tuple(int(n) for n in os.environ.get("BENCH_WAITERS", "1,100,1000").split(","))
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _deliver(port: int, scopes: list[str], accepted: dict[str, float]) -> None:
@@ -75,7 +78,7 @@ async def _round(url: str, smtp_port: int, waiters: int) -> list[float]:
 
 def main() -> None:
     with fresh_database() as db_url, tempfile.TemporaryDirectory() as data:
-        port, smtp_port = _free_port(), _free_port()
+        port, smtp_port = free_port(), free_port()
         env = {**worker_env(db_url, "smtp://unused", data), "AUTHSVC_BASE_URL": "http://x"}
         dev = subprocess.Popen(
             [sys.executable, "-m", "authsvc.cli", "dev", "--port", str(port),
@@ -84,19 +87,8 @@ def main() -> None:
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    with socket.create_connection(("127.0.0.1", smtp_port), timeout=1):
-                        pass
-                    from urllib.request import urlopen
-
-                    with urlopen(f"{url}/readyz", timeout=2):  # noqa: S310 - our own server
-                        break
-                except OSError:
-                    if time.monotonic() > deadline or dev.poll() is not None:
-                        raise SystemExit("authsvc dev did not start") from None
-                    time.sleep(0.3)
+            wait_until_ready(f"{url}/readyz", dev, timeout=90)
+            wait_until(lambda: _accepts(smtp_port), 30, "the SMTP sink")
             lines = ["inbox wake-up latency, SMTP 250 -> long-poll answer (authsvc dev, 2 cores)"]
             for waiters in WAITERS:
                 latencies = asyncio.run(_round(url, smtp_port, waiters))

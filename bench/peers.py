@@ -15,18 +15,15 @@ from datetime import timedelta
 
 import psycopg
 
+from bench.common import queue_notices
+
 N_RAW_BATCH = 100
 
 
 def raw_drain(url: str, jobs: int, *, per_row: bool = False) -> float:
     """Jobs/s of a bare claim-100 + mark loop over authsvc's own email_jobs table."""
+    queue_notices(url, jobs)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO email_jobs (template, recipient)"
-            " SELECT 'password_changed', 'u' || n || '@example.com' FROM generate_series(1, %s) n",
-            (jobs,),
-        )
-        conn.execute("VACUUM ANALYZE email_jobs")
         started = time.perf_counter()
         done = 0
         while True:

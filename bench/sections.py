@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from typing import Any
 
 import psutil
@@ -20,8 +19,8 @@ from authsvc.cli.serve import gunicorn_argv
 from authsvc.outbox import enqueue_email
 from bench.common import authsvc_script, percentile, worker_env
 from bench.drain import queue_resets
-from chaos.smtp import free_port
-from tests.smtp_double import SmtpDouble
+from testkit.smtp_double import SmtpDouble
+from testkit.waiting import free_port, wait_until_ready
 from worker import jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -144,18 +143,9 @@ def claim_latency(url_pending: str, url_retained: str) -> dict[str, Any]:
 
 def _serve(argv: list[str], env: dict[str, str], port: int, log: Any) -> subprocess.Popen[bytes]:
     server = subprocess.Popen(argv, env=env, stdout=log, stderr=log, cwd=ROOT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"server exited with {server.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2):
-                return server
-        except OSError as exc:
-            if getattr(exc, "code", None) == 404:  # the ceiling app has no /readyz: it is up
-                return server
-            time.sleep(0.2)
-    raise RuntimeError("server did not start")
+    # The ceiling app has no /readyz: its 404 says it is up.
+    wait_until_ready(f"http://127.0.0.1:{port}/readyz", server, ready=lambda s: s in (200, 404))
+    return server
 
 
 def _load(port: int, path: str, key: str, concurrency: int, seconds: float) -> dict[str, Any]:

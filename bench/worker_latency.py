@@ -16,7 +16,7 @@ import psycopg
 
 from authsvc.outbox import enqueue_email
 from bench.common import authsvc_script, fresh_database, percentile, report, statistics, worker_env
-from tests.smtp_double import SmtpDouble
+from testkit.smtp_double import SmtpDouble
 
 SAMPLES = 200
 

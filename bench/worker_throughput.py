@@ -12,7 +12,7 @@ import time
 import psycopg
 
 from bench.common import authsvc_script, fresh_database, report, worker_env
-from tests.smtp_double import SmtpDouble
+from testkit.smtp_double import SmtpDouble
 
 JOBS = 800
 SEND_SECONDS = 0.2

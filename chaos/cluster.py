@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
 from authsvc.migrate import upgrade
+from testkit.postgres import pg_ctl, throwaway_postgres
 
 
 class ThrowawayPostgres:
@@ -18,32 +18,21 @@ class ThrowawayPostgres:
     def __init__(self) -> None:
         # Short path: the Unix socket lives in the data folder (107-byte limit).
         self.root = Path(tempfile.mkdtemp(prefix="chaos-pg-", dir="/tmp"))
-        self.root.chmod(0o755)  # pgserver runs postgres as its own user when we are root
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pgserver
-
-            self._server: Any = pgserver.get_server(self.root / "pgdata", cleanup_mode="delete")
+        self._server: Any = throwaway_postgres(self.root)
         self.url = str(self._server.get_uri())
         upgrade(self.url)
         self.restarts = 0
 
     def restart(self) -> None:
         """Stop the postmaster (fast: in-flight transactions abort) and start it again."""
-        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # generated names
-
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self._server.pgdata,
-               user=self._server.system_user, timeout=60)
+        pg_ctl(self._server, "-w", "-m", "fast", "restart")
         self.restarts += 1
 
     def close(self) -> None:
         # Stop it ourselves: after restart() pgserver still tracks the first
         # postmaster's pid, sees it gone, and would leave the new one running.
-        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # generated names
-
         try:
-            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata,
-                   user=self._server.system_user, timeout=60)
+            pg_ctl(self._server, "-w", "-m", "fast", "stop")
         except subprocess.CalledProcessError:
             pass  # already stopped
         self._server.cleanup()

@@ -7,13 +7,11 @@ import random
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from chaos.smtp import free_port
+from testkit.waiting import free_port, wait_until_ready
 
 BACKOFF_BASE_SECONDS = 0.2
 BACKOFF_CAP_SECONDS = 2.0
@@ -55,19 +53,8 @@ class Fleet:
                 f"127.0.0.1:{self.api_port}", "--workers", str(processes),
                 "--threads", str(threads)]
         self._api = self._spawn("api", argv)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self._api.poll() is not None:
-                raise RuntimeError(f"the API exited with {self._api.returncode}; see api.log")
-            try:
-                ready = f"{self.api_url}/readyz"  # always http://127.0.0.1
-                with urllib.request.urlopen(ready, timeout=2) as reply:  # noqa: S310
-                    if reply.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("the API did not become ready within 60 s")
+        wait_until_ready(f"{self.api_url}/readyz", self._api,
+                         output=(self.logs / "api.log").read_text)
 
     def start_worker(self) -> None:
         self._started += 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -13,6 +12,8 @@ from email.policy import default as default_policy
 from typing import Any
 
 from aiosmtpd.controller import Controller
+
+from testkit.waiting import free_port
 
 _TOKEN = re.compile(r"[?&]token=([A-Za-z0-9_.\-]+)")
 
@@ -34,12 +35,6 @@ class FaultRates:
     tempfail: float = 0.05  # 451 at RCPT: nothing accepted, try later
     drop_before_data: float = 0.04  # connection closed at RCPT
     drop_after_accept: float = 0.02  # message kept, connection closed instead of 250
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _token(data: bytes) -> str | None:

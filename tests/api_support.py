@@ -14,6 +14,7 @@ from authsvc.api.openapi import openapi_document
 from authsvc.app_keys import App, register_app
 
 ALLOWED_REDIRECT = "https://allowed.example.com/welcome"
+SIGNUP_PASSWORD = "correct horse battery"
 
 
 @dataclass
@@ -41,6 +42,10 @@ class ApiCaller:
         if body is not None:
             kwargs["json"] = body
         return self.client.post("/api/v1" + path, headers=sent, **kwargs)
+
+    def sign_up(self, email: str, password: str = SIGNUP_PASSWORD) -> None:
+        response = self.post("/signups", {"email": email, "password": password})
+        assert response.status_code == 202, response.get_json()
 
 
 def register_shop_app(conn: psycopg.Connection, name: str = "shop") -> tuple[App, str]:

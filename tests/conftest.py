@@ -18,7 +18,10 @@ from authsvc.config import Settings, load_settings
 from authsvc.db import create_pool
 from authsvc.passwords import Passwords, cheap_passwords
 from authsvc.services import Services, build_services
+from testkit.smtp_double import SmtpDouble
 from tests.pg import TestDatabases, server_url
+
+pytest_plugins = ["tests.process_guard"]
 
 TEST_KEY = "test-secret-key-0123456789abcdef-0123456789"
 
@@ -122,3 +125,11 @@ def app_with(env, pool, clock, passwords):
         return app
 
     return build
+
+
+@pytest.fixture
+def smtp() -> Iterator[SmtpDouble]:
+    """An SMTP server in a thread of this process that accepts everything (point the worker
+    at `smtp.url`; change `smtp.mode` or `smtp.script(...)` to misbehave)."""
+    with SmtpDouble() as double:
+        yield double

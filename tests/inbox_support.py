@@ -1,24 +1,16 @@
-"""Helpers for the test-inbox tests: free ports, an in-process sink, sending mail."""
+"""Helpers for the test-inbox tests: an in-process sink, sending mail."""
 
 from __future__ import annotations
 
 import smtplib
-import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import EmailMessage
 
 from psycopg_pool import ConnectionPool
 
 from authsvc.inbox.smtp import InboxSink
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (aiosmtpd cannot bind port 0)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from testkit.waiting import free_port
 
 
 @contextmanager
@@ -54,14 +46,3 @@ def email(
 def send(port: int, message: EmailMessage, recipients: list[str] | None = None) -> None:
     with smtplib.SMTP("127.0.0.1", port, timeout=10) as client:
         client.send_message(message, to_addrs=recipients)
-
-
-def wait_for(
-    condition: Callable[[], object], timeout: float = 10.0, what: str = "condition"
-) -> None:
-    """Poll `condition` until true; fails the test after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)

@@ -8,15 +8,20 @@ from authsvc.services import Services
 from authsvc.tokens import TokenClaims
 
 
-def latest_claims(conn: psycopg.Connection, email: str, purpose: str) -> TokenClaims:
-    """The claims of the newest queued `purpose` email for `email`."""
+def latest_job(conn: psycopg.Connection, email: str, purpose: str) -> tuple[int, TokenClaims]:
+    """(job id, claims) of the newest queued `purpose` email for `email`."""
     row = conn.execute(
-        "SELECT user_id, token_version, issued_at FROM email_jobs"
+        "SELECT id, user_id, token_version, issued_at FROM email_jobs"
         " WHERE recipient = %s AND purpose = %s ORDER BY id DESC LIMIT 1",
         (email, purpose),
     ).fetchone()
     assert row is not None, f"no {purpose} email queued for {email}"
-    return TokenClaims(row[0], purpose, row[1], row[2])
+    return row[0], TokenClaims(row[1], purpose, row[2], row[3])
+
+
+def latest_claims(conn: psycopg.Connection, email: str, purpose: str) -> TokenClaims:
+    """The claims of the newest queued `purpose` email for `email`."""
+    return latest_job(conn, email, purpose)[1]
 
 
 def latest_link(conn: psycopg.Connection, svc: Services, email: str, purpose: str) -> str:

@@ -11,6 +11,7 @@ from werkzeug.test import TestResponse
 
 from authsvc import accounts
 from authsvc.services import Services
+from tests.accounts_support import one_number
 from tests.link_support import latest_link
 
 PASSWORD = "correct horse battery"
@@ -33,15 +34,22 @@ def submit(
     return client.post(path, data={"csrf_token": token, **data})
 
 
+def submit_on_link_page(
+    client: FlaskClient, action: str, link_page: str, token: str, **fields: str
+) -> TestResponse:
+    """POST the form of the page a link opens (`link_page`?token=…) to `action`."""
+    form_page = f"{link_page}?token={token}"
+    return submit(client, action, {"token": token, **fields}, form_page=form_page)
+
+
 def queued(conn: psycopg.Connection, email: str, template: str | None = None) -> int:
     """How many emails are queued for `email` (of one template, if given)."""
-    row = conn.execute(
+    return one_number(
+        conn,
         "SELECT count(*) FROM email_jobs WHERE recipient = %s"
         " AND (%s::text IS NULL OR template = %s)",
         (email, template, template),
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    )
 
 
 def make_account(
@@ -56,6 +64,13 @@ def make_account(
     if verified:
         accounts.confirm_verification(conn, svc, token=latest_link(conn, svc, email, "verify"))
     return email
+
+
+def sign_in(client: FlaskClient, email: str, password: str = PASSWORD) -> TestResponse:
+    """Log in through the login form; the client then carries the session cookie."""
+    answer = submit(client, "/login", {"email": email, "password": password})
+    assert answer.status_code == 303, text_of(answer)
+    return answer
 
 
 def text_of(response: TestResponse) -> str:

@@ -157,16 +157,8 @@ def test_wrong_password_is_invalid_credentials_known_or_not(api, email):
     assert_documented(response, "POST", "/sessions")
 
 
-def test_failed_logins_over_the_limit_get_429_with_retry_after(api, env, pool, clock, passwords):
-    from authsvc.app import create_app
-    from authsvc.config import load_settings
-
-    settings = load_settings(env, AUTHSVC_RATE_LIMIT_LOGIN="3/15m")
-    limited = ApiCaller(
-        create_app(settings, pool=pool, clock=clock, passwords=passwords).test_client(),
-        api.app,
-        api.key,
-    )
+def test_failed_logins_over_the_limit_get_429_with_retry_after(api, app_with):
+    limited = ApiCaller(app_with(AUTHSVC_RATE_LIMIT_LOGIN="3/15m").test_client(), api.app, api.key)
     for _ in range(3):
         assert (
             limited.post(
@@ -180,16 +172,8 @@ def test_failed_logins_over_the_limit_get_429_with_retry_after(api, env, pool, c
     assert_documented(response, "POST", "/sessions")
 
 
-def test_app_rate_limit_answers_429_with_retry_after(api, env, pool, clock, passwords):
-    from authsvc.app import create_app
-    from authsvc.config import load_settings
-
-    settings = load_settings(env, AUTHSVC_RATE_LIMIT_APP="2/1m")
-    limited = ApiCaller(
-        create_app(settings, pool=pool, clock=clock, passwords=passwords).test_client(),
-        api.app,
-        api.key,
-    )
+def test_app_rate_limit_answers_429_with_retry_after(api, app_with):
+    limited = ApiCaller(app_with(AUTHSVC_RATE_LIMIT_APP="2/1m").test_client(), api.app, api.key)
     for _ in range(2):
         assert limited.post("/password-resets", {"email": "a@example.com"}).status_code == 202
     response = limited.post("/password-resets", {"email": "a@example.com"})

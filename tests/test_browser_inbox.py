@@ -19,9 +19,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from authsvc.inbox.smtp import InboxSink
+from tests.browser_support import BROWSER_MARKS, launched_chromium
 from tests.inbox_support import email, running_sink, send
 from tests.inbox_ui_support import links_in_each_state, send_links_email
-from tests.test_browser_pages import CHROMIUM, CHROMIUM_ARGS
 from tests.test_inbox_front import serve_front
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,20 +29,15 @@ AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
 DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Chromium is not at /usr/bin/chromium"),
+    *BROWSER_MARKS,
     pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)"),
 ]
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with launched_chromium() as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.fixture

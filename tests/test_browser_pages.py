@@ -11,60 +11,34 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.error import URLError
-from urllib.request import urlopen
 
 import pytest
 from playwright.sync_api import expect
-from werkzeug.serving import make_server
 
 from authsvc.testing import ScopedInbox
 from authsvc.users import find_user_by_email
+from testkit.servers import serving
+from testkit.waiting import free_port, wait_until_ready
+from tests.browser_support import BROWSER_MARKS, launched_chromium
 from tests.conftest import TEST_KEY
-from tests.inbox_support import free_port, wait_for
 from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, make_account
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="Chromium is not installed at /usr/bin/chromium"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with launched_chromium() as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.fixture
 def base_url(app) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(timeout=10)
+    with serving(app) as url:
+        yield url
 
 
 @pytest.fixture
@@ -146,14 +120,6 @@ def test_expired_link_resends_with_one_click_in_a_browser(page, base_url, conn, 
     expect(page.get_by_role("heading", name="Email address confirmed")).to_be_visible()
 
 
-def _ready(url: str) -> bool:
-    try:
-        with urlopen(url, timeout=1) as response:  # noqa: S310 - our own local server
-            return bool(response.status == 200)
-    except (URLError, OSError):
-        return False
-
-
 @pytest.fixture
 def stack(database_url: str, tmp_path: Path) -> Iterator[str]:
     """`authsvc dev` on free ports against this test's database; yields its URL."""
@@ -184,12 +150,7 @@ def stack(database_url: str, tmp_path: Path) -> Iterator[str]:
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_for(
-            lambda: dev.poll() is not None or _ready(f"{url}/readyz"),
-            timeout=60,
-            what="authsvc dev to be ready",
-        )
-        assert dev.poll() is None, (tmp_path / "dev.log").read_text()
+        wait_until_ready(f"{url}/readyz", dev, output=(tmp_path / "dev.log").read_text)
         yield url
     finally:
         dev.send_signal(signal.SIGTERM)
@@ -197,7 +158,6 @@ def stack(database_url: str, tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
-@pytest.mark.e2e
 def test_sign_up_confirm_reset_and_log_in_through_real_email(stack, page):
     inbox = ScopedInbox(stack)
     inbox.new_scope()

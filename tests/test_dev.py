@@ -13,13 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.request import urlopen
 
 import psutil
 import pytest
 
+from testkit.waiting import free_port, http_status, wait_until
 from tests.conftest import TEST_KEY
-from tests.inbox_support import free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parent.parent
@@ -45,10 +44,9 @@ def _ready(dev: Dev) -> bool:
     assert dev.process.poll() is None, f"authsvc dev exited early:\n{dev.printed()[-3000:]}"
     if "Press Ctrl-C to stop." not in dev.printed():
         return False
+    if http_status(f"{dev.url}/readyz") != 200:
+        return False
     try:
-        with urlopen(f"{dev.url}/readyz", timeout=2) as response:  # noqa: S310
-            if response.status != 200:
-                return False
         with smtplib.SMTP("127.0.0.1", dev.smtp_port, timeout=2) as client:
             return client.noop()[0] == 250
     except OSError:
@@ -69,7 +67,7 @@ def running_dev(tmp_path: Path, env: dict[str, str]) -> Iterator[Dev]:
         )
     dev = Dev(process, port, smtp_port, Path(env["AUTHSVC_DATA_DIR"]), output)
     try:
-        wait_for(lambda: _ready(dev), timeout=90, what="authsvc dev to be ready")
+        wait_until(lambda: _ready(dev), timeout=90, what="authsvc dev to be ready")
         yield dev
     finally:
         if process.poll() is None:  # a failed test: stop it the way a user would
@@ -135,10 +133,15 @@ def test_sigterm_and_ctrl_c_stop_everything_and_the_key_survives_restarts(tmp_pa
         _stop_and_check_nothing_left(again, signal.SIGINT, to_group=True)
 
 
+def _block(path: Path, name: str) -> str:
+    """The fenced shell block between <!-- NAME:start --> and <!-- NAME:end --> in `path`."""
+    text = path.read_text()
+    block = text.split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0]
+    return re.sub(r"^```\w*\n|```$", "", block.strip(), flags=re.M)
+
+
 def _walkthrough() -> str:
-    text = (REPO / "docs" / "inbox.md").read_text()
-    block = text.split("<!-- walkthrough:start -->")[1].split("<!-- walkthrough:end -->")[0]
-    return block.strip().removeprefix("```bash").removesuffix("```")
+    return _block(REPO / "docs" / "inbox.md", "walkthrough")
 
 
 def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
@@ -156,6 +159,17 @@ def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
         assert lines[3] == '{"status":"accepted"}'
         assert lines[5] == '{"status":"password_changed"}'
         assert '"email_verified":true' in lines[6]
+
+        # The README's short block, pasted twice: the second run must work as well
+        # (a fixed Idempotency-Key made it 422 idempotency_key_reused).
+        quick = _block(REPO / "README.md", "quick-api").replace("http://127.0.0.1:8000", dev.url)
+        for run in (1, 2):
+            pasted = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", quick],
+                                    cwd=tmp_path, capture_output=True, text=True, timeout=120)
+            assert pasted.returncode == 0, pasted.stdout + pasted.stderr
+            said = pasted.stdout.splitlines()
+            assert said[0] == '{"status":"verification_sent"}', (run, pasted.stdout)
+            assert "/verify?token=" in said[1] and said[2] == '{"status":"accepted"}', said
         dev.process.send_signal(signal.SIGTERM)
         assert dev.process.wait(timeout=40) == 0
 

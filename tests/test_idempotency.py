@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from authsvc.idempotency import KEY_LIFETIME, prune_idempotency_keys
+from testkit.waiting import wait_until
 from tests.api_support import ApiCaller, assert_problem, register_shop_app
 from tests.link_support import latest_claims, latest_link
 
@@ -19,12 +20,7 @@ RESET = {"email": "ann@example.com"}
 def api(client, conn) -> ApiCaller:
     app, key = register_shop_app(conn)
     caller = ApiCaller(client, app, key)
-    assert (
-        caller.post(
-            "/signups", {"email": "ann@example.com", "password": "correct horse battery"}
-        ).status_code
-        == 202
-    )
+    caller.sign_up("ann@example.com")
     return caller
 
 
@@ -59,45 +55,61 @@ def test_requests_without_a_key_are_not_deduplicated(api, conn):
     assert _records(conn) == 0
 
 
-def test_eight_concurrent_requests_with_one_key_make_one_job(api, app, conn):
-    # Each insert into the outbox takes 300 ms, so the first request is still
-    # running while the others arrive: they must wait for nothing and send nothing.
+def _waiting_on_advisory_lock(conn: psycopg.Connection, key: int) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        " AND objid = %s",
+        (key,),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def test_eight_concurrent_requests_with_one_key_make_one_job(api, app, conn, database_url):
+    # The first request is held inside its transaction (its outbox INSERT waits on
+    # an advisory lock the test holds), so the other seven certainly arrive while
+    # it runs: they must wait for nothing and send nothing.
+    gate = 4242
     conn.execute(
-        "CREATE FUNCTION slow_outbox() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$"
+        "CREATE FUNCTION gated_outbox() RETURNS trigger LANGUAGE plpgsql AS"
+        f" $$ BEGIN PERFORM pg_advisory_xact_lock({gate}); RETURN NEW; END $$"
     )
     conn.execute(
-        "CREATE TRIGGER slow BEFORE INSERT ON email_jobs"
-        " FOR EACH ROW EXECUTE FUNCTION slow_outbox()"
+        "CREATE TRIGGER gated BEFORE INSERT ON email_jobs"
+        " FOR EACH ROW EXECUTE FUNCTION gated_outbox()"
     )
-    start = threading.Barrier(8)
     results: list[tuple[int, bytes, str]] = []
     lock = threading.Lock()
 
     def call() -> None:
         caller = ApiCaller(app.test_client(), api.app, api.key)
-        start.wait(timeout=10)
         response = caller.post("/password-resets", RESET, idempotency_key="burst")
         with lock:
             results.append(
                 (response.status_code, response.get_data(), response.get_data(as_text=True))
             )
 
-    threads = [threading.Thread(target=call) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    with psycopg.connect(database_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (gate,))
+        first = threading.Thread(target=call)
+        first.start()
+        wait_until(lambda: _waiting_on_advisory_lock(conn, gate), what="the first request")
+        others = [threading.Thread(target=call) for _ in range(7)]
+        for thread in others:
+            thread.start()
+        for thread in others:
+            thread.join(timeout=30)
+        assert len(results) == 7, "a request waited for the running one"
+        holder.execute("SELECT pg_advisory_unlock(%s)", (gate,))
+    first.join(timeout=30)
     assert len(results) == 8
     assert _resets(conn) == 1
-    statuses = sorted(status for status, _, _ in results)
-    assert set(statuses) <= {202, 409} and statuses.count(202) >= 1, results
-    assert 409 in statuses, "no request overlapped the slow first one"
-    assert len({body for status, body, _ in results if status == 202}) == 1
+    statuses = [status for status, _, _ in results]
+    assert statuses == [409] * 7 + [202], results
     assert all('"idempotency_in_progress"' in text for status, _, text in results if status == 409)
     # Once the first has finished, a retry gets its stored answer.
     again = api.post("/password-resets", RESET, idempotency_key="burst")
     assert (again.status_code, again.headers["Idempotent-Replayed"]) == (202, "true")
+    assert again.get_data() == results[-1][1]
     assert _resets(conn) == 1
 
 

@@ -19,9 +19,10 @@ from authsvc.app import create_app
 from authsvc.app_keys import register_app
 from authsvc.config import load_settings
 from authsvc.testing import ScopedInbox
+from testkit.waiting import free_port
 from tests.accounts_support import insert_user
 from tests.api_support import job_count
-from tests.inbox_support import free_port, running_sink
+from tests.inbox_support import running_sink
 
 pytestmark = pytest.mark.e2e
 

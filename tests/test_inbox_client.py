@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from werkzeug.serving import make_server
 
 from authsvc.app import create_app
 from authsvc.config import load_settings
 from authsvc.testing import ScopedInbox
+from testkit.servers import serving
 from tests.inbox_support import email, running_sink, send
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,14 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def served(env, pool, passwords) -> Iterator[str]:
     app = create_app(load_settings({**env, "AUTHSVC_TEST_INBOX": "on"}), pool=pool,
                      passwords=passwords)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(timeout=10)
+    with serving(app) as url:
+        yield url
 
 
+@pytest.mark.e2e
 def test_the_client_wheel_installs_alone_and_needs_only_the_standard_library(
     tmp_path, served, pool
 ):

@@ -19,8 +19,8 @@ from authsvc.app_keys import register_app
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.passwords import cheap_passwords
 from authsvc.testing import ScopedInbox
+from testkit.waiting import free_port, wait_until
 from tests.accounts_support import insert_user
-from tests.inbox_support import free_port, wait_for
 
 pytestmark = [pytest.mark.e2e]
 
@@ -75,7 +75,7 @@ def stack(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
             return False
 
     try:
-        wait_for(up, timeout=30, what="the web app")
+        wait_until(up, timeout=30, what="the web app")
         yield url
     finally:
         for process in processes:
@@ -113,7 +113,7 @@ def test_200_resets_across_50_scopes_each_scope_exact_and_each_link_once(stack, 
         assert len({e.message_id for e in emails}) == USERS_PER_SCOPE  # no re-sends
         links += [inbox.link(e, containing="token=") for e in emails]
     # Nothing else is on its way: the outbox is drained and no scope grew.
-    wait_for(
+    wait_until(
         lambda: conn.execute("SELECT count(*) FROM email_jobs WHERE status = 'pending'")
         .fetchone() == (0,),
         timeout=30, what="the outbox to drain",

@@ -27,7 +27,8 @@ from authsvc.inbox.front import FrontConfig, InboxFront
 from authsvc.inbox.smtp import InboxSink
 from authsvc.passwords import Passwords
 from authsvc.testing import ScopedInbox
-from tests.inbox_support import email, free_port, running_sink, send, wait_for
+from testkit.waiting import free_port, wait_until
+from tests.inbox_support import email, running_sink, send
 from tests.test_inbox_api import (  # noqa: F401 - collected again, against the front
     test_bad_parameters_are_400_problems,
     test_bad_scope_names_are_400_problems,
@@ -144,7 +145,7 @@ def test_waiting_requests_are_parked_on_the_front_not_on_a_thread(front_url, sin
     ]
     for poller in pollers:
         poller.start()
-    wait_for(lambda: client.get("/_inbox/front").json["waiting"] == 40, what="40 parked polls")
+    wait_until(lambda: client.get("/_inbox/front").json["waiting"] == 40, what="40 parked polls")
     # 40 is far more than the Flask app's cap of 8 waiters; the server grew no thread.
     assert threading.active_count() <= threads_before + 40  # only our own pollers
     send(sink.port, email(f"{scope}@inbox.test", subject="wake"))

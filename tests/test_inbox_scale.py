@@ -12,8 +12,8 @@ from email.message import EmailMessage
 import aiohttp
 import pytest
 
-from tests.bench_support import percentile
-from tests.inbox_support import wait_for
+from testkit.figures import percentile
+from testkit.waiting import wait_until
 from tests.test_dev import Dev, _printed_key, running_dev
 
 pytestmark = pytest.mark.e2e
@@ -107,5 +107,5 @@ async def _scenario(dev: Dev, key: str) -> None:
 def test_a_thousand_long_polls_on_one_authsvc_dev_none_refused(tmp_path, env):
     with running_dev(tmp_path, env) as dev:
         key = _printed_key(dev)
-        wait_for(lambda: dev.process.poll() is None, what="authsvc dev")
+        wait_until(lambda: dev.process.poll() is None, what="authsvc dev")
         asyncio.run(_scenario(dev, key))

@@ -22,8 +22,9 @@ from authsvc.db import create_pool
 from authsvc.inbox.smtp import InboxSink
 from authsvc.inbox.waiting import DEFAULT_MAX_WAITERS
 from authsvc.testing import InboxError, ScopedInbox
+from testkit.waiting import free_port, wait_until
 from tests.conftest import TEST_KEY
-from tests.inbox_support import email, free_port, running_sink, send, wait_for
+from tests.inbox_support import email, running_sink, send
 from tests.pg import TestDatabases
 
 pytestmark = pytest.mark.e2e
@@ -67,7 +68,7 @@ def server(test_databases: TestDatabases, tmp_path_factory) -> Iterator[Server]:
             except OSError:
                 return False
 
-        wait_for(up, timeout=30, what="gunicorn to answer")
+        wait_until(up, timeout=30, what="gunicorn to answer")
         with running_sink(pool) as sink:
             yield Server(url, database_url, sink)
     finally:
@@ -98,7 +99,7 @@ def test_long_polls_do_not_block_other_requests(server: Server):
             ).fetchone()
             return bool(row and row[0])
 
-        wait_for(listening, timeout=10, what="the long polls to be waiting")
+        wait_until(listening, timeout=10, what="the long polls to be waiting")
     for _ in range(5):
         started = time.monotonic()
         assert _get(f"{server.url}/healthz") == 200
@@ -152,8 +153,9 @@ def test_more_long_polls_than_threads_get_503_and_leave_the_server_responsive(se
         thread.start()
     try:
         excess = polls - DEFAULT_MAX_WAITERS
-        wait_for(lambda: len(results) >= excess, timeout=15, what="the excess polls to be refused")
-        wait_for(lambda: _listeners(server.database_url) > 0, what="the polls to be waiting")
+        wait_until(lambda: len(results) >= excess, timeout=15,
+                   what="the excess polls to be refused")
+        wait_until(lambda: _listeners(server.database_url) > 0, what="the polls to be waiting")
         for status, headers, body, elapsed in results:
             assert status == 503 and body["code"] == "too_many_waiters", body
             assert headers["Content-Type"] == "application/problem+json"
@@ -199,7 +201,7 @@ def test_scoped_inbox_retries_while_every_waiting_slot_is_taken(server: Server, 
     monkeypatch.setattr(testing, "urlopen", recording_urlopen)
     probe = url.replace("wait=30", "wait=0.1").replace("min=1", "min=2")
     # Polls of an earlier test may still hold slots; start from a free server.
-    wait_for(lambda: _fetch(probe)[0] == 200, timeout=40, what="every waiting slot to be free")
+    wait_until(lambda: _fetch(probe)[0] == 200, timeout=40, what="every waiting slot to be free")
     for thread in holders:
         thread.start()
     inbox = ScopedInbox(server.url)
@@ -207,10 +209,10 @@ def test_scoped_inbox_retries_while_every_waiting_slot_is_taken(server: Server, 
     found: list = []
     try:
         # Every slot taken: a probe is refused, so the client's poll will be too.
-        wait_for(lambda: _fetch(probe)[0] == 503, timeout=15, what="every waiting slot taken")
+        wait_until(lambda: _fetch(probe)[0] == 503, timeout=15, what="every waiting slot taken")
         client = threading.Thread(target=lambda: found.extend(inbox.messages(wait=20)))
         client.start()
-        wait_for(lambda: 503 in statuses, timeout=10, what="the client to be refused once")
+        wait_until(lambda: 503 in statuses, timeout=10, what="the client to be refused once")
     finally:
         send(server.sink.port, email(shared.address(), subject="release"))
         for thread in holders:

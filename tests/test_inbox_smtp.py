@@ -19,7 +19,8 @@ from authsvc.inbox import smtp
 from authsvc.inbox.messages import insert_message
 from authsvc.inbox.parsing import parse_message
 from authsvc.inbox.smtp import InboxSink
-from tests.inbox_support import email, free_port, running_sink, send, wait_for
+from testkit.waiting import free_port, wait_until
+from tests.inbox_support import email, running_sink, send
 
 
 @pytest.fixture
@@ -147,6 +148,7 @@ def _inbox_command(env: dict[str, str], *args: str) -> list[str]:
     return [sys.executable, "-m", "authsvc.cli", "inbox", *args]
 
 
+@pytest.mark.e2e
 def test_inbox_command_receives_mail_and_stops_on_sigterm(env, conn):
     port = free_port()
     process = subprocess.Popen(
@@ -162,13 +164,14 @@ def test_inbox_command_receives_mail_and_stops_on_sigterm(env, conn):
                 return False
             return True
 
-        wait_for(accepting, timeout=20, what="authsvc inbox to accept mail")
+        wait_until(accepting, timeout=20, what="authsvc inbox to accept mail")
         assert stored(conn, "cli")[0][2] == "via the command"
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=15) == 0
 
 
+@pytest.mark.e2e
 def test_inbox_command_refuses_when_the_inbox_is_off(env):
     port = free_port()
     result = subprocess.run(
@@ -182,6 +185,7 @@ def test_inbox_command_refuses_when_the_inbox_is_off(env):
         smtplib.SMTP("127.0.0.1", port, timeout=2)
 
 
+@pytest.mark.e2e
 def test_inbox_command_refuses_in_production(env):
     production = {
         **env, "AUTHSVC_ENV": "production", "AUTHSVC_TEST_INBOX": "on",
@@ -241,9 +245,10 @@ def test_the_sink_prunes_at_start_on_a_freshly_booted_host(pool, conn, monkeypat
 def test_the_sink_prunes_periodically_without_mail(pool, conn):
     with running_sink(pool, prune_interval=0.05):
         _store_old_message(pool, "later")
-        wait_for(lambda: stored(conn, "later") == [], what="the periodic prune")
+        wait_until(lambda: stored(conn, "later") == [], what="the periodic prune")
 
 
+@pytest.mark.e2e
 def test_inbox_command_fails_at_once_on_a_taken_port(env):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -3,8 +3,6 @@ on login never undoes a password change that happened meanwhile."""
 
 from __future__ import annotations
 
-import threading
-
 import psycopg
 import pytest
 from argon2 import PasswordHasher
@@ -15,34 +13,24 @@ from authsvc.services import build_services
 from authsvc.users import find_user_by_email, update_password_hash
 from tests.accounts_support import insert_user
 from tests.link_support import latest_link
+from tests.race_support import race
 
 
 def test_concurrent_wrong_guesses_never_exceed_the_limit(database_url, conn, svc):
     accounts.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
     limit = svc.settings.rate_limit_login.limit
     guesses = limit * 4
-    barrier = threading.Barrier(guesses)
-    outcomes: list[str] = []
-    lock = threading.Lock()
 
-    def guess(i: int) -> None:
-        with psycopg.connect(database_url, autocommit=True) as own:
-            barrier.wait(timeout=20)
-            try:
-                accounts.authenticate(own, svc, email="ann@example.com", password=f"wrong {i}")
-                result = "ok"
-            except accounts.InvalidCredentials:
-                result = "checked"
-            except accounts.TooManyAttempts:
-                result = "refused"
-        with lock:
-            outcomes.append(result)
+    def guess(own: psycopg.Connection, i: int) -> str:
+        try:
+            accounts.authenticate(own, svc, email="ann@example.com", password=f"wrong {i}")
+            return "ok"
+        except accounts.InvalidCredentials:
+            return "checked"
+        except accounts.TooManyAttempts:
+            return "refused"
 
-    threads = [threading.Thread(target=guess, args=(i,)) for i in range(guesses)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    outcomes = race(database_url, guesses, guess)
     assert outcomes.count("checked") == limit
     assert outcomes.count("refused") == guesses - limit
 
@@ -51,7 +39,17 @@ def test_successful_logins_do_not_use_up_the_limit(conn, svc):
     accounts.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
     verify = latest_link(conn, svc, "ann@example.com", "verify")
     accounts.confirm_verification(conn, svc, token=verify)
-    for _ in range(svc.settings.rate_limit_login.limit * 2):
+    limit = svc.settings.rate_limit_login.limit
+    for _ in range(limit * 2):
+        user = accounts.authenticate(
+            conn, svc, email="ann@example.com", password="correct horse battery"
+        )
+        assert user.email == "ann@example.com"
+    # The whole budget is still there: `limit` wrong guesses are checked, the next refused.
+    for i in range(limit):
+        with pytest.raises(accounts.InvalidCredentials):
+            accounts.authenticate(conn, svc, email="ann@example.com", password=f"wrong {i}")
+    with pytest.raises(accounts.TooManyAttempts):
         accounts.authenticate(conn, svc, email="ann@example.com", password="correct horse battery")
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from authsvc.app_keys import register_app
-from tests.worker_support import running, wait_until, worker
+from testkit.waiting import wait_until
+from tests.worker_support import running, worker
 
 
 def test_worker_prunes_expired_idempotency_keys_and_rate_limit_windows(

@@ -11,6 +11,8 @@ import pytest
 
 from authsvc.migrate import available_migrations
 
+pytestmark = pytest.mark.e2e  # every test runs the authsvc command
+
 AUTHSVC = str(Path(sys.executable).parent / "authsvc")
 
 

@@ -7,6 +7,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # builds and installs wheels with pip
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -11,7 +11,9 @@ from tests.pages_support import (
     csrf_token,
     make_account,
     queued,
+    sign_in,
     submit,
+    submit_on_link_page,
     text_of,
 )
 
@@ -75,12 +77,8 @@ def test_opening_reset_link_many_times_never_consumes_it(client, conn, svc, meth
         assert opened.status_code == 200
         assert opened.headers["Cache-Control"] == "no-store"
 
-    changed = submit(
-        client,
-        "/reset/confirm",
-        {"token": token, "password": "a brand new passphrase"},
-        form_page=f"/reset/confirm?token={token}",
-    )
+    changed = submit_on_link_page(client, "/reset/confirm", "/reset/confirm", token,
+                                  password="a brand new passphrase")
     assert changed.status_code == 303
     assert changed.headers["Location"] == "/login"
     login_page = client.get("/login")
@@ -137,12 +135,7 @@ def test_superseded_link_says_use_newest_and_resends_in_one_click(client, conn, 
     assert "ann@example.com" not in page.get_data(as_text=True)
 
     before = queued(conn, "ann@example.com", "reset")
-    resent = submit(
-        client,
-        "/links/resend",
-        {"token": older, "purpose": "reset"},
-        form_page=f"/reset/confirm?token={older}",
-    )
+    resent = submit_on_link_page(client, "/links/resend", "/reset/confirm", older, purpose="reset")
     assert resent.status_code == 303
     assert queued(conn, "ann@example.com", "reset") == before + 1
     newest = latest_link(conn, svc, "ann@example.com", "reset")
@@ -165,7 +158,7 @@ def test_expired_verify_link_offers_resend(client, conn, svc, clock):
         form_page=f"/verify?token={token}",
     )
     assert resent.status_code == 303
-    assert "We sent a new link" in text_of(client.get(resent.headers["Location"]))
+    assert "a new link is on its way" in text_of(client.get(resent.headers["Location"]))
     fresh = latest_link(conn, svc, "ann@example.com", "verify")
     confirmed = submit(client, "/verify", {"token": fresh, "password": "chosen at confirm 1"},
                        form_page=f"/verify?token={fresh}")
@@ -212,8 +205,7 @@ def test_login_wrong_password_then_locked_out(client, conn, svc):
 
 
 def test_account_shows_email_and_verification_state(client, conn, svc):
-    make_account(conn, svc)
-    submit(client, "/login", {"email": "ann@example.com", "password": PASSWORD})
+    sign_in(client, make_account(conn, svc))
     page = client.get("/account")
     assert page.status_code == 200
     assert "ann@example.com" in text_of(page)
@@ -257,8 +249,7 @@ def test_password_change_ends_every_session(app, conn, svc):
     ],
 )
 def test_change_password_errors_keep_the_session(client, conn, svc, current, new, message):
-    make_account(conn, svc)
-    submit(client, "/login", {"email": "ann@example.com", "password": PASSWORD})
+    sign_in(client, make_account(conn, svc))
     refused = submit(
         client, "/account/password", {"current": current, "new": new}, form_page="/account"
     )
@@ -268,8 +259,7 @@ def test_change_password_errors_keep_the_session(client, conn, svc, current, new
 
 
 def test_logout_needs_a_click_and_csrf(client, conn, svc):
-    make_account(conn, svc)
-    submit(client, "/login", {"email": "ann@example.com", "password": PASSWORD})
+    sign_in(client, make_account(conn, svc))
     shown = client.get("/logout")
     assert shown.status_code == 200
     assert "Log out" in text_of(shown)

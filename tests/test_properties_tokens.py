@@ -36,7 +36,9 @@ from authsvc.clock import FrozenClock
 from authsvc.services import Services
 from authsvc.sessions import SESSION_LIFETIME
 from authsvc.tokens import TokenClaims, TokenCodec, TokenError
+from tests.accounts_support import forget_everyone
 from tests.conftest import TEST_KEY
+from tests.link_support import latest_job
 
 _COMMON = dict(
     deadline=None,
@@ -53,12 +55,6 @@ PASSWORDS = ("correct horse battery", "purple monkey dishwasher", "tangerine sky
 # Half a second past a whole second, so truncating issued_at is exercised at every expiry edge.
 START = datetime(2026, 3, 1, 12, 0, 0, 500_000, tzinfo=UTC)
 MAX_KEYS = 2  # a rotation keeps at most this many keys; older ones are retired
-# Children before parents. DELETE, not TRUNCATE: on these tiny tables it
-# takes under 1 ms against ~50 ms, which is most of the budget for 500 examples.
-TABLES = (
-    "web_sessions", "token_redemptions", "email_job_events", "email_jobs", "idempotency_keys",
-    "inbox_messages", "apps", "rate_limit_counters", "users",
-)
 
 
 @dataclass
@@ -117,9 +113,7 @@ def test_only_the_newest_link_redeems_once(
 
         def __init__(self) -> None:
             super().__init__()
-            with conn.transaction():
-                for table in TABLES:
-                    conn.execute(f"DELETE FROM {table}")
+            forget_everyone(conn)
             clock.now = START
             self.keys = [TEST_KEY]
             self.rotations = 0
@@ -169,16 +163,10 @@ def test_only_the_newest_link_redeems_once(
             if bump:
                 user.versions[purpose] += 1
             self._queue(purpose)
-            row = conn.execute(
-                "SELECT id, user_id, token_version, issued_at FROM email_jobs"
-                " WHERE recipient = %s AND purpose = %s ORDER BY id DESC LIMIT 1",
-                (email, purpose),
-            ).fetchone()
-            assert row is not None, f"no {purpose} email queued for {email}"
-            claims = TokenClaims(row[1], purpose, row[2], row[3])
+            job_id, claims = latest_job(conn, email, purpose)
             issued_at = clock.now.replace(microsecond=0)
             assert claims == TokenClaims(user.id, purpose, user.versions[purpose], issued_at)
-            return QueuedLink(row[0], email, claims)
+            return QueuedLink(job_id, email, claims)
 
         def _expected(self, link: DeliveredLink, endpoint: str, with_password: bool = True) -> str:
             """What redeeming `link` at `endpoint` must answer now."""

@@ -15,11 +15,11 @@ import pytest
 from authsvc.migrate import upgrade
 from authsvc.services import Services
 from authsvc.tokens import TokenClaims
+from testkit.smtp_double import SmtpDouble
 from tests.accounts_support import insert_user
 from tests.api_support import ApiCaller, assert_problem, register_shop_app
 from tests.link_support import latest_link
 from tests.pages_support import submit, text_of
-from tests.smtp_double import SmtpDouble
 from tests.worker_support import job_status, worker
 
 VICTIM = "victim@example.com"

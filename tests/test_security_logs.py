@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -24,7 +23,8 @@ import psycopg
 import pytest
 
 from authsvc.app_keys import register_app
-from chaos.smtp import FaultRates, FaultySmtp, Receipt, free_port
+from chaos.smtp import FaultRates, FaultySmtp, Receipt
+from testkit.waiting import free_port, wait_until, wait_until_ready
 from tests.conftest import TEST_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,16 +32,6 @@ FIRST_PASSWORD = "first long passphrase 1"
 WRONG_PASSWORD = "not my passphrase at all"
 SECOND_PASSWORD = "second long passphrase 2"
 WEAK_PASSWORD = "tiny7"  # refused: too short
-
-
-def _wait(predicate, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Http:
@@ -88,16 +78,8 @@ def processes(env: dict[str, str], sink: FaultySmtp, tmp_path: Path) -> Iterator
         running.append((subprocess.Popen(argv, env=process_env, cwd=ROOT, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True), out))
     base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        try:
-            with urllib.request.urlopen(base + "/readyz", timeout=2) as reply:  # noqa: S310
-                return reply.status == 200
-        except OSError:
-            return False
-
     try:
-        _wait(ready, "the API to be ready", 60)
+        wait_until_ready(base + "/readyz", running[0][0], output=(logs / "api.log").read_text)
         yield base, logs
     finally:
         for process, out in running:
@@ -107,8 +89,8 @@ def processes(env: dict[str, str], sink: FaultySmtp, tmp_path: Path) -> Iterator
 
 
 def _token(sink: FaultySmtp, count: int) -> Receipt:
-    return _wait(lambda: len(sink.snapshot()) >= count and sink.snapshot()[count - 1],
-                 f"email #{count}")
+    return wait_until(lambda: len(sink.snapshot()) >= count and sink.snapshot()[count - 1],
+                      30, f"email #{count}")
 
 
 @pytest.mark.e2e

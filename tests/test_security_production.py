@@ -6,14 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from chaos.smtp import free_port
+from testkit.waiting import free_port, wait_until_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "authsvc.cli"]
@@ -73,16 +72,7 @@ def test_production_server_has_no_inbox_endpoints(production_env) -> None:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _status(base + "/readyz") == 200:
-                    break
-            except OSError:
-                pass
-            assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
-            assert time.monotonic() < deadline, "production server did not become ready"
-            time.sleep(0.1)
+        wait_until_ready(base + "/readyz", server)
         assert _status(base + "/_inbox/scopes", "POST") == 404
         assert _status(base + "/_inbox/scopes/qa/messages?wait=0") == 404
         assert _status(base + "/_inbox/scopes/qa/expect-one?timeout=0") == 404

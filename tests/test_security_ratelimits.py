@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -26,7 +25,7 @@ import psycopg
 import pytest
 
 from authsvc.app_keys import register_app
-from chaos.smtp import free_port
+from testkit.waiting import free_port, wait_until_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_LIMIT, EMAIL_LIMIT, IP_LIMIT = 12, 3, 7
@@ -74,18 +73,9 @@ def instances(env: dict[str, str], tmp_path: Path) -> Iterator[list[str]]:
         for port in ports
     ]
     bases = [f"http://127.0.0.1:{port}" for port in ports]
-    opener = urllib.request.build_opener()
     try:
-        deadline = time.monotonic() + 60
-        for base in bases:
-            while True:
-                try:
-                    if _open(opener, _request(base + "/readyz"))[0] == 200:
-                        break
-                except OSError:
-                    pass
-                assert time.monotonic() < deadline, f"{base} did not become ready"
-                time.sleep(0.1)
+        for base, server in zip(bases, servers, strict=True):
+            wait_until_ready(base + "/readyz", server)
         yield bases
     finally:
         for server in servers:

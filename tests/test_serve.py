@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.inbox_support import free_port, wait_for
+from testkit.waiting import free_port, wait_until
 
 AUTHSVC = str(Path(sys.executable).parent / "authsvc")
 
@@ -45,7 +45,7 @@ def test_serve_logs_one_json_shape_on_stderr_without_tokens_and_stops_on_sigterm
         )
         base = f"http://127.0.0.1:{port}"
         try:
-            wait_for(lambda: _get(base + "/healthz") == 200, timeout=30, what="gunicorn")
+            wait_until(lambda: _get(base + "/healthz") == 200, timeout=30, what="gunicorn")
             assert _get(base + "/verify?token=not-a-real-token.abcdefghijklmnopqrstuvwxyz") == 400
             assert _get(base + "/no-such-page") == 404
             server.send_signal(signal.SIGTERM)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 
 from authsvc.tokens import TokenError
+from testkit.smtp_double import SmtpDouble
+from testkit.waiting import wait_until
 from tests.api_support import ApiCaller, register_shop_app
-from tests.smtp_double import SmtpDouble
-from tests.worker_support import running, wait_until, worker
+from tests.worker_support import running, worker
 
 TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{20,}")
 

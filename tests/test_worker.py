@@ -12,26 +12,19 @@ import pytest
 
 from authsvc import accounts, users
 from authsvc.outbox import enqueue_link
-from tests.smtp_double import SmtpDouble
+from testkit.smtp_double import SmtpDouble
+from testkit.waiting import wait_until
 from tests.worker_support import (
+    FAR,
     delivery,
     events,
     job_status,
     queue_notices,
     running,
     smtp_factory,
-    wait_until,
     worker,
 )
 from worker import jobs
-
-FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
-
-
-@pytest.fixture
-def smtp():
-    with SmtpDouble() as double:
-        yield double
 
 
 def link_token(text: str) -> str:
@@ -177,7 +170,7 @@ def test_link_email_states_expiry_and_honours_redirect_url(database_url, conn, s
 
     [message] = smtp.messages
     assert message.message_id == f"<authsvc-job-{job_ids(conn)[0]}@localhost>"
-    assert "valid for 1 day" in message.text and "expires at" in message.text
+    assert "valid for 24 hours" in message.text and "expires at" in message.text
     link = next(w for w in message.text.split() if "token=" in w)
     assert link.startswith("https://app.example/welcome?lang=en&token=")
     html = message.message.get_body(preferencelist=("html",)).get_content()

@@ -11,14 +11,9 @@ import psycopg
 import pytest
 
 from authsvc.db import create_pool
-from tests.smtp_double import SmtpDouble
-from tests.worker_support import (
-    events,
-    job_status,
-    queue_notices,
-    start_worker_process,
-    wait_until,
-)
+from testkit.smtp_double import SmtpDouble
+from testkit.waiting import wait_until
+from tests.worker_support import events, job_status, queue_notices, start_worker_process
 from worker import jobs
 from worker.completer import Completer
 from worker.jobs import Outcome

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.smtp_double import SmtpDouble
 from tests.worker_support import (
+    FAR,
     delivery,
     events,
     job_status,
@@ -16,18 +16,21 @@ from tests.worker_support import (
 from worker import jobs
 from worker.delivery import RetryPolicy
 
-FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
-
-
-@pytest.fixture
-def smtp():
-    with SmtpDouble() as double:
-        yield double
-
 
 def outcome(conn, job_id: int) -> tuple[str, str | None]:
     row = conn.execute("SELECT status, last_error FROM email_jobs WHERE id = %s", (job_id,))
     return tuple(row.fetchone())
+
+
+def _deliver_twice(conn, pool, deliverer, smtp_url: str, job_id: int) -> tuple[str, str]:
+    """Deliver, make the job due at once (skipping its backoff), deliver again."""
+    mailer = smtp_factory(smtp_url)(2.0)
+    try:
+        first = _claim_and_deliver(pool, deliverer, mailer)
+        make_due(conn, job_id)
+        return first, _claim_and_deliver(pool, deliverer, mailer)
+    finally:
+        mailer.close()
 
 
 def _retry_delay(conn, job_id: int) -> float:
@@ -89,11 +92,7 @@ def test_max_attempts_fails_the_job(conn, pool, settings, smtp):
     [job_id] = queue_notices(conn, 1)
     smtp.mode = "tempfail"
     deliverer = delivery(pool, settings, retry=RetryPolicy(max_attempts=2, base_seconds=1))
-    mailer = smtp_factory(smtp.url)(2.0)
-    assert _claim_and_deliver(pool, deliverer, mailer) == "retry"
-    make_due(conn, job_id)
-    assert _claim_and_deliver(pool, deliverer, mailer) == "failed"
-    mailer.close()
+    assert _deliver_twice(conn, pool, deliverer, smtp.url, job_id) == ("retry", "failed")
     row = outcome(conn, job_id)
     assert row[0] == "failed" and row[1].startswith("attempts exhausted (2)") and "451" in row[1]
 
@@ -114,11 +113,7 @@ def test_disconnect_after_final_dot_is_retried_once_with_the_same_message_id(
     [job_id] = queue_notices(conn, 1)
     smtp.script("accept_then_drop")
     deliverer = delivery(pool, settings)
-    mailer = smtp_factory(smtp.url)(2.0)
-    assert _claim_and_deliver(pool, deliverer, mailer) == "ambiguous"
-    make_due(conn, job_id)
-    assert _claim_and_deliver(pool, deliverer, mailer) == "sent"
-    mailer.close()
+    assert _deliver_twice(conn, pool, deliverer, smtp.url, job_id) == ("ambiguous", "sent")
     assert [m.message_id for m in smtp.messages] == [f"<authsvc-job-{job_id}@localhost>"] * 2
     assert [e[0] for e in events(conn, job_id)] == ["claimed", "ambiguous", "claimed", "sent"]
 
@@ -127,11 +122,7 @@ def test_second_ambiguous_send_fails_instead_of_repeating(conn, pool, settings, 
     [job_id] = queue_notices(conn, 1)
     smtp.mode = "accept_then_drop"
     deliverer = delivery(pool, settings)
-    mailer = smtp_factory(smtp.url)(2.0)
-    assert _claim_and_deliver(pool, deliverer, mailer) == "ambiguous"
-    make_due(conn, job_id)
-    assert _claim_and_deliver(pool, deliverer, mailer) == "failed"
-    mailer.close()
+    assert _deliver_twice(conn, pool, deliverer, smtp.url, job_id) == ("ambiguous", "failed")
     row = outcome(conn, job_id)
     assert row[0] == "failed" and "may have been delivered" in row[1]
 

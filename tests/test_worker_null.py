@@ -9,13 +9,13 @@ import pytest
 
 from authsvc.cli.worker import smtp_mailer_factory
 from authsvc.config import ConfigError, load_settings
+from testkit.waiting import wait_until
 from tests.worker_support import (
     authsvc_command,
     events,
     queue_notices,
     start_worker_process,
     stop_process,
-    wait_until,
 )
 from worker.mailers import NullMailer
 

@@ -13,14 +13,15 @@ from psycopg import sql
 
 from authsvc.migrate import upgrade
 from authsvc.outbox import NOTIFY_CHANNEL
-from tests.smtp_double import SmtpDouble
+from testkit.postgres import pg_ctl, throwaway_postgres
+from testkit.smtp_double import SmtpDouble
+from testkit.waiting import wait_until
 from tests.worker_support import (
     events,
     job_status,
     queue_notices,
     start_worker_process,
     stop_process,
-    wait_until,
 )
 
 pytestmark = pytest.mark.e2e
@@ -89,12 +90,6 @@ def test_sigterm_mid_batch_exits_0_and_leaves_nothing_leased(conn, env, tmp_path
     assert conn.execute("SELECT max(attempt_count) FROM email_jobs").fetchone() == (1,)
 
 
-def _pg_ctl(server: object, *args: str) -> None:
-    from pgserver._commands import pg_ctl  # the embedded server's own binaries
-
-    pg_ctl(list(args), pgdata=server.pgdata, user=server.system_user, timeout=60)  # type: ignore[attr-defined]
-
-
 def _enqueue(url: str, prefix: str) -> int:
     with psycopg.connect(url, autocommit=True) as own:
         [job_id] = queue_notices(own, 1, prefix)
@@ -104,9 +99,7 @@ def _enqueue(url: str, prefix: str) -> int:
 
 def test_database_restart_under_running_worker(env, tmp_path_factory, tmp_path):
     """Done-when 8: a throwaway server of our own, restarted while a send is in flight."""
-    import pgserver
-
-    server = pgserver.get_server(tmp_path_factory.mktemp("pgr"), cleanup_mode="delete")
+    server = throwaway_postgres(tmp_path_factory.mktemp("pgr"))
     try:
         url = server.get_uri()
         upgrade(url)
@@ -121,7 +114,7 @@ def test_database_restart_under_running_worker(env, tmp_path_factory, tmp_path):
                 wait_until(lambda: b"worker_started" in log.read_bytes(), 20, "the worker")
                 in_flight = _enqueue(url, "before")
                 smtp.wait_for_attempts(1, timeout=10)
-                _pg_ctl(server, "-w", "-m", "fast", "restart")  # the send is still running
+                pg_ctl(server, "-w", "-m", "fast", "restart")  # the send is still running
                 smtp.wait_for(1, timeout=10)
                 after = _enqueue(url, "after")
                 smtp.wait_for(2, timeout=30)
@@ -138,20 +131,18 @@ def test_database_restart_under_running_worker(env, tmp_path_factory, tmp_path):
     finally:
         # After a restart pgserver no longer recognises the postmaster as its
         # own, so stop it explicitly before letting pgserver delete the folder.
-        _pg_ctl(server, "-w", "-m", "immediate", "stop")
+        pg_ctl(server, "-w", "-m", "immediate", "stop")
         server.cleanup()
 
 
 def test_worker_started_while_the_database_is_down_waits_for_it(env, tmp_path_factory, tmp_path):
     """A worker (re)started during an outage waits instead of exiting into a restart loop."""
-    import pgserver
-
-    server = pgserver.get_server(tmp_path_factory.mktemp("pgw"), cleanup_mode="delete")
+    server = throwaway_postgres(tmp_path_factory.mktemp("pgw"))
     try:
         url = server.get_uri()
         upgrade(url)
         job_id = _enqueue(url, "queued")
-        _pg_ctl(server, "-w", "-m", "fast", "stop")
+        pg_ctl(server, "-w", "-m", "fast", "stop")
         with SmtpDouble() as smtp:
             env = {**env, "AUTHSVC_DATABASE_URL": url, "AUTHSVC_SMTP_URL": smtp.url}
             log = tmp_path / "worker.log"
@@ -160,7 +151,7 @@ def test_worker_started_while_the_database_is_down_waits_for_it(env, tmp_path_fa
                 wait_until(lambda: b"database_unavailable" in log.read_bytes(), 20, "a warning")
                 assert process.poll() is None, "the worker gave up at once"
                 socket_dir = parse_qs(urlsplit(url).query)["host"][0]
-                _pg_ctl(server, "-w", "start", "-o", f"-h '' -k {socket_dir}",
+                pg_ctl(server, "-w", "start", "-o", f"-h '' -k {socket_dir}",
                         "-l", str(server.pgdata / "log"))
                 smtp.wait_for(1, timeout=30)
                 with psycopg.connect(url, autocommit=True) as conn:
@@ -168,7 +159,7 @@ def test_worker_started_while_the_database_is_down_waits_for_it(env, tmp_path_fa
             finally:
                 assert stop_process(process) == 0
     finally:
-        _pg_ctl(server, "-w", "-m", "immediate", "stop")
+        pg_ctl(server, "-w", "-m", "immediate", "stop")
         server.cleanup()
 
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.smtp_double import SmtpDouble
+from testkit.smtp_double import SmtpDouble
 from tests.worker_support import events, job_status, queue_notices, worker
+
+pytestmark = pytest.mark.e2e  # the certificate comes from the openssl command
 
 
 @pytest.fixture(scope="module")

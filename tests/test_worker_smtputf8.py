@@ -9,21 +9,21 @@ from __future__ import annotations
 import pytest
 
 from authsvc.outbox import enqueue_email
-from tests.smtp_double import SmtpDouble
+from testkit.smtp_double import SmtpDouble
+from testkit.waiting import wait_until
 from tests.worker_support import (
+    FAR,
     delivery,
     events,
     job_status,
     queue_notices,
     running,
     smtp_factory,
-    wait_until,
     worker,
 )
 from worker import jobs
 from worker.mailers import OutgoingEmail, PermanentSendError
 
-FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
 JOERG = "jörg@example.com"
 
 

@@ -8,11 +8,9 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
 
 import psycopg
 
@@ -24,19 +22,7 @@ from worker.loop import Worker, WorkerOptions
 from worker.mailers import SmtpMailer
 from worker.render import Renderer
 
-T = TypeVar("T")
-
-
-def wait_until(check: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
-    """Poll `check` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
 
 
 def renderer(settings: Settings, clock: Clock = system_clock) -> Renderer:

@@ -18,6 +18,7 @@ from markupsafe import escape
 from authsvc.addresses import is_canonical
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings
+from authsvc.durations import describe_duration
 from authsvc.resources import templates_dir
 from authsvc.tokens import TokenClaims, TokenCodec
 from worker.jobs import ClaimedJob
@@ -43,17 +44,6 @@ def with_token(url: str, token: str) -> str:
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "token"]
     query.append(("token", token))
     return urlunsplit(parts._replace(query=urlencode(query)))
-
-
-def describe_duration(seconds: int) -> str:
-    """'30 minutes', '24 hours', '1 day and 2 hours' for the expiry sentence."""
-    units = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
-    parts = []
-    for name, size in units:
-        count, seconds = divmod(seconds, size)
-        if count:
-            parts.append(f"{count} {name}{'s' if count != 1 else ''}")
-    return " and ".join(parts[:2]) or "0 seconds"
 
 
 def message_domain(mail_from: str) -> str:

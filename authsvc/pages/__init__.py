@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from authsvc.pages import account, links, rendering, reset, signup, verify
+from authsvc.pages import (
+    account,
+    check_email,
+    rendering,
+    resend,
+    resend_counter,
+    reset,
+    signup,
+    verify,
+)
 
 bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static/pages")
 rendering.install(bp)
-for module in (signup, verify, reset, links, account):
+bp.record_once(lambda state: resend_counter.install(state.app))
+for module in (signup, verify, reset, resend, check_email, account):
     module.register(bp)

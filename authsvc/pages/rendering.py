@@ -9,7 +9,7 @@ import psycopg
 from flask import Blueprint, Response, make_response, render_template, request
 from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from authsvc import ratelimit
 from authsvc.logs import log_event
@@ -77,11 +77,28 @@ def _csrf_refused(error: CSRFError) -> Response:
     )
 
 
+# Werkzeug's descriptions speak to developers ("check your spelling"); these to people.
+_PLAIN_WORDS = {
+    404: ("Page not found", "There is no page at this address. Check the link, or start again."),
+    405: ("Not allowed here", "This page cannot be used that way. Go back and try again."),
+}
+
+
 def _http_error(error: HTTPException) -> Response:
+    """Any HTTP error as a page in the site's frame, its status kept.
+
+    Also the app's handler for paths no blueprint owns (unknown paths, wrong
+    methods): the API and the inbox answer their own paths with problem+json
+    before routing errors reach it (see api/problems.py, inbox/views.py).
+    """
     status = error.code or 500
     if status >= 500:
         return error_page(status, "Something went wrong", "Please try again in a moment.")
-    return error_page(status, error.name, error.description or "")
+    title, message = _PLAIN_WORDS.get(status, (error.name, error.description or ""))
+    response = error_page(status, title, message)
+    if isinstance(error, MethodNotAllowed) and error.valid_methods:
+        response.headers["Allow"] = ", ".join(sorted(error.valid_methods))
+    return response
 
 
 def _database_unavailable(error: psycopg.OperationalError) -> Response:
@@ -102,4 +119,7 @@ def install(bp: Blueprint) -> None:
     bp.after_request(_never_cache)
     bp.register_error_handler(CSRFError, _csrf_refused)
     bp.register_error_handler(HTTPException, _http_error)
+    # By class, not by code: a blueprint's own class handler (the API's, the
+    # inbox's problem+json) is then still found first for its requests.
+    bp.app_errorhandler(HTTPException)(_http_error)
     bp.register_error_handler(psycopg.OperationalError, _database_unavailable)

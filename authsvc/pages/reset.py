@@ -10,11 +10,12 @@ from flask.typing import ResponseReturnValue
 from authsvc import accounts
 from authsvc.logs import log_event
 from authsvc.pages.forms import EmailForm, NewPasswordForm
-from authsvc.pages.links import link_problem
+from authsvc.pages.link_problem import checked_link, link_problem
 from authsvc.pages.rendering import render_page
 from authsvc.pages.session import end_this_session
 from authsvc.passwords import WeakPassword
 from authsvc.tokens import TokenError
+from authsvc.users import User
 from authsvc.web import db, services
 
 logger = logging.getLogger(__name__)
@@ -33,11 +34,9 @@ def confirm_reset() -> ResponseReturnValue:
     """GET/HEAD show the form without consuming the link; only the POST redeems it."""
     if request.method == "POST":
         return _set_password()
-    token = request.args.get("token", "")
-    try:
-        user = accounts.check_link(db(), services(), token, "reset")
-    except TokenError as exc:
-        return link_problem(exc, "reset", token)
+    token, user = checked_link("reset")
+    if not isinstance(user, User):
+        return user
     form = NewPasswordForm(formdata=None, token=token)
     return render_page("reset_confirm.html", form=form, email=user.email)
 

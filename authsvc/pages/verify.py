@@ -10,7 +10,7 @@ from flask.typing import ResponseReturnValue
 from authsvc import accounts
 from authsvc.logs import log_event
 from authsvc.pages.forms import ConfirmEmailForm, EmailForm
-from authsvc.pages.links import link_problem
+from authsvc.pages.link_problem import checked_link, link_problem
 from authsvc.pages.rendering import render_page
 from authsvc.pages.session import forget_cached_session
 from authsvc.passwords import WeakPassword
@@ -25,11 +25,9 @@ def verify() -> ResponseReturnValue:
     """GET/HEAD only inspect the link (mail scanners prefetch it); the POST redeems."""
     if request.method == "POST":
         return _confirm()
-    token = request.args.get("token", "")
-    try:
-        user = accounts.check_link(db(), services(), token, "verify")
-    except TokenError as exc:
-        return link_problem(exc, "verify", token)
+    token, user = checked_link("verify")
+    if not isinstance(user, User):
+        return user
     return _confirm_page(ConfirmEmailForm(formdata=None, token=token), user)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import email
 import email.policy
-import socket
 import ssl
 import threading
 import time
@@ -22,6 +21,8 @@ from urllib.parse import quote
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
+
+from testkit.waiting import free_port
 
 MODES = (
     "accept",              # 250 after `delay_seconds`
@@ -61,12 +62,6 @@ class Received:
         part = self.message.get_body(preferencelist=("plain",))
         assert part is not None
         return str(part.get_content())  # type: ignore[attr-defined]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class SmtpDouble:

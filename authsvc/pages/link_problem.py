@@ -1,0 +1,49 @@
+"""What a person sees for a link that no longer works: what happened and what to do next.
+
+Each TokenError code gets its own wording. For expired or replaced links the
+page offers a button that sends a fresh link (see resend.py); the old token
+itself names the account, so the page never shows or asks for an address.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Response, request
+
+from authsvc import accounts
+from authsvc.logs import log_event
+from authsvc.pages.forms import ResendForm
+from authsvc.pages.rendering import render_page
+from authsvc.tokens import TokenError
+from authsvc.users import User
+from authsvc.web import db, services
+
+_STATUS = {"invalid_token": 400, "token_expired": 410, "token_superseded": 410, "token_used": 410}
+
+logger = logging.getLogger(__name__)
+
+
+def checked_link(purpose: str) -> tuple[str, User | Response]:
+    """The ?token= of this request and its account, or the page explaining why it will not
+    redeem. Changes nothing: GET/HEAD (mail scanners prefetch links) only look."""
+    token = request.args.get("token", "")
+    try:
+        return token, accounts.check_link(db(), services(), token, purpose)
+    except TokenError as exc:
+        return token, link_problem(exc, purpose, token)
+
+
+def link_problem(error: TokenError, purpose: str, token: object) -> Response:
+    """The page for a link that cannot be redeemed, with the way forward."""
+    log_event(logger, "link_refused", purpose=purpose, code=error.code, method=request.method)
+    resend = None
+    if error.code in {"token_expired", "token_superseded"} and isinstance(token, str):
+        resend = ResendForm(formdata=None, token=token, purpose=purpose)
+    return render_page(
+        "link_problem.html",
+        _STATUS.get(error.code, 400),
+        code=error.code,
+        purpose=purpose,
+        resend_form=resend,
+    )

@@ -1,0 +1,70 @@
+"""Free ports and waiting on conditions (with timeouts, never sleep-and-hope)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (aiosmtpd and `--port` flags cannot take 0)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until(
+    check: Callable[[], T], timeout: float = 10.0, what: str = "condition", every: float = 0.02
+) -> T:
+    """Poll `check` until it returns something truthy and return that; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)
+
+
+def http_status(url: str, timeout: float = 2.0) -> int | None:
+    """The status a GET of `url` answers, or None while nothing answers there."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:  # noqa: S310 - 127.0.0.1
+            return int(reply.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+    except OSError:
+        return None
+
+
+def wait_until_ready(
+    url: str,
+    process: subprocess.Popen[bytes] | None = None,
+    timeout: float = 60.0,
+    ready: Callable[[int], bool] = lambda status: status == 200,
+    output: Callable[[], str] = lambda: "",
+) -> None:
+    """Wait until `url` (usually …/readyz) answers a status `ready` accepts.
+
+    Fails at once, with `output()`'s tail, when `process` exits first: a server
+    that crashed on start-up should not cost the whole timeout.
+    """
+
+    def answered() -> bool:
+        if process is not None and process.poll() is not None:
+            raise AssertionError(
+                f"{process.args!r} exited with {process.returncode} before {url} was ready\n"
+                + output()[-3000:]
+            )
+        status = http_status(url)
+        return status is not None and ready(status)
+
+    wait_until(answered, timeout, f"{url} to be ready", every=0.1)

@@ -1,0 +1,31 @@
+"""Racing one action from many connections at once, for tests of what must happen once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import psycopg
+
+
+def race(database_url: str, runners: int, attempt: Callable[[psycopg.Connection, int], str],
+         timeout: float = 60.0) -> list[str]:
+    """Run `attempt(own_connection, i)` in `runners` threads released together; the outcomes."""
+    barrier = threading.Barrier(runners)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def run(i: int) -> None:
+        with psycopg.connect(database_url, autocommit=True) as own:
+            barrier.wait(timeout=timeout / 3)
+            result = attempt(own, i)
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(runners)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    assert len(outcomes) == runners, f"{runners - len(outcomes)} runner(s) did not finish"
+    return outcomes

@@ -351,3 +351,53 @@ def test_the_stored_secret_is_sealed_not_plain(conn, settings):
     raw = secret.removeprefix("whsec_").encode()
     assert secret.startswith("whsec_") and raw not in stored and secret.encode() not in stored
     assert app.id is not None
+
+
+def test_the_receiver_example_in_the_docs_verifies_real_deliveries(
+    conn, client, svc, settings, monkeypatch
+):
+    """docs/api.md's receiver, run as written, accepts a delivery and refuses a forgery."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
+    section = text[text.index("## Events (webhooks)") :]
+    start = section.index("```python\n") + len("```python\n")
+    example = section[start : section.index("```", start)]
+    with serving() as receiver:
+        app, key, secret = register_webhook_app(conn, settings, receiver.url)
+        _sign_up_and_verify(ApiCaller(client, app, key), conn, svc)
+        job = _claim_webhook(conn)
+        delivery = WebhookDelivery(settings.secret_keys, FAST_RETRY, 2.0, production=False)
+        assert delivery.decide(job, time.monotonic() + 30).event == "sent"
+    [sent] = receiver.requests
+    handled: list[tuple[str, object]] = []
+    monkeypatch.setenv("AUTHSVC_WEBHOOK_SECRET", secret)
+    namespace = {
+        "__name__": __name__,  # Flask(__name__) needs a module it can locate
+        "seen_before": lambda _id: False,
+        "handle": lambda t, d: handled.append((t, d)),
+    }
+    exec(compile(example, "docs/api.md", "exec"), namespace)  # noqa: S102  (our own docs)
+    receiver_app = namespace["app"].test_client()
+    answer = receiver_app.post("/hooks/authsvc", data=sent.body, headers=sent.headers)
+    assert answer.status_code == 204
+    assert handled == [("user.verified", json.loads(sent.body)["data"])]
+    forged = sent.body.replace(b"ada@", b"eve@")
+    assert receiver_app.post("/hooks/authsvc", data=forged, headers=sent.headers).status_code == 400
+
+
+def test_outbox_show_prints_a_webhook_job_and_its_trail(conn, client, svc, settings, env):
+    from click.testing import CliRunner
+
+    from authsvc.cli import main
+
+    with serving(statuses=[503]) as receiver:
+        app, key, _ = register_webhook_app(conn, settings, receiver.url)
+        _sign_up_and_verify(ApiCaller(client, app, key), conn, svc)
+        job = _claim_webhook(conn)
+        delivery = WebhookDelivery(settings.secret_keys, FAST_RETRY, 2.0, production=False)
+        assert jobs.record_outcomes(conn, [delivery.decide(job, time.monotonic() + 30)]) == [True]
+    result = CliRunner(env=env).invoke(main, ["outbox", "show", str(job.id)], env=env)
+    assert result.exit_code == 0, result.output
+    assert "user.verified" in result.output and receiver.url in result.output
+    assert "retry" in result.output and "receiver answered HTTP 503" in result.output

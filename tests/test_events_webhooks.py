@@ -401,3 +401,42 @@ def test_outbox_show_prints_a_webhook_job_and_its_trail(conn, client, svc, setti
     assert result.exit_code == 0, result.output
     assert "user.verified" in result.output and receiver.url in result.output
     assert "retry" in result.output and "receiver answered HTTP 503" in result.output
+
+
+def test_a_receiver_that_answers_a_byte_at_a_time_is_cut_off_at_the_deadline(
+    conn, client, svc, settings
+):
+    """Per-read timeouts alone would wait for the whole trickle and call it sent."""
+    import threading
+
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def trickle() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            peer.recv(65536)
+            for byte in answer:  # each byte well inside the read timeout
+                if done.wait(0.1):
+                    return
+                try:
+                    peer.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/h"
+    try:
+        app, key, _ = register_webhook_app(conn, settings, url)
+        _sign_up_and_verify(ApiCaller(client, app, key), conn, svc)
+        job = _claim_webhook(conn)
+        delivery = WebhookDelivery(settings.secret_keys, FAST_RETRY, 1.0, production=False)
+        outcome = delivery.decide(job, time.monotonic() + 30)
+    finally:
+        done.set()
+        listener.close()
+        thread.join(5)
+    assert outcome.event == "retry"
+    assert "no complete answer within 1s" in (outcome.error or "")

@@ -20,6 +20,7 @@ import json
 import logging
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -93,13 +94,25 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
 
 
+def _cut_off(connection: http.client.HTTPConnection) -> None:
+    """Unblock a send or read in progress (called from the deadline timer)."""
+    sock = connection.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 def post_event(
     url: str, body: str, headers: dict[str, str], *, timeout: float, production: bool
 ) -> int:
     """POST `body` to `url`; the HTTP status. WebhookTargetRefused / WebhookSendError otherwise.
 
     The name is resolved once, every address checked (production), and the
-    connection made to a checked address, trying each in turn.
+    connection made to a checked address, trying each in turn. `timeout`
+    bounds the whole attempt, not each read: a receiver that answers one
+    byte at a time is cut off at the deadline, so no send outlives its lease.
     """
     target = parse_webhook_url(url, production=production)
     addresses = resolve_addresses(target, production=production)
@@ -113,6 +126,9 @@ def post_event(
             _PinnedHTTPSConnection if target.scheme == "https" else _PinnedHTTPConnection
         )
         connection = connection_class(target, address, timeout=left)
+        deadline_timer = threading.Timer(left, _cut_off, (connection,))
+        deadline_timer.daemon = True
+        deadline_timer.start()
         try:
             connection.request(
                 "POST",
@@ -127,10 +143,15 @@ def post_event(
             )
             response = connection.getresponse()
             response.read(MAX_RESPONSE_BYTES)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no complete answer within {timeout:g}s")
             return response.status
         except (OSError, http.client.HTTPException) as exc:
-            errors.append(f"{address}: {type(exc).__name__}: {exc}")
+            late = time.monotonic() >= deadline
+            reason = f"no complete answer within {timeout:g}s" if late else str(exc)
+            errors.append(f"{address}: {type(exc).__name__}: {reason}")
         finally:
+            deadline_timer.cancel()
             connection.close()
     raise WebhookSendError("; ".join(errors) or f"no time left to reach {target.host}")
 

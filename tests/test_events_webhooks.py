@@ -440,3 +440,22 @@ def test_a_receiver_that_answers_a_byte_at_a_time_is_cut_off_at_the_deadline(
         thread.join(5)
     assert outcome.event == "retry"
     assert "no complete answer within 1s" in (outcome.error or "")
+
+
+@pytest.mark.e2e
+def test_the_worker_command_delivers_webhooks(conn, client, svc, settings, env, tmp_path):
+    """`authsvc worker` as shipped signs and sends webhook jobs (the CLI wires it up)."""
+    from tests.worker_support import start_worker_process, stop_process
+
+    with serving() as receiver:
+        app, key, secret = register_webhook_app(conn, settings, receiver.url)
+        _sign_up_and_verify(ApiCaller(client, app, key), conn, svc)
+        process = start_worker_process(
+            {**env, "AUTHSVC_SMTP_URL": "null://"}, tmp_path / "worker.log", "--once"
+        )
+        try:
+            assert process.wait(timeout=60) == 0, (tmp_path / "worker.log").read_text()
+        finally:
+            stop_process(process)
+    [delivery] = receiver.of_type("user.verified")
+    assert Webhook(secret).verify(delivery.body, delivery.headers)["type"] == "user.verified"

@@ -459,3 +459,38 @@ def test_the_worker_command_delivers_webhooks(conn, client, svc, settings, env, 
             stop_process(process)
     [delivery] = receiver.of_type("user.verified")
     assert Webhook(secret).verify(delivery.body, delivery.headers)["type"] == "user.verified"
+
+
+def test_a_receiver_that_always_fails_ends_failed_after_the_last_attempt_and_can_be_redriven(
+    conn, client, svc, settings, clock, database_url
+):
+    from worker.admin import redrive_job
+    from worker.delivery import RetryPolicy
+
+    with serving(statuses=[500] * 3) as receiver:
+        app, key, _ = register_webhook_app(conn, settings, receiver.url)
+        _sign_up_and_verify(ApiCaller(client, app, key), conn, svc)
+        conn.execute("DELETE FROM email_jobs WHERE kind = 'email'")
+        retry = RetryPolicy(max_attempts=3, base_seconds=0.05, cap_seconds=0.1)
+        with running(webhook_worker(database_url, settings, clock, retry=retry)):
+            wait_until(lambda: _webhook_jobs(conn)[0][2] == "failed", what="the job failed")
+            [(job_id, _t, _s, attempts)] = _webhook_jobs(conn)
+            assert attempts == 3 and len(receiver.requests) == 3
+            # Kept, not lost: a redrive sends it again (the receiver is fixed now).
+            assert redrive_job(conn, job_id)
+            wait_until(lambda: _webhook_jobs(conn)[0][2] == "sent", what="the redriven job sent")
+    assert len({r.headers["webhook-id"] for r in receiver.requests}) == 1
+
+
+def test_a_malformed_event_row_fails_that_job_and_spares_the_worker(conn, settings):
+    with Receiver() as receiver:
+        app, _key, _ = register_webhook_app(conn, settings, receiver.url)
+        conn.execute(
+            "INSERT INTO email_jobs (kind, template, recipient, payload, app_id)"
+            " VALUES ('webhook', 'user.verified', %s, '{}', %s)", (receiver.url, app.id)
+        )
+        [job] = jobs.claim_batch(conn, "w1", 10, 30)
+        delivery = WebhookDelivery(settings.secret_keys, FAST_RETRY, 2.0, production=False)
+        outcome = delivery.decide(job, time.monotonic() + 30)
+    assert outcome.event == "failed" and "malformed" in (outcome.error or "")
+    assert receiver.requests == []

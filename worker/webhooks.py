@@ -114,9 +114,9 @@ def post_event(
     bounds the whole attempt, not each read: a receiver that answers one
     byte at a time is cut off at the deadline, so no send outlives its lease.
     """
+    deadline = time.monotonic() + timeout  # resolving counts against it too
     target = parse_webhook_url(url, production=production)
     addresses = resolve_addresses(target, production=production)
-    deadline = time.monotonic() + timeout
     errors = []
     for address in addresses:
         left = deadline - time.monotonic()
@@ -178,7 +178,10 @@ class WebhookDelivery:
             secret = open_secret(self.secret_keys, job.app_id, job.webhook_secret)
         except SealedSecretError as exc:
             return Outcome(job, "failed", error=str(exc))
-        webhook_id, body = event_body(job)
+        try:
+            webhook_id, body = event_body(job)
+        except (KeyError, TypeError) as exc:  # a row not written by authsvc.events
+            return Outcome(job, "failed", error=f"malformed event payload: {exc!r}")
         headers = signed_headers(secret, webhook_id, body, self.clock().astimezone(UTC))
         try:
             status = post_event(

@@ -7,6 +7,7 @@ checked against the JSON API at once.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 
 import pytest
@@ -217,3 +218,33 @@ def test_production_refuses_private_webhook_targets_at_create_and_update(cli, co
 def test_outside_production_a_loopback_http_webhook_is_allowed(cli):
     _app_id, _key, result = _create(cli, "Shop", "--webhook-url", "http://127.0.0.1:9/h")
     assert "webhook secret: whsec_" in result.stdout
+
+
+def test_two_creates_at_once_cannot_both_take_a_name(database_url, conn):
+    """The name check holds a lock until commit: the second create sees the first's app."""
+    import threading
+
+    import psycopg
+
+    from authsvc.app_keys import name_taken, register_app
+
+    second_saw: list[bool] = []
+    with psycopg.connect(database_url) as first:
+        assert not name_taken(first, "Shop")
+        register_app(first, "Shop", [REDIRECT])
+
+        def second_create() -> None:
+            with psycopg.connect(database_url) as second:
+                second_saw.append(name_taken(second, "shop"))
+
+        thread = threading.Thread(target=second_create)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()[0] == 0:
+            assert time.monotonic() < deadline, "the second create never waited"
+            time.sleep(0.02)
+        first.commit()
+    thread.join(10)
+    assert second_saw == [True]

@@ -494,3 +494,19 @@ def test_a_malformed_event_row_fails_that_job_and_spares_the_worker(conn, settin
         outcome = delivery.decide(job, time.monotonic() + 30)
     assert outcome.event == "failed" and "malformed" in (outcome.error or "")
     assert receiver.requests == []
+
+
+def test_a_new_webhook_secret_signs_pending_events_at_once(conn, client, svc, settings):
+    from authsvc.app_keys import replace_webhook_secret
+
+    with serving() as receiver:
+        app, key, old_secret = register_webhook_app(conn, settings, receiver.url)
+        _sign_up_and_verify(ApiCaller(client, app, key), conn, svc)
+        new_secret = replace_webhook_secret(conn, app.id, settings.secret_keys)
+        job = _claim_webhook(conn)
+        delivery = WebhookDelivery(settings.secret_keys, FAST_RETRY, 2.0, production=False)
+        assert delivery.decide(job, time.monotonic() + 30).event == "sent"
+    [sent] = receiver.requests
+    Webhook(new_secret).verify(sent.body, sent.headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(old_secret).verify(sent.body, sent.headers)

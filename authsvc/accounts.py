@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from uuid import UUID
 
 from psycopg import Connection
 
-from authsvc import ratelimit, sessions, users
+from authsvc import events, ratelimit, sessions, users
 from authsvc.outbox import enqueue_email, enqueue_link
 from authsvc.passwords import check_policy
 from authsvc.services import Services
@@ -60,7 +61,13 @@ def _issued_at(now: datetime) -> datetime:
 
 
 def sign_up(
-    conn: Connection, svc: Services, *, email: str, password: str, redirect_url: str | None = None
+    conn: Connection,
+    svc: Services,
+    *,
+    email: str,
+    password: str,
+    redirect_url: str | None = None,
+    app_id: UUID | None = None,
 ) -> None:
     """Create an account (or record another signup for it) and queue its email.
 
@@ -78,7 +85,9 @@ def sign_up(
         if not _email_allowed(conn, svc, email, "verify", now):
             return  # the earlier links are retired all the same
         if user.verified:
-            enqueue_email(conn, template="account_exists", recipient=email, user_id=user.id)
+            enqueue_email(
+                conn, template="account_exists", recipient=email, user_id=user.id, app_id=app_id
+            )
             return
         enqueue_email(
             conn,
@@ -89,11 +98,17 @@ def sign_up(
             token_version=user.verify_version,
             issued_at=_issued_at(now),
             payload=_link_payload(redirect_url),
+            app_id=app_id,
         )
 
 
 def _request_link(
-    conn: Connection, svc: Services, email: str, purpose: str, redirect_url: str | None
+    conn: Connection,
+    svc: Services,
+    email: str,
+    purpose: str,
+    redirect_url: str | None,
+    app_id: UUID | None,
 ) -> bool:
     now = svc.clock()
     with conn.transaction():
@@ -102,27 +117,37 @@ def _request_link(
             return False
         enqueue_link(
             conn, email=email, purpose=purpose, issued_at=_issued_at(now),
-            payload=_link_payload(redirect_url),
+            payload=_link_payload(redirect_url), app_id=app_id,
         )
         return True
 
 
 def request_verification(
-    conn: Connection, svc: Services, *, email: str, redirect_url: str | None = None
+    conn: Connection,
+    svc: Services,
+    *,
+    email: str,
+    redirect_url: str | None = None,
+    app_id: UUID | None = None,
 ) -> bool:
     """Queue a fresh verification link for an unverified account; silent otherwise.
 
     False when the address's email limit held it back (callers must not tell the
     requester: the answer would then differ for known and unknown addresses).
     """
-    return _request_link(conn, svc, email, "verify", redirect_url)
+    return _request_link(conn, svc, email, "verify", redirect_url, app_id)
 
 
 def request_password_reset(
-    conn: Connection, svc: Services, *, email: str, redirect_url: str | None = None
+    conn: Connection,
+    svc: Services,
+    *,
+    email: str,
+    redirect_url: str | None = None,
+    app_id: UUID | None = None,
 ) -> bool:
     """Queue a reset link if the account exists; silent otherwise (False as above)."""
-    return _request_link(conn, svc, email, "reset", redirect_url)
+    return _request_link(conn, svc, email, "reset", redirect_url, app_id)
 
 
 def _stale_link_error(conn: Connection, claims: TokenClaims, user: User | None) -> TokenError:
@@ -163,6 +188,18 @@ def _address_proven(conn: Connection, user: User) -> None:
     ratelimit.clear(conn, "login", user.email)
 
 
+def _tell_flow_app(
+    conn: Connection, user: User, purpose: str, version: int, event_type: str, now: datetime
+) -> UUID | None:
+    """Queue `event_type` for the app that sent this link, if one did; returns that app's id."""
+    app_id = events.flow_app(conn, user_id=user.id, purpose=purpose, version=version)
+    events.queue_event(
+        conn, app_id=app_id, event_type=event_type, data=events.user_data(user.id, user.email),
+        user_id=user.id, now=now,
+    )
+    return app_id
+
+
 def confirm_verification(
     conn: Connection, svc: Services, *, token: object, password: object = None
 ) -> User:
@@ -188,6 +225,7 @@ def confirm_verification(
             raise _stale_link_error(conn, claims, latest)
         users.record_redemption(conn, redeemed.id, "verify", claims.version, now)
         _address_proven(conn, redeemed)
+        _tell_flow_app(conn, redeemed, "verify", claims.version, "user.verified", now)
     return redeemed
 
 
@@ -205,8 +243,12 @@ def reset_password(conn: Connection, svc: Services, *, token: object, password: 
             raise _stale_link_error(conn, claims, users.find_user_by_id(conn, user.id))
         users.record_redemption(conn, redeemed.id, "reset", claims.version, now)
         _address_proven(conn, redeemed)
+        app_id = _tell_flow_app(
+            conn, redeemed, "reset", claims.version, "user.password_changed", now
+        )
         enqueue_email(
-            conn, template="password_changed", recipient=redeemed.email, user_id=redeemed.id
+            conn, template="password_changed", recipient=redeemed.email, user_id=redeemed.id,
+            app_id=app_id,
         )
     return redeemed
 

@@ -1,10 +1,12 @@
-"""Embedding apps: API keys (stored hashed) and their redirect allowlists."""
+"""Embedding apps: API keys (stored hashed), redirect allowlists, webhooks, revocation."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 from uuid import UUID
@@ -14,6 +16,7 @@ from psycopg.rows import class_row
 
 from authsvc.hidden_characters import hides_text
 from authsvc.queries import load_queries
+from authsvc.webhook_secrets import new_webhook_secret, seal_secret
 
 Q = load_queries(Path(__file__).parent / "sql" / "apps.sql")
 KEY_PREFIX = "ask_"
@@ -95,3 +98,92 @@ def find_app_by_key(conn: Connection, key: str) -> App | None:
         return None
     with conn.cursor(row_factory=class_row(App)) as cur:
         return cur.execute(Q["find_app_by_key_hash"], {"key_hash": _hash_key(key)}).fetchone()
+
+
+@dataclass(frozen=True)
+class AppListing:
+    """An app as operators see it (`authsvc apps list`); never its key or secret."""
+
+    id: UUID
+    name: str
+    redirect_urls: list[str]
+    webhook_url: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def list_apps(conn: Connection) -> list[AppListing]:
+    with conn.cursor(row_factory=class_row(AppListing)) as cur:
+        return cur.execute(Q["list_apps"]).fetchall()
+
+
+def find_app_listing(conn: Connection, app_id: UUID) -> AppListing | None:
+    with conn.cursor(row_factory=class_row(AppListing)) as cur:
+        return cur.execute(Q["find_app_listing"], {"app_id": app_id}).fetchone()
+
+
+def name_taken(conn: Connection, name: str) -> bool:
+    """Whether a live app has this name; locks names until commit, so check-then-insert is safe."""
+    conn.execute(Q["lock_app_names"])
+    row = conn.execute(Q["name_taken"], {"name": name}).fetchone()
+    return bool(row and row[0])
+
+
+def _updated(conn: Connection, query: str, params: dict[str, object]) -> bool:
+    return conn.execute(Q[query], params).fetchone() is not None
+
+
+def update_redirect_urls(conn: Connection, app_id: UUID, redirect_urls: list[str]) -> bool:
+    """Replace a live app's allowlist; False when no live app has this id."""
+    for url in redirect_urls:
+        validate_redirect_url(url)
+    return _updated(
+        conn, "update_redirect_urls", {"app_id": app_id, "redirect_urls": redirect_urls}
+    )
+
+
+def set_webhook(
+    conn: Connection, app_id: UUID, webhook_url: str, secret_keys: Sequence[str]
+) -> str | None:
+    """Send a live app's events to `webhook_url` (validated by the caller).
+
+    Returns the new `whsec_` secret when the app had none (show it once), else
+    None; raises LookupError when no live app has this id.
+    """
+    secret = new_webhook_secret()
+    params = {
+        "app_id": app_id,
+        "webhook_url": webhook_url,
+        "webhook_secret": seal_secret(secret_keys, app_id, secret),
+    }
+    row = conn.execute(Q["set_webhook"], params).fetchone()
+    if row is None:
+        raise LookupError(app_id)
+    return secret if row[0] else None
+
+
+def replace_webhook_secret(conn: Connection, app_id: UUID, secret_keys: Sequence[str]) -> str:
+    """A new secret for a live app with a webhook; the old one stops verifying at once."""
+    secret = new_webhook_secret()
+    sealed = seal_secret(secret_keys, app_id, secret)
+    if not _updated(conn, "replace_webhook_secret", {"app_id": app_id, "webhook_secret": sealed}):
+        raise LookupError(app_id)
+    return secret
+
+
+def clear_webhook(conn: Connection, app_id: UUID) -> bool:
+    """Stop a live app's events (pending deliveries fail); False when no live app has this id."""
+    return _updated(conn, "clear_webhook", {"app_id": app_id})
+
+
+def rotate_key(conn: Connection, app_id: UUID) -> str | None:
+    """A new API key for a live app (the old one stops working at commit); None if unknown."""
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    if not _updated(conn, "rotate_key", {"app_id": app_id, "key_hash": _hash_key(key)}):
+        return None
+    return key
+
+
+def revoke_app(conn: Connection, app_id: UUID) -> bool:
+    """End a live app: its key stops working and its events stop; False if unknown."""
+    return _updated(conn, "revoke_app", {"app_id": app_id})

@@ -11,10 +11,11 @@ import os
 import secrets
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from psycopg import Connection
 from psycopg.rows import class_row
@@ -45,6 +46,10 @@ class ClaimedJob:
     lease_expires_at: datetime
     current_version: int | None
     ambiguous_before: bool
+    kind: str = "email"  # or "webhook" (worker/webhooks.py)
+    app_id: UUID | None = None
+    webhook_url: str | None = None  # webhook jobs: the app's URL now, None if revoked
+    webhook_secret: bytes | None = field(default=None, repr=False)  # sealed
 
     @property
     def superseded(self) -> bool:

@@ -30,7 +30,16 @@ WITH due AS (
                                      WHEN 'verify' THEN u.verify_version END
                FROM users AS u WHERE u.id = j.user_id) AS current_version,
               EXISTS (SELECT 1 FROM email_job_events AS e
-                      WHERE e.job_id = j.id AND e.event = 'ambiguous') AS ambiguous_before
+                      WHERE e.job_id = j.id AND e.event = 'ambiguous') AS ambiguous_before,
+              -- A webhook job goes to its app's current URL, signed with its
+              -- sealed secret; a revoked app, or one without a webhook, has none.
+              j.kind, j.app_id,
+              CASE WHEN j.kind = 'webhook' THEN
+                  (SELECT a.webhook_url FROM apps AS a
+                   WHERE a.id = j.app_id AND a.revoked_at IS NULL) END AS webhook_url,
+              CASE WHEN j.kind = 'webhook' THEN
+                  (SELECT a.webhook_secret FROM apps AS a
+                   WHERE a.id = j.app_id AND a.revoked_at IS NULL) END AS webhook_secret
 ), logged AS (
     INSERT INTO email_job_events (job_id, event, lease_owner, lease_expires_at, attempt, token_version)
     SELECT id, 'claimed', lease_owner, lease_expires_at, attempt_count, token_version FROM claimed
@@ -75,7 +84,34 @@ WITH outcome AS (
     FROM outcome AS o
     WHERE j.id = o.job_id AND j.lease_owner = o.owner AND j.attempt_count = o.attempt
       AND j.status = 'pending'
-    RETURNING o.job_id, o.attempt
+    RETURNING o.job_id, o.attempt, o.event, j.kind, j.app_id, j.user_id, j.recipient, j.template
+), app_events AS (
+    -- An email an app's call queued tells that app how it ended, in this same
+    -- statement: the outcome and its event commit together or not at all.
+    -- (events.sql queue_event is the same insert for the web side's events.)
+    INSERT INTO email_jobs (kind, template, recipient, payload, app_id, user_id)
+    SELECT 'webhook', CASE WHEN r.event = 'sent' THEN 'email.delivered' ELSE 'email.failed' END,
+           a.webhook_url,
+           jsonb_build_object(
+               'webhook_id', 'evt_' || replace(gen_random_uuid()::text, '-', ''),
+               'event', jsonb_build_object(
+                   'type', CASE WHEN r.event = 'sent' THEN 'email.delivered'
+                                ELSE 'email.failed' END,
+                   'timestamp', to_char(now() AT TIME ZONE 'UTC',
+                                        'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                   'data', jsonb_strip_nulls(jsonb_build_object(
+                       'email', jsonb_build_object(
+                           'id', r.job_id::text,
+                           'to', r.recipient,
+                           'flow', CASE WHEN r.template IN ('reset', 'password_changed')
+                                        THEN 'password_reset' ELSE 'verification' END),
+                       'reason', CASE r.event WHEN 'failed' THEN 'rejected'
+                                              WHEN 'expired' THEN 'expired' END)))),
+           a.id, r.user_id
+    FROM recorded AS r
+    JOIN apps AS a ON a.id = r.app_id
+    WHERE r.kind = 'email' AND r.event IN ('sent', 'failed', 'expired')
+      AND a.webhook_url IS NOT NULL AND a.revoked_at IS NULL
 ), trail AS (
     INSERT INTO email_job_events
         (job_id, event, lease_owner, lease_expires_at, attempt, token_version,

@@ -34,6 +34,7 @@ from worker.delivery import Delivery, RetryPolicy
 from worker.jobs import ClaimedJob, Outcome
 from worker.mailers import Mailer
 from worker.render import Renderer
+from worker.webhooks import WebhookDelivery
 
 log = logging.getLogger("worker.loop")
 PRUNE_EVERY_SECONDS = 600.0
@@ -70,12 +71,14 @@ class Worker:
         options: WorkerOptions,
         *,
         owner: str | None = None,
+        webhooks: WebhookDelivery | None = None,
     ) -> None:
         self.url = url
         self.renderer = renderer
         self.mailer_factory = mailer_factory
         self.options = options
         self.owner = owner or jobs.new_lease_owner()
+        self.webhooks = webhooks  # None: this worker cannot sign, webhook jobs wait
         self.stop = threading.Event()
         self.failure: BaseException | None = None
         self._wake = threading.Event()
@@ -198,6 +201,8 @@ class Worker:
                 try:
                     if self.stop.is_set():
                         outcome = Outcome(job, "released", error="shutdown")
+                    elif job.kind == "webhook":
+                        outcome = self._webhook_outcome(job, deadline)
                     else:
                         outcome = delivery.decide(mailer, job, deadline)
                     completer.submit(outcome)
@@ -217,6 +222,13 @@ class Worker:
                         self._recorded(1)
         finally:
             mailer.close()
+
+    def _webhook_outcome(self, job: ClaimedJob, deadline: float) -> Outcome:
+        if self.webhooks is None:
+            delay = self.options.retry.delay(job.attempt_count)
+            return Outcome(job, "retry", delay_seconds=delay,
+                           error="this worker was started without webhook delivery")
+        return self.webhooks.decide(job, deadline)
 
     def _listen(self) -> None:
         """Turn NOTIFYs into wake-ups; reconnect (and poll once) after losing the database."""

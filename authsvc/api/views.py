@@ -59,6 +59,7 @@ def signups() -> Response:
             email=str(values["email"]),
             password=str(values["password"]),
             redirect_url=redirect_url,
+            app_id=current_caller().app.id,
         )
         return json_reply(202, {"status": "verification_sent"})
 
@@ -72,7 +73,8 @@ def verifications() -> Response:
 
     def request_verification(conn: Connection) -> Reply:
         accounts.request_verification(
-            conn, services(), email=str(values["email"]), redirect_url=redirect_url
+            conn, services(), email=str(values["email"]), redirect_url=redirect_url,
+            app_id=current_caller().app.id,
         )
         return json_reply(202, {"status": "accepted"})
 
@@ -99,7 +101,8 @@ def password_resets() -> Response:
 
     def request_password_reset(conn: Connection) -> Reply:
         accounts.request_password_reset(
-            conn, services(), email=str(values["email"]), redirect_url=redirect_url
+            conn, services(), email=str(values["email"]), redirect_url=redirect_url,
+            app_id=current_caller().app.id,
         )
         return json_reply(202, {"status": "accepted"})
 

@@ -1,12 +1,19 @@
-"""`authsvc apps create`."""
+"""`authsvc apps create|list|update|rotate-key|revoke`: embedding apps and their keys."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from uuid import UUID
 
 import click
 import psycopg
 
+from authsvc import app_keys
 from authsvc.app_keys import register_app, validate_redirect_url
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
+from authsvc.config import Settings
+from authsvc.webhook_targets import WebhookTargetRefused, validate_webhook_url
 
 
 @click.group()
@@ -21,6 +28,50 @@ def _check_url(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
         raise click.BadParameter(str(exc)) from None
 
 
+def _check_app_id(_ctx: click.Context, _param: click.Parameter, value: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise click.BadParameter(f"not an app id (a UUID, see `apps list`): {value!r}") from None
+
+
+def _check_name(name: str) -> str:
+    if not 1 <= len(name.strip()) <= 100:
+        raise click.BadParameter("must be 1-100 characters", param_hint="NAME")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise click.BadParameter("may not contain control characters", param_hint="NAME")
+    return name.strip()
+
+
+def _check_webhook(settings: Settings, url: str) -> str:
+    try:
+        return validate_webhook_url(url, production=settings.production)
+    except WebhookTargetRefused as exc:
+        raise click.BadParameter(str(exc), param_hint="--webhook-url") from None
+
+
+@contextmanager
+def _transaction(settings: Settings) -> Iterator[psycopg.Connection]:
+    """One transaction for the command (the `authsvc` group's boundary words its errors)."""
+    url = database_url_or_exit(settings)
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        yield conn
+
+
+def _require_live(conn: psycopg.Connection, app_id: UUID) -> None:
+    """Exit with the reason when `app_id` is unknown or revoked."""
+    listing = app_keys.find_app_listing(conn, app_id)
+    if listing is None:
+        raise click.ClickException(f"no app with id {app_id}")
+    if listing.revoked_at is not None:
+        raise click.ClickException(f"app {app_id} was revoked on {listing.revoked_at:%Y-%m-%d}")
+
+
+def _print_secret(secret: str) -> None:
+    click.echo(f"webhook secret: {secret}")
+    click.echo("Store the secret now: receivers verify with it; it is not shown again.", err=True)
+
+
 @apps.command("create")
 @click.argument("name")
 @click.option(
@@ -31,15 +82,114 @@ def _check_url(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
     callback=_check_url,
     help="Allowed link target (repeatable); links may point here or below it.",
 )
-def apps_create(name: str, redirect_urls: list[str]) -> None:
-    """Register an app; prints its id and API key once (only a hash is stored)."""
-    if not 1 <= len(name.strip()) <= 100:
-        raise click.BadParameter("must be 1-100 characters", param_hint="NAME")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
-        raise click.BadParameter("may not contain control characters", param_hint="NAME")
-    url = database_url_or_exit(settings_or_exit())
-    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-        app, key = register_app(conn, name.strip(), redirect_urls)
+@click.option("--webhook-url", help="Where events are POSTed (https in production).")
+def apps_create(name: str, redirect_urls: list[str], webhook_url: str | None) -> None:
+    """Register an app; prints its id, API key and webhook secret once (the key stored hashed)."""
+    name = _check_name(name)
+    settings = settings_or_exit()
+    if webhook_url is not None:
+        webhook_url = _check_webhook(settings, webhook_url)
+    secret = None
+    with _transaction(settings) as conn:
+        if app_keys.name_taken(conn, name):
+            raise click.ClickException(f"an app named {name!r} already exists (see `apps list`)")
+        app, key = register_app(conn, name, redirect_urls)
+        if webhook_url is not None:
+            secret = app_keys.set_webhook(conn, app.id, webhook_url, settings.secret_keys)
     click.echo(f"app id:  {app.id}")
     click.echo(f"api key: {key}")
     click.echo("Store the key now: it is not shown again.", err=True)
+    if secret is not None:
+        _print_secret(secret)
+
+
+@apps.command("list")
+def apps_list() -> None:
+    """Every app: id, name, state, redirect URLs, webhook URL (never keys or secrets)."""
+    with _transaction(settings_or_exit()) as conn:
+        listings = app_keys.list_apps(conn)
+    if not listings:
+        click.echo("no apps registered (add one with `authsvc apps create`)")
+        return
+    for app in listings:
+        state = "live" if app.revoked_at is None else f"revoked {app.revoked_at:%Y-%m-%d}"
+        click.echo(
+            f"{app.id}  {app.name}  {state}  redirect: {', '.join(app.redirect_urls) or '-'}"
+            f"  webhook: {app.webhook_url or '-'}"
+        )
+
+
+@apps.command("update")
+@click.argument("app_id", metavar="ID", callback=_check_app_id)
+@click.option(
+    "--redirect-url",
+    "redirect_urls",
+    multiple=True,
+    callback=_check_url,
+    help="Replace the allowed link targets (repeatable).",
+)
+@click.option("--webhook-url", help="Send events here (https in production).")
+@click.option("--no-webhook", is_flag=True, help="Stop sending events (pending ones fail).")
+@click.option(
+    "--new-webhook-secret", is_flag=True, help="Replace the signing secret; prints the new one."
+)
+def apps_update(
+    app_id: UUID,
+    redirect_urls: list[str],
+    webhook_url: str | None,
+    no_webhook: bool,
+    new_webhook_secret: bool,
+) -> None:
+    """Change an app's redirect URLs or webhook."""
+    if webhook_url is not None and no_webhook:
+        raise click.UsageError("--webhook-url and --no-webhook contradict each other")
+    if not (redirect_urls or webhook_url is not None or no_webhook or new_webhook_secret):
+        raise click.UsageError(
+            "nothing to change: give --redirect-url, --webhook-url, --no-webhook"
+            " or --new-webhook-secret"
+        )
+    settings = settings_or_exit()
+    if webhook_url is not None:
+        webhook_url = _check_webhook(settings, webhook_url)
+    secret = None
+    with _transaction(settings) as conn:
+        _require_live(conn, app_id)
+        if redirect_urls:
+            app_keys.update_redirect_urls(conn, app_id, redirect_urls)
+        if webhook_url is not None:
+            secret = app_keys.set_webhook(conn, app_id, webhook_url, settings.secret_keys)
+        if no_webhook:
+            app_keys.clear_webhook(conn, app_id)
+        if new_webhook_secret:
+            try:
+                secret = app_keys.replace_webhook_secret(conn, app_id, settings.secret_keys)
+            except LookupError:
+                raise click.ClickException(
+                    f"app {app_id} has no webhook URL: set one with --webhook-url"
+                ) from None
+    click.echo(f"updated app {app_id}")
+    if secret is not None:
+        _print_secret(secret)
+
+
+@apps.command("rotate-key")
+@click.argument("app_id", metavar="ID", callback=_check_app_id)
+def apps_rotate_key(app_id: UUID) -> None:
+    """Give an app a new API key; the old one stops working at once."""
+    with _transaction(settings_or_exit()) as conn:
+        _require_live(conn, app_id)
+        key = app_keys.rotate_key(conn, app_id)
+        if key is None:  # revoked between the check and the update
+            raise click.ClickException(f"app {app_id} was revoked meanwhile")
+    click.echo(f"api key: {key}")
+    click.echo("Store the key now: it is not shown again; the old key no longer works.", err=True)
+
+
+@apps.command("revoke")
+@click.argument("app_id", metavar="ID", callback=_check_app_id)
+def apps_revoke(app_id: UUID) -> None:
+    """End an app: its key stops working at once and its events stop."""
+    with _transaction(settings_or_exit()) as conn:
+        _require_live(conn, app_id)
+        app_keys.revoke_app(conn, app_id)
+    click.echo(f"revoked app {app_id}")

@@ -22,6 +22,7 @@ from worker.delivery import RetryPolicy
 from worker.loop import Worker, WorkerOptions
 from worker.mailers import Mailer, NullMailer, SmtpMailer
 from worker.render import Renderer
+from worker.webhooks import WebhookDelivery
 
 log = logging.getLogger("authsvc.cli.worker")
 
@@ -154,7 +155,12 @@ def worker(
             cap_seconds=max(retry_cap_seconds, retry_base_seconds),
         ),
     )
-    runner = Worker(url, Renderer(settings, codec), smtp_mailer_factory(settings), options)
+    webhooks = WebhookDelivery(
+        settings.secret_keys, options.retry, options.send_timeout, settings.production
+    )
+    runner = Worker(
+        url, Renderer(settings, codec), smtp_mailer_factory(settings), options, webhooks=webhooks
+    )
 
     def stop(_signum: int, _frame: FrameType | None) -> None:
         runner.request_stop()

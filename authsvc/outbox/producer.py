@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from psycopg import Connection
 from psycopg.types.json import Jsonb
@@ -25,8 +26,12 @@ def enqueue_email(
     token_version: int | None = None,
     issued_at: datetime | None = None,
     payload: dict[str, Any] | None = None,
+    app_id: UUID | None = None,
 ) -> int:
-    """Insert an outbox row and NOTIFY workers; both take effect at commit."""
+    """Insert an outbox row and NOTIFY workers; both take effect at commit.
+
+    `app_id`: the app whose API call this email answers (it gets the flow's events).
+    """
     if template not in TEMPLATES:
         raise ValueError(f"unknown email template {template!r}")
     row = conn.execute(
@@ -39,6 +44,7 @@ def enqueue_email(
             "purpose": purpose,
             "token_version": token_version,
             "issued_at": issued_at,
+            "app_id": app_id,
         },
     ).fetchone()
     assert row is not None
@@ -53,6 +59,7 @@ def enqueue_link(
     purpose: str,
     issued_at: datetime,
     payload: dict[str, Any] | None = None,
+    app_id: UUID | None = None,
 ) -> tuple[int, int] | None:
     """Bump `email`'s `purpose` version and queue its link; (job id, version) or None.
 
@@ -66,6 +73,7 @@ def enqueue_link(
         "issued_at": issued_at,
         "payload": Jsonb(payload or {}),
         "channel": NOTIFY_CHANNEL,
+        "app_id": app_id,
     }
     row = conn.execute(Q["queue_link"], params).fetchone()
     return (int(row[0]), int(row[1])) if row else None

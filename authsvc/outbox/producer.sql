@@ -1,8 +1,9 @@
 -- insert_job --
 -- Queue one email; called inside the transaction that made it necessary.
-INSERT INTO email_jobs (template, recipient, payload, user_id, purpose, token_version, issued_at)
+INSERT INTO email_jobs (template, recipient, payload, user_id, purpose, token_version, issued_at,
+                        app_id)
 VALUES (%(template)s, %(recipient)s, %(payload)s, %(user_id)s, %(purpose)s,
-        %(token_version)s, %(issued_at)s)
+        %(token_version)s, %(issued_at)s, %(app_id)s)
 RETURNING id;
 
 -- notify_workers --
@@ -27,8 +28,10 @@ WITH bumped AS (
     RETURNING id, email,
               CASE WHEN %(purpose)s = 'reset' THEN reset_version ELSE verify_version END AS version
 ), queued AS (
-    INSERT INTO email_jobs (template, recipient, payload, user_id, purpose, token_version, issued_at)
-    SELECT %(purpose)s, email, %(payload)s, id, %(purpose)s, version, %(issued_at)s FROM bumped
+    INSERT INTO email_jobs (template, recipient, payload, user_id, purpose, token_version, issued_at,
+                            app_id)
+    SELECT %(purpose)s, email, %(payload)s, id, %(purpose)s, version, %(issued_at)s,
+           %(app_id)s::uuid FROM bumped
     RETURNING id, token_version
 )
 SELECT id, token_version, pg_notify(%(channel)s, '') FROM queued;

@@ -4,5 +4,47 @@ INSERT INTO apps (name, key_hash, redirect_urls) VALUES (%(name)s, %(key_hash)s,
 RETURNING id, name, redirect_urls;
 
 -- find_app_by_key_hash --
--- The app an API key belongs to.
-SELECT id, name, redirect_urls FROM apps WHERE key_hash = %(key_hash)s;
+-- The app an API key belongs to; a revoked app's key matches nothing.
+SELECT id, name, redirect_urls FROM apps WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
+
+-- list_apps --
+-- Every app, oldest first, for `authsvc apps list`.
+SELECT id, name, redirect_urls, webhook_url, created_at, revoked_at FROM apps ORDER BY created_at, id;
+
+-- find_app_listing --
+-- One app as `apps list` shows it.
+SELECT id, name, redirect_urls, webhook_url, created_at, revoked_at FROM apps WHERE id = %(app_id)s;
+
+-- lock_app_names --
+-- Serialises `apps create` so two at once cannot both take a name.
+SELECT pg_advisory_xact_lock(hashtext('authsvc.apps.names'));
+
+-- name_taken --
+-- Is a live app already called this (case-insensitively)?
+SELECT EXISTS (SELECT 1 FROM apps WHERE lower(name) = lower(%(name)s) AND revoked_at IS NULL);
+
+-- update_redirect_urls --
+UPDATE apps SET redirect_urls = %(redirect_urls)s WHERE id = %(app_id)s AND revoked_at IS NULL
+RETURNING id;
+
+-- set_webhook --
+-- Point a live app's events at url; the sealed secret is only written when it has none.
+UPDATE apps SET webhook_url = %(webhook_url)s,
+                webhook_secret = coalesce(webhook_secret, %(webhook_secret)s)
+WHERE id = %(app_id)s AND revoked_at IS NULL
+RETURNING webhook_secret = %(webhook_secret)s AS secret_is_new;
+
+-- replace_webhook_secret --
+UPDATE apps SET webhook_secret = %(webhook_secret)s
+WHERE id = %(app_id)s AND revoked_at IS NULL AND webhook_url IS NOT NULL
+RETURNING id;
+
+-- clear_webhook --
+UPDATE apps SET webhook_url = NULL WHERE id = %(app_id)s AND revoked_at IS NULL RETURNING id;
+
+-- rotate_key --
+-- The new hash replaces the old at commit: the old key matches nothing from then on.
+UPDATE apps SET key_hash = %(key_hash)s WHERE id = %(app_id)s AND revoked_at IS NULL RETURNING id;
+
+-- revoke_app --
+UPDATE apps SET revoked_at = now() WHERE id = %(app_id)s AND revoked_at IS NULL RETURNING id;

@@ -1,0 +1,72 @@
+"""Events for embedding apps (SPEC §9): queue one webhook delivery in the caller's transaction.
+
+An event goes to the app that started the flow (its API key queued the
+email), and only when that app is live and has a webhook URL. Queued in the
+same transaction as the change it reports, so it exists exactly when the
+change committed; the worker delivers it like an email (worker/webhooks.py).
+`email.delivered` and `email.failed` are queued by the statement that
+records the email's outcome (worker/jobs.sql record_outcomes), for the same
+reason.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection
+from psycopg.types.json import Jsonb
+
+from authsvc.outbox import NOTIFY_CHANNEL
+from authsvc.queries import load_queries
+
+Q = load_queries(Path(__file__).parent / "sql" / "events.sql")
+EVENT_TYPES = ("user.verified", "user.password_changed", "email.delivered", "email.failed")
+
+
+def event_timestamp(moment: datetime) -> str:
+    """RFC 3339 in UTC with milliseconds, as the body's `timestamp` carries it."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def flow_app(conn: Connection, *, user_id: int, purpose: str, version: int) -> UUID | None:
+    """The app whose API call sent this link version, if any."""
+    row = conn.execute(
+        Q["flow_app"], {"user_id": user_id, "purpose": purpose, "version": version}
+    ).fetchone()
+    return row[0] if row else None
+
+
+def queue_event(
+    conn: Connection,
+    *,
+    app_id: UUID | None,
+    event_type: str,
+    data: dict[str, Any],
+    user_id: int | None,
+    now: datetime,
+) -> int | None:
+    """Queue `event_type` for `app_id`; the job id, or None when the app takes no events."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    if app_id is None:
+        return None
+    params = {
+        "app_id": app_id,
+        "type": event_type,
+        "timestamp": event_timestamp(now),
+        "data": Jsonb(data),
+        "user_id": user_id,
+    }
+    row = conn.execute(Q["queue_event"], params).fetchone()
+    if row is None:
+        return None
+    conn.execute(Q["notify_workers"], {"channel": NOTIFY_CHANNEL})
+    return int(row[0])
+
+
+def user_data(user_id: int, email: str) -> dict[str, Any]:
+    """The `data` of the user.* events."""
+    return {"user": {"id": str(user_id), "email": email}}

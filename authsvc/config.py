@@ -184,7 +184,7 @@ def _check_webhook_secret(value: str) -> None:
     """A Standard Webhooks secret: whsec_ and base64 of at least 24 bytes."""
     body = value.removeprefix("whsec_")
     try:
-        raw = base64.b64decode(body + "==", validate=True)
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
     except (binascii.Error, ValueError):
         raise ValueError("expected whsec_ followed by base64") from None
     if len(raw) < 24:

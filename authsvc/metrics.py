@@ -25,6 +25,8 @@ LATENCY_BOUNDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 EVENT_COUNTERS = {
     "sent": ("authsvc_email_sends_total", "Emails accepted by the mail server."),
     "failed": ("authsvc_email_failures_total", "Jobs that failed for good."),
+    "suppressed": ("authsvc_email_suppressed_total",
+                   "Jobs not sent: the recipient is on the suppression list."),
     "retry": ("authsvc_email_retries_total", "Transient send failures scheduled for retry."),
     "ambiguous": ("authsvc_email_ambiguous_total", "Sends that broke after the final dot."),
     "lease_expired": ("authsvc_outbox_lease_expiries_total", "Re-claims after a lease expired."),
@@ -78,7 +80,7 @@ def _outbox_lines(conn: Connection) -> list[str]:
     assert row is not None and cur.description is not None
     gauges = dict(zip([c.name for c in cur.description], row, strict=True))
     _family(lines, "authsvc_outbox_jobs", "gauge", "Outbox jobs by status.")
-    for status in ("pending", "sent", "failed", "superseded", "expired"):
+    for status in ("pending", "sent", "failed", "superseded", "expired", "suppressed"):
         lines.append(f'authsvc_outbox_jobs{{status="{status}"}} {gauges[status]}')
     _family(lines, "authsvc_outbox_depth", "gauge", "Pending jobs due now and not leased.")
     lines.append(f"authsvc_outbox_depth {gauges['due']}")

@@ -13,8 +13,8 @@ from chaos.smtp import Receipt
 
 _JOB_ID = re.compile(r"<authsvc-job-(\d+)@")
 # Outcomes a worker records while it holds a lease; a killed worker records none.
-_OUTCOMES = {"sent", "failed", "superseded", "expired", "retry", "ambiguous", "released",
-             "lease_lost"}
+_OUTCOMES = {"sent", "failed", "superseded", "expired", "suppressed", "retry", "ambiguous",
+             "released", "lease_lost"}
 CONFIRM_PATHS = {"verify": "/api/v1/verifications/confirm",
                  "reset": "/api/v1/password-resets/confirm"}
 CURRENT_RESET_SAMPLE = 25  # each costs a production-strength argon2 hash

@@ -12,7 +12,7 @@ from psycopg.rows import class_row
 from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "admin.sql")
-STATUSES = ("pending", "sent", "failed", "superseded", "expired")
+STATUSES = ("pending", "sent", "failed", "superseded", "expired", "suppressed")
 
 
 @dataclass(frozen=True)

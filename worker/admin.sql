@@ -52,5 +52,5 @@ RETURNING job_id;
 -- prune_jobs --
 -- Delete finished jobs (and, by cascade, their trails) created before the cutoff.
 DELETE FROM email_jobs
-WHERE status IN ('sent', 'failed', 'superseded', 'expired')
+WHERE status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed')
   AND created_at < now() - make_interval(secs => %(older_than_seconds)s);

@@ -5,6 +5,7 @@ batched completer (worker/completer.py); `deliver` records at once.
 
 Failure classes and what each does:
   superseded / expired link  → marked, never sent;
+  suppressed recipient (bounced or complained, authsvc/suppressions.py) → marked, never sent;
   transient (4xx, connection errors, timeouts before DATA; HTTP 408/429/5xx and
              lost answers under an idempotency key) → retry with backoff,
              no sooner than the provider's Retry-After;
@@ -87,6 +88,11 @@ class Delivery:
 
     def decide(self, mailer: Mailer, job: ClaimedJob, lease_deadline: float) -> Outcome:
         """Check, render and send one claimed job; the outcome is left for the caller to record."""
+        if job.suppressed:
+            # A provider reported this address (hard bounce, complaint): never
+            # send; the API answered 202 all the same (no enumeration).
+            return Outcome(job, "suppressed",
+                           error="recipient is on the suppression list; not sent")
         if job.superseded:
             error = f"version {job.token_version} replaced by {job.current_version}"
             return Outcome(job, "superseded", error=error)

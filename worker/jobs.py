@@ -24,7 +24,7 @@ from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "jobs.sql")
 log = logging.getLogger("worker.jobs")
-FINAL_STATUSES = ("sent", "failed", "superseded", "expired")
+FINAL_STATUSES = ("sent", "failed", "superseded", "expired", "suppressed")
 OUTCOME_EVENTS = (*FINAL_STATUSES, "retry", "ambiguous", "released")
 
 
@@ -45,6 +45,7 @@ class ClaimedJob:
     lease_expires_at: datetime
     current_version: int | None
     ambiguous_before: bool
+    suppressed: bool = False  # the recipient is on the suppression list (authsvc/suppressions.py)
 
     @property
     def superseded(self) -> bool:

@@ -29,7 +29,9 @@ WITH due AS (
                                      WHEN 'verify' THEN u.verify_version END
                FROM users AS u WHERE u.id = j.user_id) AS current_version,
               EXISTS (SELECT 1 FROM email_job_events AS e
-                      WHERE e.job_id = j.id AND e.event = 'ambiguous') AS ambiguous_before
+                      WHERE e.job_id = j.id AND e.event = 'ambiguous') AS ambiguous_before,
+              EXISTS (SELECT 1 FROM suppressions AS s
+                      WHERE s.address = j.recipient) AS suppressed
 ), logged AS (
     INSERT INTO email_job_events (job_id, event, lease_owner, lease_expires_at, attempt, token_version)
     SELECT id, 'claimed', lease_owner, lease_expires_at, attempt_count, token_version FROM claimed
@@ -42,7 +44,7 @@ SELECT * FROM claimed ORDER BY id;
 -- statement. The owner is one string per process, so a process that claimed
 -- a job again after its own lease expired holds it under the same owner: the
 -- attempt (incremented by every claim) tells the claims apart.
--- Final events (sent, failed, superseded, expired) end the job; retry and
+-- Final events (sent, failed, superseded, expired, suppressed) end the job; retry and
 -- ambiguous put it back after its backoff; released hands it back due now,
 -- the attempt it did not make uncounted. An outcome whose lease is gone
 -- changes nothing and leaves a lease_lost row instead (a lost release leaves

@@ -9,7 +9,7 @@ from types import FrameType
 import click
 from dotenv import load_dotenv
 
-from authsvc.cli import apps, db, dev, inbox, outbox, serve
+from authsvc.cli import apps, db, dev, inbox, outbox, serve, suppressions
 from authsvc.cli import worker as worker_command
 
 
@@ -33,3 +33,4 @@ main.add_command(dev.dev)
 main.add_command(inbox.inbox)
 main.add_command(worker_command.worker)
 main.add_command(outbox.outbox)
+main.add_command(suppressions.suppressions)

@@ -6,6 +6,7 @@ SELECT
     count(*) FILTER (WHERE status = 'failed') AS failed,
     count(*) FILTER (WHERE status = 'superseded') AS superseded,
     count(*) FILTER (WHERE status = 'expired') AS expired,
+    count(*) FILTER (WHERE status = 'suppressed') AS suppressed,
     count(*) FILTER (WHERE status = 'pending' AND next_attempt_at <= now()
                      AND (lease_expires_at IS NULL OR lease_expires_at <= now())) AS due,
     count(*) FILTER (WHERE status = 'pending' AND lease_expires_at > now()) AS leased,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import sys
 import threading
 import time
 import uuid
@@ -109,7 +110,7 @@ class LocalResend:
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="local-resend",
                                         daemon=True)
@@ -240,6 +241,14 @@ class LocalResend:
             remembered = self._keys.get(key) if key else None
         if remembered is not None and remembered.status:
             remembered.done.set()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A sender killed or timed out mid-request resets its connection:
+        # expected here, not worth a traceback on stderr.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _error(status: int, name: str, message: str) -> dict[str, Any]:

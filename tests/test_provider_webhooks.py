@@ -113,6 +113,15 @@ def test_unverifiable_webhooks_are_refused_and_change_nothing(hook, conn, tamper
     assert _state(conn) == ([], [])
 
 
+@pytest.mark.parametrize("body", ["not json", "[1, 2]", "\"email.bounced\""])
+def test_a_signed_body_that_is_not_an_event_is_refused(hook, conn, body):
+    when = datetime.now(UTC)
+    headers = {"svix-id": "msg_x", "svix-timestamp": str(int(when.timestamp())),
+               "svix-signature": Webhook(SECRET).sign("msg_x", when, body)}
+    assert_problem(hook.post(PATH, data=body, headers=headers), 400, "invalid_request")
+    assert _state(conn) == ([], [])
+
+
 def test_a_replayed_message_id_is_refused_and_changes_nothing(hook, conn):
     assert _post(hook, _event()).status_code == 200
     conn.execute("DELETE FROM suppressions")  # the operator lifted it since

@@ -36,6 +36,10 @@ DOCUMENTED_FIELDS = frozenset({
     "attachments", "tags", "scheduled_at", "template", "topic_id",
 })
 REQUIRED_FIELDS = ("from", "to", "subject")
+# Resend's error names by status, for injected failures.
+ERROR_NAMES = {400: "validation_error", 401: "missing_api_key", 403: "invalid_api_key",
+               404: "not_found", 408: "request_timeout", 422: "validation_error",
+               429: "rate_limit_exceeded"}
 _TOKEN = re.compile(r"[?&]token=([A-Za-z0-9_.\-]+)")
 
 
@@ -195,7 +199,7 @@ class LocalResend:
         fault = self._next_fault()
         if fault is not None and fault.kind == "fail":
             extra = {"Retry-After": fault.retry_after} if fault.retry_after else {}
-            name = "rate_limit_exceeded" if fault.status == 429 else "internal_server_error"
+            name = ERROR_NAMES.get(fault.status, "internal_server_error")
             return fault.status, _error(fault.status, name, "injected fault"), extra, None
         key = headers.get("idempotency-key")
         body_hash = json.dumps(body, sort_keys=True)

@@ -184,6 +184,7 @@ def run(args: argparse.Namespace) -> Report:
         cluster.close()
     _judge(report, args)
     report.details["logs"] = str(logs)
+    report.details["cluster"] = str(cluster.root)
     return report
 
 

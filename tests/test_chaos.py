@@ -29,7 +29,6 @@ LINE = re.compile(
 @pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_no_email_lost_or_stale_link_redeemed_under_faults(tmp_path: Path) -> None:
-    clusters_before = _chaos_clusters_running()
     run = subprocess.run(
         [sys.executable, "-m", "chaos", "--requests", "500", "--workers", "3", "--kills", "6",
          "--logs", str(tmp_path / "logs")],
@@ -47,14 +46,17 @@ def test_no_email_lost_or_stale_link_redeemed_under_faults(tmp_path: Path) -> No
     assert figures["max_duplicates_per_kill"] <= MAX_RESENDS_PER_KILL, report
     assert figures["kills"] >= 6 and figures["db_restarts"] == 1
     assert "stale 410 token_superseded" in run.stderr, "no stale link was delivered and tried"
-    assert not _chaos_clusters_running() - clusters_before, "the harness left PostgreSQL running"
+    assert not _clusters_running(run.stderr), "the harness left PostgreSQL running"
 
 
-def _chaos_clusters_running() -> set[int]:
+def _clusters_running(stderr: str) -> set[int]:
+    """Processes of this run's cluster (others may run chaos on the same machine)."""
+    match = re.search(r"^  cluster: (/\S+)$", stderr, re.MULTILINE)
+    assert match, "the harness did not say where its cluster was"
     return {
         p.pid
         for p in psutil.process_iter(["cmdline"])
-        if any("/chaos-pg-" in part for part in (p.info["cmdline"] or []))
+        if any(match.group(1) in part for part in (p.info["cmdline"] or []))
     }
 
 
@@ -73,7 +75,6 @@ HTTP_LINE = re.compile(
 def test_provider_idempotency_closes_the_crash_window(tmp_path: Path) -> None:
     """SPEC §10: kills after the provider accepted and before the worker recorded, plus
     provider faults, deliver every email exactly once over HTTP with an idempotency key."""
-    clusters_before = _chaos_clusters_running()
     run = subprocess.run(
         [sys.executable, "-m", "chaos", "--transport", "http", "--requests", "500",
          "--workers", "3", "--kills", "6", "--logs", str(tmp_path / "logs")],
@@ -90,4 +91,4 @@ def test_provider_idempotency_closes_the_crash_window(tmp_path: Path) -> None:
     assert figures["crash_window"] == figures["kills"] >= 6, report
     assert figures["db_restarts"] == 1
     assert "'rate_limited': 0" not in run.stderr and "'server_error': 0" not in run.stderr
-    assert not _chaos_clusters_running() - clusters_before, "the harness left PostgreSQL running"
+    assert not _clusters_running(run.stderr), "the harness left PostgreSQL running"

@@ -18,7 +18,7 @@ from tests.worker_support import delivery, job_status, queue_notices, renderer, 
 from tools.local_resend import LocalResend
 from worker import jobs
 from worker.delivery import RetryPolicy
-from worker.mailers import PermanentSendError, TransientSendError
+from worker.mailers import AmbiguousSendError, PermanentSendError, TransientSendError
 from worker.providers import mailer_factory
 from worker.providers.http import retry_after_seconds
 from worker.providers.resend import DOCUMENTED_FIELDS, ResendMailer
@@ -203,6 +203,21 @@ def test_one_connection_is_reused_across_sends(conn, pool, settings, provider):
     for job in claimed:
         mailer.send(r.render(job))
     assert len({request["peer"] for request in provider.requests}) == 1
+
+
+class _KeylessProvider(ResendMailer):
+    """A provider without idempotency keys (Postmark, SES): one class attribute differs."""
+
+    idempotent = False
+
+
+def test_without_an_idempotency_key_a_lost_answer_is_ambiguous(conn, pool, settings, provider):
+    email = _email(settings, pool, conn)
+    provider.drop_next()
+    mailer = _KeylessProvider(parse_http_provider_url(provider.mail_url), timeout=2.0)
+    with pytest.raises(AmbiguousSendError):
+        mailer.send(email)
+    assert "idempotency-key" not in provider.requests[0]["headers"]
 
 
 def test_mail_url_selects_the_transport(tmp_path, provider):

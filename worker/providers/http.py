@@ -72,13 +72,10 @@ class HttpProviderMailer:
     idempotent: ClassVar[bool] = False
     idempotency_header: ClassVar[str | None] = None
 
-    def __init__(self, target: HttpProviderTarget, *, timeout: float,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, target: HttpProviderTarget, *, timeout: float) -> None:
         self.target = target
         self.timeout = timeout
-        self._transport = transport  # tests only: httpx.MockTransport
         self._client: httpx.Client | None = None
-        self.requests_sent = 0  # for tests and figures
 
     # What a provider module defines.
     def auth_headers(self) -> dict[str, str]:
@@ -107,7 +104,6 @@ class HttpProviderMailer:
                 timeout=httpx.Timeout(connect=t / 4, write=t / 4, read=t / 2, pool=t / 4),
                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1,
                                     keepalive_expiry=IDLE_RECONNECT_SECONDS),
-                transport=self._transport,
                 follow_redirects=False,
             )
         return self._client
@@ -117,7 +113,6 @@ class HttpProviderMailer:
         if self.idempotent and self.idempotency_header:
             headers[self.idempotency_header] = email.idempotency_key
         client = self._session()
-        self.requests_sent += 1
         try:
             response = client.post(self.path, json=self.body(email), headers=headers)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
@@ -139,8 +134,7 @@ class HttpProviderMailer:
             answer = None
         status = response.status_code
         if 200 <= status < 300:
-            provider_id = self.message_id(answer, email)
-            return provider_id
+            return self.message_id(answer, email)
         text = f"HTTP {status}: {_short(self.error_message(answer, response))}"
         error: SendError
         if status in RETRY_STATUSES or status >= 500 or self.transient_conflict(response, answer):

@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-server browser lint clean chaos fuzz chaos fuzz
+.PHONY: install run test test-server browser lint clean chaos chaos-provider fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,11 @@ bench-report: $(STAMP)
 # Long-mode reliability runs (docs/RELIABILITY.md); each prints its figures.
 chaos: $(STAMP)
 	$(BIN)/python -m chaos --requests 5000 --workers 4 --kills 24 --kill-every 2 --rate 100
+
+# The same schedule against the local Resend-like provider (tools/local_resend.py):
+# every kill lands after the provider accepted and before the worker recorded.
+chaos-provider: $(STAMP)
+	$(BIN)/python -m chaos --transport http --requests 5000 --workers 4 --kills 24 --kill-every 2 --rate 100
 
 fuzz: $(STAMP)
 	AUTHSVC_FUZZ_MODE=long AUTHSVC_HYPOTHESIS_PROFILE=long $(BIN)/pytest tests/test_api_schemathesis.py tests/test_pages_input_properties.py tests/test_properties_ownership.py -q -s -p no:cacheprovider -o timeout=3600

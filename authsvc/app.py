@@ -59,6 +59,10 @@ def create_app(
     app.register_blueprint(metrics.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(pages.bp)
+    from authsvc import provider_webhooks
+
+    csrf.exempt(provider_webhooks.bp)  # signed by the provider, no cookies
+    app.register_blueprint(provider_webhooks.bp)
     if settings.test_inbox:
         from authsvc import inbox
 

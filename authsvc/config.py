@@ -6,6 +6,8 @@ database, so an operator fixes a bad deployment in one round trip.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 import secrets
@@ -20,6 +22,8 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smhd])\s*$")
 SMTP_SCHEMES = {"smtp", "smtp+starttls", "smtps"}
+# HTTP providers by AUTHSVC_MAIL_URL scheme; `+http` is for local fakes only.
+HTTP_PROVIDER_SCHEMES = {"resend": "https", "resend+http": "http"}
 # Beyond this PostgreSQL's timestamps overflow; no lifetime needs more.
 MAX_DURATION_SECONDS = 36500 * 86400
 
@@ -55,6 +59,15 @@ class SmtpTarget:
 
 
 @dataclass(frozen=True)
+class HttpProviderTarget:
+    """An HTTP mail provider (AUTHSVC_MAIL_URL=resend://KEY@host[:port])."""
+
+    provider: str  # "resend"
+    base_url: str  # scheme://host[:port], no trailing slash
+    api_key: str = field(repr=False)
+
+
+@dataclass(frozen=True)
 class Settings:
     env: str
     database_url: str | None
@@ -78,6 +91,10 @@ class Settings:
     metrics_token: str | None = field(default=None, repr=False)
     # AUTHSVC_SMTP_URL=null://: build every message and discard it (load tests).
     null_mail: bool = False
+    # AUTHSVC_MAIL_URL=resend://…: an HTTP provider instead of SMTP.
+    http_provider: HttpProviderTarget | None = None
+    # AUTHSVC_PROVIDER_WEBHOOK_SECRET: verifies POST /webhooks/provider/… (whsec_…).
+    provider_webhook_secret: str | None = field(default=None, repr=False)
 
     @property
     def production(self) -> bool:
@@ -136,6 +153,42 @@ def parse_smtp_url(value: str) -> SmtpTarget:
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
     )
+
+
+def parse_http_provider_url(value: str) -> HttpProviderTarget:
+    """resend://API_KEY@host[:port] (https), or resend+http://… for a local fake."""
+    parts = urlsplit(value)
+    scheme = parts.scheme.lower()
+    if scheme not in HTTP_PROVIDER_SCHEMES:
+        raise ValueError(f"scheme must be one of {sorted(HTTP_PROVIDER_SCHEMES)}, got {scheme!r}")
+    if not parts.hostname:
+        raise ValueError("needs a host")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"bad port: {exc}") from None
+    # The key is the user part; a password part would be a mistake to keep silently.
+    if not parts.username or parts.password is not None:
+        raise ValueError("needs the API key as the user part: resend://API_KEY@host")
+    api_key = unquote(parts.username)
+    if not api_key.isprintable() or " " in api_key:
+        raise ValueError("the API key has spaces or control characters")
+    if parts.path.strip("/") or parts.query or parts.fragment:
+        raise ValueError("takes no path, query or fragment")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    base_url = f"{HTTP_PROVIDER_SCHEMES[scheme]}://{host}" + (f":{port}" if port else "")
+    return HttpProviderTarget(provider=scheme.split("+")[0], base_url=base_url, api_key=api_key)
+
+
+def _check_webhook_secret(value: str) -> None:
+    """A Standard Webhooks secret: whsec_ and base64 of at least 24 bytes."""
+    body = value.removeprefix("whsec_")
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("expected whsec_ followed by base64") from None
+    if len(raw) < 24:
+        raise ValueError("the secret is shorter than 24 bytes")
 
 
 def _scheme(url: str) -> str | None:
@@ -218,17 +271,42 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
             f"AUTHSVC_MAIL_FROM: expected an address such as 'name <a@b>', got {mail_from!r}"
         )
 
+    # AUTHSVC_MAIL_URL is the setting; AUTHSVC_SMTP_URL, its older name, is
+    # still read (the same values), and setting both to different values is refused.
     smtp: SmtpTarget | None = None
-    smtp_url = get("AUTHSVC_SMTP_URL")
+    http_provider: HttpProviderTarget | None = None
+    mail_name = "AUTHSVC_MAIL_URL"
+    smtp_url = get("AUTHSVC_MAIL_URL")
+    legacy_url = get("AUTHSVC_SMTP_URL")
+    if smtp_url is None:
+        smtp_url, mail_name = legacy_url, "AUTHSVC_SMTP_URL"
+    elif legacy_url is not None and legacy_url != smtp_url:
+        problems.append("AUTHSVC_MAIL_URL and AUTHSVC_SMTP_URL differ; set only AUTHSVC_MAIL_URL")
     null_mail = smtp_url is not None and smtp_url.lower() == "null://"
     if null_mail:
         if production:
-            problems.append("AUTHSVC_SMTP_URL: null:// discards every email; refused in production")
+            problems.append(f"{mail_name}: null:// discards every email; refused in production")
+    elif smtp_url and smtp_url.partition("://")[0].lower() in HTTP_PROVIDER_SCHEMES:
+        try:
+            http_provider = parse_http_provider_url(smtp_url)
+        except ValueError as exc:
+            problems.append(f"{mail_name}: {exc}")
+        else:
+            if production and not http_provider.base_url.startswith("https://"):
+                problems.append(f"{mail_name}: resend+http:// is for local fakes; "
+                                "production sends over https (resend://)")
     elif smtp_url:
         try:
             smtp = parse_smtp_url(smtp_url)
         except ValueError as exc:
-            problems.append(f"AUTHSVC_SMTP_URL: {exc}")
+            problems.append(f"{mail_name}: {exc}")
+
+    webhook_secret = get("AUTHSVC_PROVIDER_WEBHOOK_SECRET")
+    if webhook_secret:
+        try:
+            _check_webhook_secret(webhook_secret)
+        except ValueError as exc:
+            problems.append(f"AUTHSVC_PROVIDER_WEBHOOK_SECRET: {exc}")
 
     test_inbox = bool(parsed("AUTHSVC_TEST_INBOX", "off", parse_bool))
     inbox_domain = (get("AUTHSVC_TEST_INBOX_DOMAIN", "inbox.test") or "").lower()
@@ -258,7 +336,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         if not database_url:
             problems.append("AUTHSVC_DATABASE_URL: required in production")
         if not smtp_url:
-            problems.append("AUTHSVC_SMTP_URL: required in production")
+            problems.append("AUTHSVC_MAIL_URL (or AUTHSVC_SMTP_URL): required in production")
         if test_inbox:
             problems.append("AUTHSVC_TEST_INBOX: the test inbox is refused in production")
         if not metrics_token:
@@ -299,5 +377,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         trusted_proxies=int(trusted_raw),
         metrics_token=metrics_token,
         null_mail=null_mail,
+        http_provider=http_provider,
+        provider_webhook_secret=webhook_secret,
         **settings_kwargs,  # type: ignore[arg-type]
     )

@@ -24,6 +24,8 @@ LATENCY_BOUNDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 EVENT_COUNTERS = {
     "sent": ("authsvc_email_sends_total", "Emails accepted by the mail server."),
     "failed": ("authsvc_email_failures_total", "Jobs that failed for good."),
+    "suppressed": ("authsvc_email_suppressed_total",
+                   "Jobs not sent: the recipient is on the suppression list."),
     "retry": ("authsvc_email_retries_total", "Transient send failures scheduled for retry."),
     "ambiguous": ("authsvc_email_ambiguous_total", "Sends that broke after the final dot."),
     "lease_expired": ("authsvc_outbox_lease_expiries_total", "Re-claims after a lease expired."),

@@ -1,8 +1,15 @@
 """`python -m chaos`: run the fault schedule, reconcile, print one `chaos:` line.
 
 Exit status 0 only if every guarantee held: nothing lost or stuck, every
-duplicate inside the crash-after-accept window, no stale link redeemed, no
-token or password in any log, and the fault schedule actually ran.
+duplicate inside the crash-after-accept window (over HTTP with an
+idempotency key: no duplicate at all), no stale link redeemed, no token or
+password in any log, and the fault schedule actually ran.
+
+`--transport smtp` (the default) sends to a faulty SMTP server and kills
+workers at random moments; `--transport http` sends to the local Resend-like
+provider (chaos/provider.py), which injects 429s, 500s, stalls and dropped
+answers, and kills each victim after accepting its message and before the
+worker could record it.
 """
 
 from __future__ import annotations
@@ -21,7 +28,14 @@ from authsvc.app_keys import register_app
 from chaos.cluster import ThrowawayPostgres
 from chaos.fleet import MAX_BACKOFF_SECONDS, MAX_RESENDS_PER_KILL, Fleet
 from chaos.load import ApiClient, LinkRequest, run_load
-from chaos.reconcile import NEW_PASSWORD, Report, check_redemptions, reconcile
+from chaos.provider import AcceptKiller, receipts, start_provider, wait_idle
+from chaos.reconcile import (
+    NEW_PASSWORD,
+    Report,
+    check_redemptions,
+    count_crash_window,
+    reconcile,
+)
 from chaos.schedule import MAX_CRASHES, FaultSchedule
 from chaos.smtp import FaultRates, FaultySmtp
 
@@ -40,6 +54,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--drain-timeout", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--logs", type=Path, default=None, help="keep process logs here")
+    parser.add_argument("--transport", choices=("smtp", "http"), default="smtp",
+                        help="a faulty SMTP server, or the local Resend-like HTTP provider")
     args = parser.parse_args(argv)
     if args.requests < 2 or args.workers < 1 or args.kills < 0:
         parser.error("need --requests >= 2, --workers >= 1, --kills >= 0")
@@ -47,7 +63,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _environment(
-    db_url: str, smtp_url: str, data_dir: Path, lease_seconds: float
+    db_url: str, mail_url: str, data_dir: Path, lease_seconds: float
 ) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTHSVC_")}
     env.update(
@@ -55,7 +71,7 @@ def _environment(
         AUTHSVC_DATABASE_URL=db_url,
         AUTHSVC_DATA_DIR=str(data_dir),
         AUTHSVC_SECRET_KEYS=SECRET_KEY,
-        AUTHSVC_SMTP_URL=smtp_url,
+        AUTHSVC_MAIL_URL=mail_url,
         AUTHSVC_MAIL_FROM="authsvc <no-reply@chaos.test>",
         AUTHSVC_LEASE_SECONDS=str(int(lease_seconds)),
         # The harness is one app calling hard; the per-app limit is not under test here.
@@ -84,12 +100,15 @@ def run(args: argparse.Namespace) -> Report:
     print(f"chaos seed={seed}", file=sys.stderr)
     logs = args.logs or Path(tempfile.mkdtemp(prefix="chaos-logs-"))
     logs.mkdir(parents=True, exist_ok=True)
-    report = Report(requests=args.requests)
+    report = Report(requests=args.requests, transport=args.transport)
     cluster = ThrowawayPostgres()
+    http = args.transport == "http"
     smtp = FaultySmtp(FaultRates(), seed)
+    provider = start_provider(seed) if http else None
     fleet: Fleet | None = None
     try:
-        smtp.start()
+        if not http:
+            smtp.start()
         emails, requests = _requests(args.requests, rng)
         with psycopg.connect(cluster.url, autocommit=True) as conn, conn.transaction():
             conn.execute(
@@ -97,14 +116,19 @@ def run(args: argparse.Namespace) -> Report:
                 (emails,),
             )
             _app, api_key = register_app(conn, "chaos", ["http://127.0.0.1/"])
-        env = _environment(cluster.url, smtp.url, logs / "data", args.lease_seconds)
+        mail_url = provider.mail_url if provider is not None else smtp.url
+        env = _environment(cluster.url, mail_url, logs / "data", args.lease_seconds)
         fleet = Fleet(env, logs, args.workers, args.lease_seconds, seed)
+        killer = AcceptKiller(fleet)
+        if provider is not None:
+            provider.on_accept = killer.on_accept
         fleet.start_api()
         fleet.start_workers()
         client = ApiClient(fleet.api_port, api_key)
 
         schedule = FaultSchedule(fleet, cluster, rng, kills=args.kills,
-                                 kill_every=args.kill_every)
+                                 kill_every=args.kill_every,
+                                 kill=(lambda _rng: killer.arm()) if http else None)
 
         def progress(done: int) -> None:
             if done >= args.requests // 2:
@@ -131,23 +155,36 @@ def run(args: argparse.Namespace) -> Report:
             time.sleep(0.25)
         crashes = schedule.crashes
         report.details.update(run_seconds=round(time.monotonic() - started, 1),
-                              smtp_faults=dict(smtp.faults), worker_crashes=crashes)
+                              worker_crashes=crashes)
+        if provider is not None:
+            wait_idle(provider, 10.0)
+            report.details.update(provider_faults=dict(provider.faults),
+                                  provider_requests=len(provider.requests),
+                                  provider_replays=provider.replays)
+        else:
+            report.details.update(smtp_faults=dict(smtp.faults))
         report.kills = len(fleet.killed_pids)
         report.db_restarts = cluster.restarts
-        receipts = smtp.snapshot()
+        got = receipts(provider) if provider is not None else smtp.snapshot()
         with psycopg.connect(cluster.url, autocommit=True) as conn:
-            reconcile(conn, report, receipts, fleet.killed_pids,
+            reconcile(conn, report, got, fleet.killed_pids,
                       args.lease_seconds + MAX_BACKOFF_SECONDS)
-            check_redemptions(client, conn, report, receipts)
+            if provider is not None:
+                count_crash_window(conn, report, killer.killed_jobs)
+            check_redemptions(client, conn, report, got)
         fleet.stop()
-        _scan_logs(logs, receipts, report)
+        _scan_logs(logs, got, report)
     finally:
         if fleet is not None:
             fleet.stop()
-        smtp.stop()
+        if provider is not None:
+            provider.stop()
+        else:
+            smtp.stop()
         cluster.close()
     _judge(report, args)
     report.details["logs"] = str(logs)
+    report.details["cluster"] = str(cluster.root)
     return report
 
 
@@ -170,6 +207,8 @@ def _judge(report: Report, args: argparse.Namespace) -> None:
                                f" more than the bound of {MAX_RESENDS_PER_KILL}")
     if report.kills < args.kills:
         report.problems.append(f"only {report.kills} of {args.kills} kills happened")
+    if report.transport == "http" and report.duplicates:
+        report.problems.append(f"duplicates={report.duplicates} despite the idempotency key")
     if report.db_restarts != 1:
         report.problems.append(f"db_restarts={report.db_restarts}, expected 1")
 
@@ -181,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     for problem in report.problems:
         print(f"BROKEN: {problem}", file=sys.stderr)
     print(report.line(), flush=True)
+    if report.transport == "http":
+        return 1 if report.problems else 0
     print(f"chaos: most duplicates caused by one kill: {report.max_duplicates_per_kill}"
           f" (bound: --concurrency + --batch = {MAX_RESENDS_PER_KILL})", flush=True)
     return 1 if report.problems else 0

@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -37,6 +38,9 @@ class Fleet:
     _workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _files: list[IO[bytes]] = field(default_factory=list)
     _started: int = 0
+    # Workers are killed and replaced from the schedule's thread and, in
+    # provider mode, from the provider's request threads.
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def api_url(self) -> str:
@@ -57,6 +61,10 @@ class Fleet:
                          output=(self.logs / "api.log").read_text)
 
     def start_worker(self) -> None:
+        with self._lock:
+            self._start_worker()
+
+    def _start_worker(self) -> None:
         self._started += 1
         # The real command; only time is compressed (production retries start
         # at 30 s and cap at 1 h, which would stretch a run to hours).
@@ -73,22 +81,35 @@ class Fleet:
 
     def kill_random_worker(self, rng: random.Random) -> None:
         """SIGKILL one running worker (no chance to clean up) and start a replacement."""
-        alive = [p for p in self._workers if p.poll() is None]
-        if alive:
-            victim = rng.choice(alive)
-            victim.send_signal(signal.SIGKILL)
+        with self._lock:
+            alive = [p for p in self._workers if p.poll() is None]
+            if alive:
+                self.kill_worker(rng.choice(alive).pid)
+            else:
+                self.start_worker()
+
+    def worker_pids(self) -> list[int]:
+        with self._lock:
+            return [p.pid for p in self._workers if p.poll() is None]
+
+    def kill_worker(self, pid: int, signum: int = signal.SIGKILL) -> None:
+        """Kill the worker with this pid and start a replacement."""
+        with self._lock:
+            [victim] = [p for p in self._workers if p.pid == pid]
+            victim.send_signal(signum)
             victim.wait(timeout=10)
             self.killed_pids.append(victim.pid)
             self._workers.remove(victim)
-        self.start_worker()
+            self.start_worker()
 
     def replace_exited_workers(self) -> list[int]:
         """Restart workers that exited on their own; returns their exit codes."""
         codes = []
-        for process in [p for p in self._workers if p.poll() is not None]:
-            codes.append(process.returncode)
-            self._workers.remove(process)
-            self.start_worker()
+        with self._lock:
+            for process in [p for p in self._workers if p.poll() is not None]:
+                codes.append(process.returncode)
+                self._workers.remove(process)
+                self.start_worker()
         return codes
 
     def stop(self) -> None:

@@ -13,8 +13,8 @@ from chaos.smtp import Receipt
 
 _JOB_ID = re.compile(r"<authsvc-job-(\d+)@")
 # Outcomes a worker records while it holds a lease; a killed worker records none.
-_OUTCOMES = {"sent", "failed", "superseded", "expired", "retry", "ambiguous", "released",
-             "lease_lost"}
+_OUTCOMES = {"sent", "failed", "superseded", "expired", "suppressed", "retry", "ambiguous",
+             "released", "lease_lost"}
 CONFIRM_PATHS = {"verify": "/api/v1/verifications/confirm",
                  "reset": "/api/v1/password-resets/confirm"}
 CURRENT_RESET_SAMPLE = 25  # each costs a production-strength argon2 hash
@@ -24,6 +24,7 @@ NEW_PASSWORD = "chaos-survivor-passphrase-42"  # noqa: S105  (set by redeemed re
 @dataclass
 class Report:
     requests: int
+    transport: str = "smtp"
     accepted: int = 0
     jobs: int = 0
     expected: int = 0
@@ -40,6 +41,14 @@ class Report:
     details: dict[str, object] = field(default_factory=dict)
 
     def line(self) -> str:
+        if self.transport == "http":
+            return (
+                f"chaos: requests={self.requests} transport=http expected={self.expected}"
+                f" delivered={self.delivered} lost={self.lost} stuck={self.stuck}"
+                f" duplicates={self.duplicates} crash_window={self.crash_window}"
+                f" stale_redemptions={self.stale_redemptions} kills={self.kills}"
+                f" db_restarts={self.db_restarts}"
+            )
         return (
             f"chaos: requests={self.requests} expected={self.expected} delivered={self.delivered}"
             f" lost={self.lost} stuck={self.stuck} duplicates={self.duplicates}"
@@ -162,6 +171,26 @@ def reconcile(
     if report.duplicates > report.crash_window:
         unexplained = sorted(set(duplicated) - set(explained))[:10]
         report.problems.append(f"duplicates outside the crash window: jobs {unexplained}")
+
+
+def count_crash_window(
+    conn: psycopg.Connection, report: Report, killed_jobs: dict[int, int]
+) -> None:
+    """Provider mode: sends the provider accepted whose worker was killed before recording.
+
+    Each is confirmed by the trail: the killed worker's claim of the job has
+    no outcome after it. Over HTTP with an idempotency key these are not
+    duplicates; `report.duplicates` counts jobs delivered more than once.
+    """
+    confirmed = 0
+    for job_id, pid in killed_jobs.items():
+        trail = conn.execute("SELECT event, lease_owner FROM email_job_events"
+                             " WHERE job_id = %s ORDER BY id", (job_id,)).fetchall()
+        if _killed_claims(trail, {pid}):
+            confirmed += 1
+        else:
+            report.problems.append(f"job {job_id}: its sender was killed but recorded anyway")
+    report.crash_window = confirmed
 
 
 def check_redemptions(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 
 from chaos.cluster import ThrowawayPostgres
 from chaos.fleet import Fleet
@@ -16,13 +17,17 @@ class FaultSchedule(threading.Thread):
     """Runs beside the load until the load is done, every kill happened and the restart too."""
 
     def __init__(self, fleet: Fleet, cluster: ThrowawayPostgres, rng: random.Random, *,
-                 kills: int, kill_every: float) -> None:
+                 kills: int, kill_every: float,
+                 kill: Callable[[random.Random], None] | None = None) -> None:
         super().__init__(name="faults", daemon=True)
         self.fleet = fleet
         self.cluster = cluster
         self.rng = rng
         self.kills = kills
         self.kill_every = kill_every
+        # SMTP mode kills a random worker at a random moment; provider mode
+        # arms a kill that the provider carries out after accepting a message.
+        self.kill = kill or fleet.kill_random_worker
         self.halfway = threading.Event()  # set by the load: time for the restart
         self.load_done = threading.Event()
         self.crashes: list[int] = []  # exit codes of workers that stopped by themselves
@@ -37,7 +42,7 @@ class FaultSchedule(threading.Thread):
             if self.halfway.is_set() and self.cluster.restarts == 0:
                 self.cluster.restart()
             if len(self.fleet.killed_pids) < self.kills and time.monotonic() >= next_kill:
-                self.fleet.kill_random_worker(self.rng)
+                self.kill(self.rng)
                 next_kill = time.monotonic() + self.kill_every * self.rng.uniform(0.5, 1.5)
             self.supervise()
             time.sleep(0.05)

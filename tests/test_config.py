@@ -111,3 +111,49 @@ def test_smtp_urls(url, expected):
 def test_bad_rate_limits_are_named(tmp_path, rate):
     with pytest.raises(ConfigError, match="AUTHSVC_RATE_LIMIT_IP"):
         _load(tmp_path, AUTHSVC_RATE_LIMIT_IP=rate)
+
+
+def test_mail_url_takes_an_http_provider(tmp_path):
+    s = _load(tmp_path, AUTHSVC_MAIL_URL="resend://re_abc%2Bdef@api.resend.com")
+    assert s.http_provider is not None and s.smtp is None
+    assert s.http_provider.base_url == "https://api.resend.com"
+    assert s.http_provider.api_key == "re_abc+def"
+    assert "re_abc" not in repr(s)
+
+
+def test_smtp_url_is_still_read_as_the_mail_url(tmp_path):
+    assert _load(tmp_path, AUTHSVC_SMTP_URL="smtps://mail.example.com").smtp is not None
+    s = _load(tmp_path, AUTHSVC_SMTP_URL="resend://re_k@api.resend.com")
+    assert s.http_provider is not None
+
+
+@pytest.mark.parametrize("url, problem", [
+    ("resend://api.resend.com", "API key"),
+    ("resend://re_k:secret@api.resend.com", "API key"),
+    ("resend://re_k@api.resend.com/emails", "no path"),
+    ("resend://re_k@api.resend.com:99999", "bad port"),
+    ("postmark://re_k@api.postmarkapp.com", "scheme"),
+])
+def test_malformed_mail_urls_are_refused(tmp_path, url, problem):
+    with pytest.raises(ConfigError, match=problem):
+        _load(tmp_path, AUTHSVC_MAIL_URL=url)
+
+
+def test_mail_url_and_smtp_url_must_agree(tmp_path):
+    with pytest.raises(ConfigError, match="differ"):
+        _load(tmp_path, AUTHSVC_MAIL_URL="resend://re_k@api.resend.com",
+              AUTHSVC_SMTP_URL="smtp://mail.example.com")
+
+
+def test_production_refuses_plain_http_providers(tmp_path):
+    with pytest.raises(ConfigError, match=r"resend\+http:// is for local fakes"):
+        _load(tmp_path, AUTHSVC_ENV="production", AUTHSVC_SECRET_KEYS=GOOD_KEY,
+              AUTHSVC_DATABASE_URL="postgresql://db/x", AUTHSVC_METRICS_TOKEN="m" * 20,
+              AUTHSVC_BASE_URL="https://auth.example",
+              AUTHSVC_MAIL_URL="resend+http://re_k@127.0.0.1:8025")
+
+
+@pytest.mark.parametrize("secret", ["not base64 !", "whsec_c2hvcnQ="])
+def test_a_malformed_provider_webhook_secret_is_refused(tmp_path, secret):
+    with pytest.raises(ConfigError, match="AUTHSVC_PROVIDER_WEBHOOK_SECRET"):
+        _load(tmp_path, AUTHSVC_PROVIDER_WEBHOOK_SECRET=secret)

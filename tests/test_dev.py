@@ -214,3 +214,12 @@ def test_the_same_port_for_http_and_smtp_is_refused_up_front(tmp_path, env):
     assert "--port and --smtp-port must differ" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (Path(env["AUTHSVC_DATA_DIR"]) / "dev-app-key").exists()
+
+
+def test_dev_keeps_mail_in_the_sandbox_whatever_mail_url_says(monkeypatch):
+    """A provider URL in the shell (AUTHSVC_MAIL_URL) must not send real mail from `dev`."""
+    from authsvc.cli.dev import _dev_environment
+
+    monkeypatch.setenv("AUTHSVC_MAIL_URL", "resend://re_live_key@api.resend.com")
+    env = _dev_environment(8000, 2525)
+    assert env["AUTHSVC_MAIL_URL"] == env["AUTHSVC_SMTP_URL"] == "smtp://127.0.0.1:2525"

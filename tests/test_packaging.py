@@ -38,6 +38,9 @@ def test_wheel_carries_templates_migrations_and_data(tmp_path):
     assert "authsvc/data/common-passwords.txt" in names
     assert any(n.startswith("authsvc/_shipped/templates/") for n in names)
     assert any(n.startswith("worker/") for n in names)
+    assert "worker/providers/resend.py" in names
+    # Test tools (the local Resend-like provider) stay out of the runtime.
+    assert not any(n.startswith(("tools/", "tests/", "chaos/", "bench/")) for n in names)
 
     # Imported from the unpacked wheel (not the checkout), the package finds
     # its shipped folders.

@@ -5,7 +5,10 @@ batched completer (worker/completer.py); `deliver` records at once.
 
 Failure classes and what each does:
   superseded / expired link  → marked, never sent;
-  transient (4xx, connection errors, timeouts before DATA) → retry with backoff;
+  suppressed recipient (bounced or complained, authsvc/suppressions.py) → marked, never sent;
+  transient (4xx, connection errors, timeouts before DATA; HTTP 408/429/5xx and
+             lost answers under an idempotency key) → retry with backoff,
+             no sooner than the provider's Retry-After;
   permanent (5xx, rejected recipient, template errors,
              an address the server cannot take, encoding errors) → failed, reason kept;
   ambiguous (connection lost after the final dot)          → retried once, recorded as such;
@@ -85,6 +88,11 @@ class Delivery:
 
     def decide(self, mailer: Mailer, job: ClaimedJob, lease_deadline: float) -> Outcome:
         """Check, render and send one claimed job; the outcome is left for the caller to record."""
+        if job.suppressed:
+            # A provider reported this address (hard bounce, complaint): never
+            # send; the API answered 202 all the same (no enumeration).
+            return Outcome(job, "suppressed",
+                           error="recipient is on the suppression list; not sent")
         if job.superseded:
             error = f"version {job.token_version} replaced by {job.current_version}"
             return Outcome(job, "superseded", error=error)
@@ -115,7 +123,7 @@ class Delivery:
             if job.attempt_count >= self.retry.max_attempts:
                 error = f"attempts exhausted ({job.attempt_count}): {exc.reason}"
                 return Outcome(job, "failed", error=error)
-            return self._retry(job, exc.reason, ambiguous=False)
+            return self._retry(job, exc.reason, ambiguous=False, at_least=exc.retry_after)
         except UnicodeError as exc:
             # A mailer let an encoding error escape: this message's data is at
             # fault, not the process. Its connection is in an unknown state.
@@ -124,6 +132,8 @@ class Delivery:
             return Outcome(job, "failed", error=error)
         return Outcome(job, "sent", provider_message_id=provider_id)
 
-    def _retry(self, job: ClaimedJob, error: str, *, ambiguous: bool) -> Outcome:
-        delay = self.retry.delay(job.attempt_count)
+    def _retry(self, job: ClaimedJob, error: str, *, ambiguous: bool,
+               at_least: float | None = None) -> Outcome:
+        # The provider's Retry-After is a floor: our backoff may wait longer.
+        delay = max(self.retry.delay(job.attempt_count), at_least or 0.0)
         return Outcome(job, "ambiguous" if ambiguous else "retry", error=error, delay_seconds=delay)

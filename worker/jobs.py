@@ -25,7 +25,7 @@ from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "jobs.sql")
 log = logging.getLogger("worker.jobs")
-FINAL_STATUSES = ("sent", "failed", "superseded", "expired")
+FINAL_STATUSES = ("sent", "failed", "superseded", "expired", "suppressed")
 OUTCOME_EVENTS = (*FINAL_STATUSES, "retry", "ambiguous", "released")
 
 
@@ -50,6 +50,7 @@ class ClaimedJob:
     app_id: UUID | None = None
     webhook_url: str | None = None  # webhook jobs: the app's URL now, None if revoked
     webhook_secret: bytes | None = field(default=None, repr=False)  # sealed
+    suppressed: bool = False  # the recipient is on the suppression list (authsvc/suppressions.py)
 
     @property
     def superseded(self) -> bool:

@@ -39,7 +39,10 @@ WITH due AS (
                    WHERE a.id = j.app_id AND a.revoked_at IS NULL) END AS webhook_url,
               CASE WHEN j.kind = 'webhook' THEN
                   (SELECT a.webhook_secret FROM apps AS a
-                   WHERE a.id = j.app_id AND a.revoked_at IS NULL) END AS webhook_secret
+                   WHERE a.id = j.app_id AND a.revoked_at IS NULL) END AS webhook_secret,
+              -- Bounced or complaining addresses get no more email (SPEC §10).
+              j.kind = 'email' AND EXISTS (SELECT 1 FROM suppressions AS s
+                       WHERE s.address = j.recipient) AS suppressed
 ), logged AS (
     INSERT INTO email_job_events (job_id, event, lease_owner, lease_expires_at, attempt, token_version)
     SELECT id, 'claimed', lease_owner, lease_expires_at, attempt_count, token_version FROM claimed
@@ -52,7 +55,7 @@ SELECT * FROM claimed ORDER BY id;
 -- statement. The owner is one string per process, so a process that claimed
 -- a job again after its own lease expired holds it under the same owner: the
 -- attempt (incremented by every claim) tells the claims apart.
--- Final events (sent, failed, superseded, expired) end the job; retry and
+-- Final events (sent, failed, superseded, expired, suppressed) end the job; retry and
 -- ambiguous put it back after its backoff; released hands it back due now,
 -- the attempt it did not make uncounted. An outcome whose lease is gone
 -- changes nothing and leaves a lease_lost row instead (a lost release leaves

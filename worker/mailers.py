@@ -1,10 +1,12 @@
-"""Delivery providers: a small Mailer protocol and its SMTP implementation.
+"""The Mailer protocol, its failure classes, and the SMTP implementation.
 
 Every failure is raised as one of three classes, because each has its own
-remedy: transient (retry later), permanent (give up, keep the reason) and
-ambiguous (the server may have accepted the message; see docs/worker.md).
-An HTTP provider fits the same protocol: it would send `email.idempotency_key`
-as its idempotency header and return the provider's message id.
+remedy: transient (retry later, no sooner than `retry_after` when the
+provider said so), permanent (give up, keep the reason) and ambiguous (the
+server may have accepted the message; see docs/worker.md). HTTP providers
+(worker/providers/) implement the same protocol: they send
+`email.idempotency_key` as their idempotency header and return the
+provider's message id.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ class SendError(Exception):
 
 
 class TransientSendError(SendError):
-    """Nothing was accepted; the same message may succeed later."""
+    """Nothing was accepted (or a retry is safe); the same message may succeed later."""
+
+    def __init__(self, reason: str, *, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after  # seconds the provider asked us to wait, if it did
 
 
 class PermanentSendError(SendError):
@@ -58,6 +64,12 @@ class OutgoingEmail:
     recipient: str
     message_id: str
     data: bytes  # the whole RFC 5322 (or RFC 6532, for UTF-8 addresses) message, CRLF endings
+    # The parts an HTTP provider takes as JSON fields instead of a MIME message.
+    from_header: str = ""  # display form, e.g. 'authsvc <no-reply@example.com>'
+    subject: str = ""
+    text: str = ""
+    html: str = ""
+    headers: tuple[tuple[str, str], ...] = ()  # extra headers, e.g. X-Authsvc-Job
 
     @property
     def needs_smtputf8(self) -> bool:

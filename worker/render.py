@@ -178,4 +178,9 @@ class Renderer:
         except UnicodeError as exc:
             raise TemplateError(f"{job.template}: cannot encode the message: {exc}") from None
         message_id = message_id_for(job.id, self.domain)
-        return OutgoingEmail(job.id, self.sender, job.recipient, message_id, data)
+        # Same on every attempt (no Date): a provider compares a retried
+        # request's body with the first one under the same idempotency key.
+        extra = tuple((k, v) for k, v in headers if k.startswith("X-Authsvc-"))
+        return OutgoingEmail(job.id, self.sender, job.recipient, message_id, data,
+                             from_header=self.settings.mail_from, subject=SUBJECTS[job.template],
+                             text=text, html=html, headers=extra)

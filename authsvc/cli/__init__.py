@@ -9,7 +9,7 @@ from types import FrameType
 import click
 from dotenv import load_dotenv
 
-from authsvc.cli import apps, db, dev, inbox, outbox, serve
+from authsvc.cli import apps, db, dev, inbox, outbox, serve, suppressions
 from authsvc.cli import worker as worker_command
 from authsvc.cli.startup import database_errors
 
@@ -44,3 +44,4 @@ main.add_command(dev.dev)
 main.add_command(inbox.inbox)
 main.add_command(worker_command.worker)
 main.add_command(outbox.outbox)
+main.add_command(suppressions.suppressions)

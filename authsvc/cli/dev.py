@@ -129,7 +129,8 @@ def _dev_environment(port: int, smtp_port: int) -> dict[str, str]:
     env.setdefault("AUTHSVC_BASE_URL", f"http://127.0.0.1:{port}")
     # Forced, not defaulted: `authsvc dev` is a sandbox, so no mail leaves the machine.
     env["AUTHSVC_TEST_INBOX"] = "on"
-    env["AUTHSVC_SMTP_URL"] = f"smtp://127.0.0.1:{smtp_port}"
+    # Both names: a provider URL under either one must not reach the sandbox.
+    env["AUTHSVC_MAIL_URL"] = env["AUTHSVC_SMTP_URL"] = f"smtp://127.0.0.1:{smtp_port}"
     return env
 
 

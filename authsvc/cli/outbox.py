@@ -36,7 +36,8 @@ def outbox_stats() -> None:
     """Jobs per status and the age of the oldest pending one."""
     with _connection() as conn:
         stats = admin.outbox_stats(conn)
-    for name in ("pending", "due", "leased", "sent", "failed", "superseded", "expired"):
+    for name in ("pending", "due", "leased", "sent", "failed", "superseded", "expired",
+                 "suppressed"):
         click.echo(f"{name:<22} {getattr(stats, name)}")
     click.echo(f"{'oldest_pending_seconds':<22} {stats.oldest_pending_seconds:.1f}")
 

@@ -14,29 +14,23 @@ import click
 import psycopg
 
 from authsvc.cli.startup import FiniteFloatRange, database_url_or_exit, settings_or_exit
-from authsvc.config import Settings, SmtpTarget
+from authsvc.config import Settings
 from authsvc.logs import configure_logging, log_event
 from authsvc.migrate import pending_migrations
 from authsvc.services import token_codec
 from worker.delivery import RetryPolicy
 from worker.loop import Worker, WorkerOptions
-from worker.mailers import Mailer, NullMailer, SmtpMailer
+from worker.mailers import Mailer
+from worker.providers import mailer_factory
 from worker.render import Renderer
 from worker.webhooks import WebhookDelivery
 
 log = logging.getLogger("authsvc.cli.worker")
 
-# Where `authsvc dev` runs the test inbox; used when no SMTP URL is set
-# outside production (production refuses to start without one).
-DEV_SMTP = SmtpTarget(host="127.0.0.1", port=2525, security="plain")
-
 
 def smtp_mailer_factory(settings: Settings) -> Callable[[float], Mailer]:
-    """One mailer per sender thread: SMTP, or the discarding null mailer for null://."""
-    if settings.null_mail:
-        return lambda _timeout: NullMailer()
-    target = settings.smtp or DEV_SMTP
-    return lambda timeout: SmtpMailer(target, timeout=timeout)
+    """One mailer per sender thread, by AUTHSVC_MAIL_URL (worker/providers)."""
+    return mailer_factory(settings)
 
 
 def _require_current_schema(url: str, wait_seconds: float) -> None:

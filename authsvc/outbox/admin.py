@@ -30,6 +30,7 @@ class OutboxStats:
     failed: int
     superseded: int
     expired: int
+    suppressed: int
     oldest_pending_seconds: float
 
 

@@ -10,6 +10,7 @@ SELECT
     count(*) FILTER (WHERE status = 'failed') AS failed,
     count(*) FILTER (WHERE status = 'superseded') AS superseded,
     count(*) FILTER (WHERE status = 'expired') AS expired,
+    count(*) FILTER (WHERE status = 'suppressed') AS suppressed,
     coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'pending')), 0)::float8
         AS oldest_pending_seconds
 FROM email_jobs;
@@ -52,7 +53,7 @@ RETURNING job_id;
 -- prune_jobs --
 -- Delete finished jobs (and, by cascade, their trails) created before the cutoff.
 DELETE FROM email_jobs
-WHERE status IN ('sent', 'failed', 'superseded', 'expired')
+WHERE status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed')
   AND created_at < now() - make_interval(secs => %(older_than_seconds)s);
 
 -- event_totals --

@@ -10,4 +10,4 @@ from __future__ import annotations
 # Producers pg_notify it at commit; every worker LISTENs on it.
 NOTIFY_CHANNEL = "authsvc_outbox"
 TEMPLATES = ("verify", "reset", "account_exists", "password_changed")
-STATUSES = ("pending", "sent", "failed", "superseded", "expired")
+STATUSES = ("pending", "sent", "failed", "superseded", "expired", "suppressed")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from authsvc.pages import account, links, rendering, reset, signup, verify
+from authsvc.pages import account, codes, links, rendering, reset, signup, verify
 
 bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static/pages")
 rendering.install(bp)
-for module in (signup, verify, reset, links, account):
+for module in (signup, verify, reset, links, account, codes):
     module.register(bp)

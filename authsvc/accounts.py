@@ -8,17 +8,21 @@ already has one. Email is only ever queued here, never sent.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from psycopg import Connection
 
 from authsvc import codes, ratelimit, sessions, users
+from authsvc.logs import log_event
 from authsvc.outbox import enqueue_email, enqueue_link
 from authsvc.passwords import check_policy
 from authsvc.services import Services
 from authsvc.sessions import SessionUser
 from authsvc.tokens import TokenClaims, TokenError, is_code_shaped
 from authsvc.users import User
+
+logger = logging.getLogger(__name__)
 
 
 class InvalidCredentials(Exception):
@@ -238,10 +242,11 @@ def _matching_code(
     attempt = codes.count_attempt(conn, email, purpose, now)
     claims = attempt.claims_or_dummy()
     right = svc.tokens.code_matches(claims, typed if is_code_shaped(typed) else "")
-    if attempt.exhausted:
-        raise TokenError("code_exhausted")
-    if not right or attempt.claims is None:
-        raise TokenError("invalid_code")
+    if attempt.exhausted or not right or attempt.claims is None:
+        refusal = "code_exhausted" if attempt.exhausted else "invalid_code"
+        # For alerting on guessing; the address is not logged, nor whether it has an account.
+        log_event(logger, "code_refused", purpose=purpose, code=refusal, attempt=attempt.attempt)
+        raise TokenError(refusal)
     # Only someone holding the code learns that it expired.
     if now >= svc.tokens.expires_at(purpose, claims.issued_at):
         raise TokenError("token_expired")

@@ -82,5 +82,10 @@ def forget_unissued_attempts(conn: Connection, email: str, purpose: str) -> None
 
 
 def prune_code_attempts(conn: Connection, now: datetime, keep: timedelta) -> int:
-    """Drop counts older than `keep` (the longest link lifetime): their codes expired."""
+    """Drop counts older than `keep` (the longest link lifetime): their codes expired.
+
+    A count is created at or after its email's issued_at, so one older than
+    every lifetime belongs to a code that can no longer redeem; a "no code"
+    count (version 0) dropped this way guards nothing.
+    """
     return conn.execute(Q["prune_code_attempts"], {"before": now - keep}).rowcount

@@ -75,6 +75,10 @@ class TokenCodec:
     def ttl(self, purpose: str) -> int:
         return self._ttl[purpose]
 
+    def longest_ttl(self) -> timedelta:
+        """The longest lifetime of any purpose: past it, no link or code of any kind lives."""
+        return timedelta(seconds=max(self._ttl.values()))
+
     def expires_at(self, purpose: str, issued_at: datetime) -> datetime:
         return issued_at + timedelta(seconds=self._ttl[purpose])
 

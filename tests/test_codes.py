@@ -20,7 +20,7 @@ from tests.api_support import ApiCaller, assert_documented, assert_problem, regi
 from tests.conftest import TEST_KEY
 from tests.link_support import latest_claims, latest_code, latest_link
 from tests.smtp_double import SmtpDouble
-from tests.worker_support import worker
+from tests.worker_support import running, wait_until, worker
 
 PASSWORD = "correct horse battery"
 NEW_PASSWORD = "a brand new passphrase"
@@ -308,3 +308,19 @@ def test_the_emails_carry_the_code_for_their_link(database_url, conn, svc, setti
     assert "at https://app.example/welcome:" in bo.text
     user = accounts.confirm_verification_code(conn, svc, email=ANN, code=code)
     assert users.find_user_by_id(conn, user.id).verified
+
+
+def test_the_worker_prunes_counts_older_than_every_lifetime(database_url, conn, settings):
+    longest = max(settings.reset_ttl, settings.verify_ttl)
+    conn.execute(
+        "INSERT INTO code_attempts (purpose, address_digest, version, attempts, created_at)"
+        " VALUES ('verify', '\\x01', 1, 5, now() - make_interval(secs => %s + 60)),"
+        " ('reset', '\\x02', 1, 5, now() - make_interval(secs => %s - 60))",
+        (longest, longest),
+    )
+
+    def left() -> list[str]:
+        return [r[0] for r in conn.execute("SELECT purpose FROM code_attempts")]
+
+    with running(worker(database_url, settings, "smtp://127.0.0.1:9", poll_seconds=0.2)):
+        wait_until(lambda: left() == ["reset"], what="the expired count to be pruned")

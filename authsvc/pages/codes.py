@@ -32,7 +32,6 @@ _STATUS = {"invalid_code": 422, "code_exhausted": 410, "token_expired": 410}
 
 def _refused(template: str, form: VerifyCodeForm | ResetCodeForm, purpose: str,
              error: TokenError, *, needs_password: bool) -> ResponseReturnValue:
-    log_event(logger, "code_refused", purpose=purpose, code=error.code)
     if error.code == "invalid_code":
         form.code.errors = [WRONG_CODE]
     return render_page(template, _STATUS.get(error.code, 422), form=form, purpose=purpose,

@@ -25,6 +25,9 @@ from authsvc.clock import Clock, system_clock
 PURPOSES = ("reset", "verify")
 MAX_TOKEN_LENGTH = 512
 CODE_DIGITS = 6
+# Room for a code typed with spaces ("123 456"); anything that is not six
+# digits then is simply a wrong code.
+MAX_CODE_LENGTH = 32
 # Claims no account has (versions start at 1): unknown addresses check a code
 # against these, so they cost the same HMACs as known ones.
 DUMMY_ISSUED_AT = datetime(2000, 1, 1, tzinfo=UTC)

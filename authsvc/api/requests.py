@@ -17,11 +17,9 @@ from authsvc.api.problems import ApiProblem, invalid_request
 from authsvc.app_keys import MAX_REDIRECT_URL_LENGTH, App
 from authsvc.idempotency import InvalidIdempotencyKey, check_key
 from authsvc.passwords import MAX_LENGTH as MAX_PASSWORD_LENGTH
+from authsvc.tokens import MAX_CODE_LENGTH
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-# Room for a code typed with spaces or a dash ("123 456"); anything that is not
-# six digits then is simply a wrong code.
-MAX_CODE_LENGTH = 32
 
 _MAX_LENGTHS = {
     "email": MAX_ADDRESS_LENGTH,

@@ -92,10 +92,11 @@ def test_every_documented_answer_is_given_and_no_other(
     for exc in (RuntimeError("bug"), psycopg.OperationalError("gone")):
         with monkeypatch.context() as patch:
             patch.setattr("authsvc.api.views.parse_body", failing(exc))
-            patch.setattr("authsvc.api.views.openapi_document", failing(exc))
             for path in posts:
                 post(path, {"email": "a@example.com"})
-            _record(seen, "GET", "/openapi.json", client.get("/api/v1/openapi.json"))
+    with monkeypatch.context() as patch:  # the document needs no database: only a bug fails it
+        patch.setattr("authsvc.api.views.openapi_document", failing(RuntimeError("bug")))
+        _record(seen, "GET", "/openapi.json", client.get("/api/v1/openapi.json"))
     _record(seen, "GET", "/openapi.json", client.get("/api/v1/openapi.json"))
 
     # 409 and 422 on the calls that store their outcome under an Idempotency-Key.

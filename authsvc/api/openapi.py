@@ -359,8 +359,8 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
                     "description": "OpenAPI 3.1 document",
                     "content": {"application/json": {"schema": {"type": "object"}}},
                 },
+                # Built from code alone: no database, so never 503.
                 "500": _problem_response(500, ["internal_error"], False),
-                "503": _problem_response(503, ["service_unavailable"], False),
             },
         }
     }

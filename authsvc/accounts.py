@@ -8,19 +8,23 @@ already has one. Email is only ever queued here, never sent.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import datetime
 from uuid import UUID
 
 from psycopg import Connection
 
-from authsvc import events, ratelimit, sessions, users
+from authsvc import codes, events, ratelimit, sessions, users
+from authsvc.logs import log_event
 from authsvc.outbox import enqueue_email, enqueue_link
 from authsvc.passwords import check_policy
 from authsvc.services import Services
 from authsvc.sessions import SessionUser
-from authsvc.tokens import TokenClaims, TokenError
+from authsvc.tokens import TokenClaims, TokenError, is_code_shaped
 from authsvc.users import User
+
+logger = logging.getLogger(__name__)
 
 
 class InvalidCredentials(Exception):
@@ -48,7 +52,13 @@ def _email_allowed(
     # address's reset emails. Counted for known and unknown addresses alike,
     # so the limit reveals nothing.
     limit = svc.settings.rate_limit_email
-    return ratelimit.hit(conn, f"email_{purpose}", email, limit, now).allowed
+    allowed = ratelimit.hit(conn, f"email_{purpose}", email, limit, now).allowed
+    if allowed:
+        # A sent email brings a new code with five fresh tries; an address
+        # with nothing to send must get them too, or retired tries would tell
+        # which addresses have accounts.
+        codes.forget_unissued_attempts(conn, email, purpose)
+    return allowed
 
 
 def _link_payload(redirect_url: str | None) -> dict[str, str]:
@@ -213,6 +223,12 @@ def confirm_verification(
     if password is None and user.contested:
         raise PasswordRequired()
     password_hash = None if password is None else _new_password_hash(svc, password, user.email)
+    return _redeem_verify(conn, svc, user, claims, password_hash)
+
+
+def _redeem_verify(
+    conn: Connection, svc: Services, user: User, claims: TokenClaims, password_hash: str | None
+) -> User:
     now = svc.clock()
     with conn.transaction():
         # The conditional UPDATE is the single-use guard: a concurrent redeemer
@@ -236,6 +252,12 @@ def reset_password(conn: Connection, svc: Services, *, token: object, password: 
     # is the more useful answer.
     user = _current_holder(conn, claims)
     password_hash = _new_password_hash(svc, password, user.email)
+    return _redeem_reset(conn, svc, user, claims, password_hash)
+
+
+def _redeem_reset(
+    conn: Connection, svc: Services, user: User, claims: TokenClaims, password_hash: str
+) -> User:
     now = svc.clock()
     with conn.transaction():
         redeemed = users.redeem_reset_link(conn, user.id, claims.version, password_hash, now)
@@ -251,6 +273,66 @@ def reset_password(conn: Connection, svc: Services, *, token: object, password: 
             app_id=app_id,
         )
     return redeemed
+
+
+def _matching_code(
+    conn: Connection, svc: Services, email: str, purpose: str, code: object
+) -> tuple[codes.CodeAttempt, User]:
+    """Count one try at `email`'s code and return it with its account if `code` is right.
+
+    Unknown addresses, addresses with no code outstanding and wrong codes take
+    the same steps (one statement, one HMAC per key) and raise the same
+    TokenError("invalid_code"); after five tries, TokenError("code_exhausted").
+    The try is counted outside any transaction this function opens, so a
+    refused code still counts when the caller's transaction commits.
+    """
+    typed = "".join(code.split()) if isinstance(code, str) else ""
+    now = svc.clock()
+    attempt = codes.count_attempt(conn, email, purpose, now)
+    claims = attempt.claims_or_dummy()
+    right = svc.tokens.code_matches(claims, typed if is_code_shaped(typed) else "")
+    if attempt.exhausted or not right or attempt.claims is None:
+        refusal = "code_exhausted" if attempt.exhausted else "invalid_code"
+        # For alerting on guessing; the address is not logged, nor whether it has an account.
+        log_event(logger, "code_refused", purpose=purpose, code=refusal, attempt=attempt.attempt)
+        raise TokenError(refusal)
+    # Only someone holding the code learns that it expired.
+    if now >= svc.tokens.expires_at(purpose, claims.issued_at):
+        raise TokenError("token_expired")
+    user = users.find_user_by_id(conn, claims.user_id)
+    if user is None or user.version(purpose) != claims.version:
+        raise TokenError("invalid_code")  # redeemed or replaced since the try was counted
+    return attempt, user
+
+
+def confirm_verification_code(
+    conn: Connection, svc: Services, *, email: str, code: object, password: object = None
+) -> User:
+    """Redeem the code from a verification email, typed with its address (SPEC §4 "Codes").
+
+    The same rules as the link: newest only, once, within the lifetime, and a
+    contested address is confirmed only together with a new password.
+    """
+    if password is not None:
+        check_policy(password, email)  # judged before a try is counted: it says nothing
+    attempt, user = _matching_code(conn, svc, email, "verify", code)
+    if password is None and user.contested:
+        codes.give_back_attempt(conn, email, attempt)
+        raise PasswordRequired()
+    password_hash = None if password is None else _new_password_hash(svc, password, user.email)
+    assert attempt.claims is not None
+    return _redeem_verify(conn, svc, user, attempt.claims, password_hash)
+
+
+def reset_password_with_code(
+    conn: Connection, svc: Services, *, email: str, code: object, password: object
+) -> User:
+    """Redeem the code from a reset email: set the password, prove the address, end sessions."""
+    check_policy(password, email)
+    attempt, user = _matching_code(conn, svc, email, "reset", code)
+    password_hash = _new_password_hash(svc, password, user.email)
+    assert attempt.claims is not None
+    return _redeem_reset(conn, svc, user, attempt.claims, password_hash)
 
 
 def _count_password_attempt(conn: Connection, svc: Services, email: str) -> None:

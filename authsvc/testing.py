@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -218,6 +219,14 @@ class ScopedInbox:
             if containing in url:
                 return url
         raise InboxError(f"no link containing {containing!r} in {email.subject!r}: {email.links}")
+
+    def code(self, email: Email | None = None) -> str:
+        """The 6-digit code in `email` (default: expect_one()): a line of six digits alone."""
+        email = email or self.expect_one()
+        found = re.search(r"^\s*(\d{6})\s*$", email.text or "", re.MULTILINE)
+        if found is None:
+            raise InboxError(f"no 6-digit code in {email.subject!r}")
+        return found.group(1)
 
     def clear(self) -> None:
         """Empty the scope."""

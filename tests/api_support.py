@@ -41,7 +41,29 @@ class ApiCaller:
         sent.update(headers or {})
         if body is not None:
             kwargs["json"] = body
-        return self.client.post("/api/v1" + path, headers=sent, **kwargs)
+        response = self.client.post("/api/v1" + path, headers=sent, **kwargs)
+        _check_status_documented(response, path)
+        return response
+
+
+_DOCUMENT = openapi_document()
+
+
+def _check_status_documented(response: TestResponse, path: str) -> None:
+    """Every answer any API test sees for a documented operation is one it documents.
+
+    The per-operation check behind "no documented answer is missing": it runs in
+    every test that calls the API through ApiCaller (the converse, that every
+    documented answer is given, is tests/test_api_documented_answers.py).
+    """
+    operation = _DOCUMENT["paths"].get("/api/v1" + path, {}).get("post")
+    if operation is None:
+        return  # an unknown path: its 404 is the router's, not an operation's
+    documented = operation["responses"].get(str(response.status_code))
+    assert documented, f"POST {path} answered undocumented {response.status_code}"
+    if response.status_code >= 400:
+        code = (response.get_json(force=True, silent=True) or {}).get("code")
+        assert code in documented["x-problem-codes"], f"POST {path}: undocumented {code}"
 
     def sign_up(self, email: str, password: str = SIGNUP_PASSWORD) -> None:
         response = self.post("/signups", {"email": email, "password": password})

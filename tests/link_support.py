@@ -27,3 +27,8 @@ def latest_claims(conn: psycopg.Connection, email: str, purpose: str) -> TokenCl
 def latest_link(conn: psycopg.Connection, svc: Services, email: str, purpose: str) -> str:
     """The token the newest queued `purpose` email for `email` will carry."""
     return svc.tokens.mint(latest_claims(conn, email, purpose))
+
+
+def latest_code(conn: psycopg.Connection, svc: Services, email: str, purpose: str) -> str:
+    """The 6-digit code the newest queued `purpose` email for `email` will carry."""
+    return svc.tokens.mint_code(latest_claims(conn, email, purpose))

@@ -47,11 +47,55 @@ def test_every_post_documents_the_key_header_and_the_common_failures(document):
             continue
         operation = item["post"]
         assert {"$ref": "#/components/parameters/IdempotencyKey"} in operation["parameters"]
-        for status in ("400", "401", "409", "413", "415", "422", "429"):
+        for status in ("400", "401", "413", "415", "429", "500", "503"):
             assert status in operation["responses"], (path, status)
         assert "Retry-After" in operation["responses"]["429"]["headers"]
+        assert "internal_error" in operation["responses"]["500"]["x-problem-codes"]
     header = document["components"]["parameters"]["IdempotencyKey"]
     assert (header["in"], header["schema"]["maxLength"]) == ("header", 255)
+
+
+def test_only_stored_calls_document_idempotency_answers_and_the_replay_header(document):
+    """/sessions is never replayed: no 409, no 422, no Idempotent-Replayed (it never sends them)."""
+    for path, item in document["paths"].items():
+        if "post" not in item:
+            continue
+        responses = item["post"]["responses"]
+        replay_headers = {
+            s for s, r in responses.items() if "Idempotent-Replayed" in r.get("headers", {})
+        }
+        if path == "/api/v1/sessions":
+            assert not {"409", "422"} & set(responses)
+            assert replay_headers == set()
+        else:
+            assert responses["409"]["x-problem-codes"] == ["idempotency_in_progress"]
+            assert "idempotency_key_reused" in responses["422"]["x-problem-codes"]
+            success = next(s for s in responses if s.startswith("2"))
+            assert success in replay_headers
+
+
+def test_operations_are_named_tagged_and_summarised_for_generated_clients(document):
+    operations = [op for item in document["paths"].values() for op in item.values()]
+    ids = [op["operationId"] for op in operations]
+    assert len(ids) == len(set(ids)) == len(operations)
+    assert all(op["tags"] and op["summary"] for op in operations)
+    declared = {tag["name"] for tag in document["tags"]}
+    assert {tag for op in operations for tag in op["tags"]} <= declared
+    assert document["servers"] == [
+        {"url": "http://127.0.0.1:8000", "description": "This authsvc (AUTHSVC_BASE_URL)"}
+    ]
+
+
+def test_every_error_shares_the_one_problem_schema(document):
+    for item in document["paths"].values():
+        for operation in item.values():
+            for status, response in operation["responses"].items():
+                if int(status) < 400:
+                    continue
+                assert response["content"] == {
+                    "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+                }, status
+                assert response["x-problem-codes"]
 
 
 def test_request_schemas_are_strict(document):

@@ -4,12 +4,12 @@ Two parties race for one address. The owner holds the mailbox, so every
 link queued for it lands with the owner; the attacker never sees one.
 Hypothesis interleaves signups by either party, resends and reset requests
 by either party, a tight email budget (so some emails are suppressed), the
-owner clicking any link ever sent (with or without choosing a password),
-and clock jumps. After every step:
+owner clicking any link ever sent or typing its code (with or without
+choosing a password), and clock jumps. After every step:
 
 - no attacker password opens the account (the attacker never received a
   link, so no password of theirs may become usable);
-- only the newest link of each purpose ever redeems.
+- only the newest link (or code) of each purpose ever redeems.
 
 The owner may click any link, with or without choosing a password, except
 one: the attacker's own signup email, unprompted, when the owner never
@@ -46,6 +46,8 @@ ADDRESS = "victim@example.com"
 OWNER = ("owner passphrase one", "owner passphrase two")
 ATTACKER = ("attacker passphrase one", "attacker passphrase two")
 START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+TABLES = ("web_sessions", "token_redemptions", "email_job_events", "email_jobs",
+          "rate_limit_counters", "code_attempts", "users")
 # ci: about 45 s alone on 2 cores; `make fuzz` runs the long profile.
 PROFILES = {"ci": 150, "long": 3000, "quick": 40}
 
@@ -129,26 +131,33 @@ def test_only_the_mailbox_holder_ever_decides_the_password(
 
         # --- the owner, holding the mailbox ---------------------------------------
 
-        @rule(mail=mailbox)
-        def owner_confirms_without_choosing_a_password(self, mail: Mail):
+        @rule(mail=mailbox, by_code=st.booleans())
+        def owner_confirms_without_choosing_a_password(self, mail: Mail, by_code: bool):
             # Any link but the attacker's own signup email when the owner never
             # signed up: that one says "only confirm if you signed up yourself".
             if mail.asked_by == "attacker" and not self.owner_signed_up:
                 return
-            self._redeem(mail, None)
+            self._redeem(mail, None, by_code)
 
-        @rule(mail=mailbox, password=st.sampled_from(OWNER))
-        def owner_redeems_choosing_a_password(self, mail: Mail, password: str):
-            self._redeem(mail, password)
+        @rule(mail=mailbox, password=st.sampled_from(OWNER), by_code=st.booleans())
+        def owner_redeems_choosing_a_password(self, mail: Mail, password: str, by_code: bool):
+            self._redeem(mail, password, by_code)
 
-        def _redeem(self, mail: Mail, password: str | None) -> None:
+        def _redeem(self, mail: Mail, password: str | None, by_code: bool) -> None:
             purpose = mail.claims.purpose
             newest = self._current(purpose) == mail.claims.version
+            # The same email's code, typed with the address (SPEC §4 "Codes").
+            code = {"email": ADDRESS, "code": svc.tokens.mint_code(mail.claims)}
             try:
                 if purpose == "reset":
                     if password is None:
                         return  # a reset always sets a password
-                    accounts.reset_password(conn, svc, token=mail.token, password=password)
+                    if by_code:
+                        accounts.reset_password_with_code(conn, svc, **code, password=password)
+                    else:
+                        accounts.reset_password(conn, svc, token=mail.token, password=password)
+                elif by_code:
+                    accounts.confirm_verification_code(conn, svc, **code, password=password)
                 else:
                     accounts.confirm_verification(conn, svc, token=mail.token, password=password)
                 outcome = "ok"
@@ -157,7 +166,7 @@ def test_only_the_mailbox_holder_ever_decides_the_password(
             except accounts.PasswordRequired:
                 outcome = "password_required"
             if outcome == "ok":
-                assert newest, f"an older {purpose} link redeemed"
+                assert newest, f"an older {purpose} {'code' if by_code else 'link'} redeemed"
             elif newest:
                 assert outcome in {"password_required", "token_expired"}, outcome
 

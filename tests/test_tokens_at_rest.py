@@ -43,7 +43,15 @@ def test_no_table_holds_a_usable_token_after_links_were_sent(
         sent_tokens = {
             m.group(1) for r in smtp.wait_for(1) for m in re.finditer(r"token=([\w.-]+)", r.text)
         }
+        sent_codes = {
+            m.group(1) for r in smtp.wait_for(1)
+            for m in re.finditer(r"^\s*(\d{6})\s*$", r.text, re.MULTILINE)
+        }
     assert len(sent_tokens) == 6, "one verify and one reset link per address was mailed"
+    assert len(sent_codes) == 6, "each with its code"
+    for email in emails:  # a wrong try each: the tries are counted, the code is not kept
+        wrong = api.post("/verifications/confirm", {"email": email, "code": "x"})
+        assert wrong.status_code == 400
 
     tables = [
         r[0]
@@ -59,6 +67,10 @@ def test_no_table_holds_a_usable_token_after_links_were_sent(
     assert "email_jobs" in tables and "idempotency_keys" in tables
     for token in sent_tokens:
         assert token not in dump
+    assert conn.execute("SELECT count(*) FROM code_attempts").fetchone() == (3,)
+    for code in sent_codes:
+        # Standalone: not the microseconds of a timestamp, nor inside a digest.
+        assert not re.search(rf"(?<![0-9A-Za-z.]){code}(?![0-9A-Za-z])", dump), code
     assert not TOKEN_SHAPE.search(dump), TOKEN_SHAPE.search(dump)
     # What was mailed still works: the absence above is not an empty run.
     for token in sent_tokens:

@@ -23,6 +23,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from authsvc.clock import system_clock
+from authsvc.codes import prune_code_attempts
 from authsvc.db import create_pool
 from authsvc.idempotency import prune_idempotency_keys
 from authsvc.logs import log_event
@@ -145,6 +146,9 @@ class Worker:
                         with pool.connection(timeout=5) as conn:
                             prune_rate_limits(conn, system_clock())
                             prune_idempotency_keys(conn, system_clock())
+                            prune_code_attempts(
+                                conn, system_clock(), self.renderer.codec.longest_ttl()
+                            )
                         next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
                     backoff = 0.5
                 except psycopg.OperationalError as exc:

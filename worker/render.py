@@ -32,6 +32,7 @@ SUBJECTS = {
     "password_changed": "Your password was changed",
 }
 LINK_PATHS = {"verify": "/verify", "reset": "/reset/confirm"}
+CODE_PATHS = {"verify": "/verify/code", "reset": "/reset/code"}
 
 
 class TemplateError(Exception):
@@ -134,10 +135,16 @@ class Renderer:
             assert job.user_id is not None and job.token_version is not None
             assert job.issued_at is not None
             claims = TokenClaims(job.user_id, job.purpose, job.token_version, job.issued_at)
-            target = job.payload.get("redirect_url") or base + LINK_PATHS[job.purpose]
+            redirect_url = job.payload.get("redirect_url")
+            target = redirect_url or base + LINK_PATHS[job.purpose]
             expires_at = self.codec.expires_at(job.purpose, job.issued_at)
             context.update(
                 link=with_token(str(target), self.codec.mint(claims)),
+                # The same claims as the link, typed by hand on another device:
+                # on the app's own page (its redirect URL, with no token) when
+                # an app started the flow, else on ours.
+                code=self.codec.mint_code(claims),
+                code_url=str(redirect_url or base + CODE_PATHS[job.purpose]),
                 expires_at=expires_at.strftime("%Y-%m-%d %H:%M UTC"),
                 valid_for=describe_duration(self.codec.ttl(job.purpose)),
             )

@@ -22,7 +22,12 @@ _TOKEN_DETAILS = {
     "token_expired": "The link expired; request a new one.",
     "token_superseded": "A newer link was sent; use the most recent email.",
     "token_used": "This link was already used.",
+    "invalid_code": "The code is wrong, was replaced by a newer email, was already used,"
+    " or this address has none; check the newest email.",
+    "code_exhausted": "Too many wrong codes for this email; use its link, or request a new"
+    " email.",
 }
+_BAD_INPUT_CODES = {"invalid_token", "invalid_code"}
 
 
 def outcome(use_case: UseCase, conn: Connection) -> Reply:
@@ -32,12 +37,12 @@ def outcome(use_case: UseCase, conn: Connection) -> Reply:
     except WeakPassword as exc:
         return problem_reply(422, "weak_password", str(exc))
     except TokenError as exc:
-        status = 400 if exc.code == "invalid_token" else 410
+        status = 400 if exc.code in _BAD_INPUT_CODES else 410
         return problem_reply(status, exc.code, _TOKEN_DETAILS.get(exc.code, exc.code))
     except PasswordRequired:
         detail = (
             "More than one signup (or a resend) used this address before it was confirmed:"
-            " send `password` with the token to choose the account's password."
+            " send `password` with the token or code to choose the account's password."
         )
         return problem_reply(422, "password_required", detail)
     except InvalidCredentials:

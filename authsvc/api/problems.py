@@ -27,6 +27,8 @@ TITLES = {
     "token_expired": "The link has expired",
     "token_superseded": "A newer link was issued",
     "token_used": "The link was already used",
+    "invalid_code": "The code is not valid",
+    "code_exhausted": "Too many wrong codes; this email's code no longer works",
     "invalid_credentials": "Email or password is wrong",
     "password_required": "Choose a password to confirm this address",
     "idempotency_key_reused": "The Idempotency-Key was used with a different request",

@@ -17,6 +17,7 @@ from authsvc.api.problems import ApiProblem, invalid_request
 from authsvc.app_keys import MAX_REDIRECT_URL_LENGTH, App
 from authsvc.idempotency import InvalidIdempotencyKey, check_key
 from authsvc.passwords import MAX_LENGTH as MAX_PASSWORD_LENGTH
+from authsvc.tokens import MAX_CODE_LENGTH
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -25,12 +26,13 @@ _MAX_LENGTHS = {
     "password": MAX_PASSWORD_LENGTH,
     "new_password": MAX_PASSWORD_LENGTH,
     "url": MAX_REDIRECT_URL_LENGTH,
+    "code": MAX_CODE_LENGTH,
 }
 
 
 @dataclass(frozen=True)
 class Field:
-    """One body member: `kind` is email, password, new_password, token or url."""
+    """One body member: `kind` is email, password, new_password, token, code or url."""
 
     name: str
     kind: str
@@ -61,11 +63,19 @@ NEW_PASSWORD = Field("password", "new_password")
 TOKEN = Field("token", "token")
 REDIRECT_URL = Field("redirect_url", "url", required=False)
 CHOSEN_PASSWORD = Field("password", "new_password", required=False)
+# A confirm body carries the link's token, or the address and the emailed code.
+LINK_TOKEN = Field("token", "token", required=False)
+CODE_EMAIL = Field("email", "email", required=False)
+CODE = Field("code", "code", required=False)
 
 SIGNUP = BodySpec("SignupRequest", (EMAIL, NEW_PASSWORD, REDIRECT_URL))
 LINK_REQUEST = BodySpec("LinkRequest", (EMAIL, REDIRECT_URL))
-VERIFICATION_CONFIRM = BodySpec("VerificationConfirm", (TOKEN, CHOSEN_PASSWORD))
-PASSWORD_RESET_CONFIRM = BodySpec("PasswordResetConfirm", (TOKEN, NEW_PASSWORD))
+VERIFICATION_CONFIRM = BodySpec(
+    "VerificationConfirm", (LINK_TOKEN, CODE_EMAIL, CODE, CHOSEN_PASSWORD)
+)
+PASSWORD_RESET_CONFIRM = BodySpec(
+    "PasswordResetConfirm", (LINK_TOKEN, CODE_EMAIL, CODE, NEW_PASSWORD)
+)
 SESSION = BodySpec("SessionRequest", (EMAIL, PASSWORD))
 
 
@@ -140,6 +150,34 @@ def parse_body(spec: BodySpec) -> tuple[dict[str, str | None], dict[str, Any]]:
                 raise invalid_request("/" + field.name, str(exc)) from None
         values[field.name] = text
     return values, document
+
+
+@dataclass(frozen=True)
+class CodeRedemption:
+    """A confirm call made with the emailed code instead of the link's token."""
+
+    email: str
+    code: str
+
+
+def token_or_code(values: dict[str, str | None]) -> CodeRedemption | None:
+    """The code form of a confirm body, None for the token form; 400 if it is neither.
+
+    Exactly one form: `token`, or `email` and `code` together.
+    """
+    token, email, code = values["token"], values["email"], values["code"]
+    if token is not None:
+        extra = "email" if email is not None else "code" if code is not None else None
+        if extra is not None:
+            raise invalid_request("/" + extra, "send either token, or email and code")
+        return None
+    if email is None and code is None:
+        raise invalid_request("/token", "is required (or email and code)")
+    if email is None:
+        raise invalid_request("/email", "is required with code")
+    if code is None:
+        raise invalid_request("/code", "is required with email")
+    return CodeRedemption(email, code)
 
 
 def allowed_redirect(app: App, url: str | None) -> str | None:

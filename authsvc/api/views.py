@@ -20,6 +20,7 @@ from authsvc.api.requests import (
     allowed_redirect,
     parse_body,
     read_idempotency_key,
+    token_or_code,
 )
 from authsvc.web import db, services
 
@@ -44,7 +45,7 @@ def admit_caller() -> None:
 @bp.get("/openapi.json")
 def openapi() -> Response:
     """The OpenAPI 3 description of this API (no key needed)."""
-    return jsonify(openapi_document())
+    return jsonify(openapi_document(services().settings.base_url))
 
 
 @bp.post("/signups")
@@ -84,11 +85,18 @@ def verifications() -> Response:
 @bp.post("/verifications/confirm")
 def verifications_confirm() -> Response:
     values, document = parse_body(VERIFICATION_CONFIRM)
+    by_code = token_or_code(values)
 
     def confirm_verification(conn: Connection) -> Reply:
-        user = accounts.confirm_verification(
-            conn, services(), token=values["token"], password=values["password"]
-        )
+        if by_code is None:
+            user = accounts.confirm_verification(
+                conn, services(), token=values["token"], password=values["password"]
+            )
+        else:
+            user = accounts.confirm_verification_code(
+                conn, services(), email=by_code.email, code=by_code.code,
+                password=values["password"],
+            )
         return json_reply(200, {"email": user.email, "verified": True})
 
     return run_call(confirm_verification, document)
@@ -112,11 +120,18 @@ def password_resets() -> Response:
 @bp.post("/password-resets/confirm")
 def password_resets_confirm() -> Response:
     values, document = parse_body(PASSWORD_RESET_CONFIRM)
+    by_code = token_or_code(values)
 
     def reset_password(conn: Connection) -> Reply:
-        accounts.reset_password(
-            conn, services(), token=values["token"], password=values["password"]
-        )
+        if by_code is None:
+            accounts.reset_password(
+                conn, services(), token=values["token"], password=values["password"]
+            )
+        else:
+            accounts.reset_password_with_code(
+                conn, services(), email=by_code.email, code=by_code.code,
+                password=values["password"],
+            )
         return json_reply(200, {"status": "password_changed"})
 
     return run_call(reset_password, document)

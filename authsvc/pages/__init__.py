@@ -7,6 +7,7 @@ from flask import Blueprint
 from authsvc.pages import (
     account,
     check_email,
+    codes,
     rendering,
     resend,
     resend_counter,
@@ -18,5 +19,5 @@ from authsvc.pages import (
 bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static/pages")
 rendering.install(bp)
 bp.record_once(lambda state: resend_counter.install(state.app))
-for module in (signup, verify, reset, resend, check_email, account):
+for module in (signup, verify, reset, resend, check_email, account, codes):
     module.register(bp)

@@ -7,12 +7,12 @@ from a page this server rendered for the same browser is refused.
 from __future__ import annotations
 
 from flask_wtf import FlaskForm
-from wtforms import EmailField, HiddenField, PasswordField, SubmitField
+from wtforms import EmailField, HiddenField, PasswordField, StringField, SubmitField
 from wtforms.validators import InputRequired, Length, Optional, ValidationError
 
 from authsvc.addresses import MAX_ADDRESS_LENGTH, InvalidAddress, parse_address
 from authsvc.passwords import MAX_LENGTH as MAX_PASSWORD_LENGTH
-from authsvc.tokens import MAX_TOKEN_LENGTH
+from authsvc.tokens import MAX_CODE_LENGTH, MAX_TOKEN_LENGTH
 
 
 def _normalised_email(_form: FlaskForm, field: EmailField) -> None:
@@ -47,6 +47,15 @@ def _password_field(label: str, autocomplete: str) -> PasswordField:
     )
 
 
+def _chosen_password_field() -> PasswordField:
+    """The optional password a contested address's confirmer chooses (SPEC §4a)."""
+    return PasswordField(
+        "Choose your password",
+        validators=[Optional(), Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG)],
+        render_kw={"autocomplete": "new-password"},
+    )
+
+
 def _token_field() -> HiddenField:
     return HiddenField(validators=[Length(max=MAX_TOKEN_LENGTH)])
 
@@ -78,11 +87,7 @@ class ConfirmEmailForm(FlaskForm):
     """
 
     token = _token_field()
-    password = PasswordField(
-        "Choose your password",
-        validators=[Optional(), Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG)],
-        render_kw={"autocomplete": "new-password"},
-    )
+    password = _chosen_password_field()
     submit = SubmitField("Confirm my email address")
 
 
@@ -90,6 +95,42 @@ class NewPasswordForm(FlaskForm):
     """Sets a new password with a reset link."""
 
     token = _token_field()
+    password = _password_field("New password", "new-password")
+    submit = SubmitField("Set new password")
+
+
+def _code_field() -> StringField:
+    # Six digits, but typed by people: spaces are ignored and anything else is
+    # judged (and counted) like a wrong code, so the form reveals nothing.
+    return StringField(
+        "Code from the email",
+        validators=[
+            InputRequired("Enter the 6-digit code from the email."),
+            Length(max=MAX_CODE_LENGTH),
+        ],
+        render_kw={
+            "autocomplete": "one-time-code", "inputmode": "numeric", "maxlength": MAX_CODE_LENGTH,
+        },
+    )
+
+
+class VerifyCodeForm(FlaskForm):
+    """Confirms an address with the emailed code, for people reading mail elsewhere.
+
+    The password field is shown when the address turns out to be contested.
+    """
+
+    email = _email_field()
+    code = _code_field()
+    password = _chosen_password_field()
+    submit = SubmitField("Confirm my email address")
+
+
+class ResetCodeForm(FlaskForm):
+    """Sets a new password with the code from a reset email."""
+
+    email = _email_field()
+    code = _code_field()
     password = _password_field("New password", "new-password")
     submit = SubmitField("Set new password")
 

@@ -1,0 +1,91 @@
+"""The code_attempts table: how many tries an address has had at its current code.
+
+Codes themselves are derived (authsvc.tokens) and never stored; this module
+only counts tries, five per (purpose, address, version), and finds the email
+whose claims a typed code must match. Addresses are kept as digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from psycopg import Connection
+
+from authsvc.queries import load_queries
+from authsvc.tokens import DUMMY_ISSUED_AT, TokenClaims
+
+Q = load_queries(Path(__file__).parent / "sql" / "codes.sql")
+MAX_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class CodeAttempt:
+    """One counted try: the code it is judged against, if any, and whether tries remain."""
+
+    purpose: str
+    user_id: int | None
+    version: int | None
+    issued_at: datetime | None
+    attempt: int | None  # None: the five tries were already used
+
+    @property
+    def exhausted(self) -> bool:
+        return self.attempt is None
+
+    @property
+    def claims(self) -> TokenClaims | None:
+        """The claims of the email that carried the current code, if there is one."""
+        if self.user_id is None or self.version is None or self.issued_at is None:
+            return None
+        return TokenClaims(self.user_id, self.purpose, self.version, self.issued_at)
+
+    def claims_or_dummy(self) -> TokenClaims:
+        """The claims to check a code against: a stand-in when there is no code (same work)."""
+        return self.claims or TokenClaims(0, self.purpose, 0, DUMMY_ISSUED_AT)
+
+
+def _digest(email: str) -> bytes:
+    return hashlib.sha256(f"code:{email}".encode()).digest()
+
+
+def count_attempt(conn: Connection, email: str, purpose: str, now: datetime) -> CodeAttempt:
+    """Take one try at `email`'s current `purpose` code; committed with the caller's work."""
+    params = {
+        "email": email,
+        "purpose": purpose,
+        "digest": _digest(email),
+        "now": now,
+        "max_attempts": MAX_ATTEMPTS,
+    }
+    row = conn.execute(Q["count_code_attempt"], params).fetchone()
+    assert row is not None  # the statement returns one row for any address
+    user_id, version, issued_at, attempt = row
+    return CodeAttempt(purpose, user_id, version, issued_at, attempt)
+
+
+def give_back_attempt(conn: Connection, email: str, attempt: CodeAttempt) -> None:
+    """Return a try that found the right code but failed for another reason."""
+    params = {
+        "purpose": attempt.purpose,
+        "digest": _digest(email),
+        "version": attempt.version or 0,
+    }
+    conn.execute(Q["give_back_code_attempt"], params)
+
+
+def forget_unissued_attempts(conn: Connection, email: str, purpose: str) -> None:
+    """A new email was allowed: an address without a code gets five fresh tries too."""
+    conn.execute(Q["forget_unissued_code_attempts"], {"purpose": purpose, "digest": _digest(email)})
+
+
+def prune_code_attempts(conn: Connection, now: datetime, keep: timedelta) -> int:
+    """Drop counts older than `keep` (the longest link lifetime): their codes expired.
+
+    A count is created at or after its email's issued_at, so one older than
+    every lifetime belongs to a code that can no longer redeem; a "no code"
+    count (version 0) dropped this way guards nothing.
+    """
+    return conn.execute(Q["prune_code_attempts"], {"before": now - keep}).rowcount

@@ -1,0 +1,50 @@
+-- count_code_attempt --
+-- One try at the code for an address, in one statement whether or not the
+-- address has an account (same work, same time). Finds the email that
+-- carried the account's current version of this purpose (none: the code is
+-- used, superseded, or was never sent; for verify, also none once the
+-- address is proven), then takes one of the five tries for that version
+-- (version 0 when there is no code). Returns one row: the target's user id,
+-- version and issued_at (NULL when there is none) and the try's number, NULL
+-- when the tries were already used up. The upsert's row lock serialises
+-- concurrent tries, so the cap holds under any concurrency.
+WITH target AS (
+    SELECT u.id AS user_id, j.token_version AS version, j.issued_at
+    FROM (VALUES (1)) AS one (x)
+    LEFT JOIN users u
+      ON u.email = %(email)s AND (%(purpose)s = 'reset' OR u.email_verified_at IS NULL)
+    LEFT JOIN LATERAL (
+        SELECT token_version, issued_at FROM email_jobs
+        WHERE user_id = u.id AND purpose = %(purpose)s
+          AND token_version = CASE WHEN %(purpose)s = 'reset'
+                                   THEN u.reset_version ELSE u.verify_version END
+        ORDER BY id DESC LIMIT 1
+    ) j ON true
+), counted AS (
+    INSERT INTO code_attempts (purpose, address_digest, version, attempts, created_at)
+    SELECT %(purpose)s, %(digest)s, coalesce(target.version, 0), 1, %(now)s FROM target
+    ON CONFLICT (purpose, address_digest, version)
+    DO UPDATE SET attempts = code_attempts.attempts + 1
+    WHERE code_attempts.attempts < %(max_attempts)s
+    RETURNING attempts
+)
+SELECT target.user_id, target.version, target.issued_at, (SELECT attempts FROM counted)
+FROM target;
+
+-- give_back_code_attempt --
+-- The code was right but the call failed for another reason (a password was
+-- needed, or too weak): that try does not count against the five.
+UPDATE code_attempts SET attempts = attempts - 1
+WHERE purpose = %(purpose)s AND address_digest = %(digest)s AND version = %(version)s
+  AND attempts > 0;
+
+-- forget_unissued_code_attempts --
+-- A new email was allowed for the address: where it has no code (no account,
+-- or nothing to send), its "no code" count starts afresh, as a known
+-- account's does with its new version, so the two stay indistinguishable.
+DELETE FROM code_attempts
+WHERE purpose = %(purpose)s AND address_digest = %(digest)s AND version = 0;
+
+-- prune_code_attempts --
+-- Counts older than every link lifetime belong to codes that expired.
+DELETE FROM code_attempts WHERE created_at < %(before)s;

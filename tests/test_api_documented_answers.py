@@ -1,0 +1,179 @@
+"""No documented answer is invented, none is missing: each one is produced here.
+
+For every operation of the OpenAPI document this test makes the server give
+each (status, code) the document lists, checks each body against its schema,
+and finally compares the set it observed with the set documented. An answer
+the document lists but nothing here can provoke is an invented one; an
+answer the server gives that the document lacks fails assert_documented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+import pytest
+from werkzeug.test import TestResponse
+
+from authsvc.app import MAX_BODY_BYTES
+from authsvc.app_keys import register_app
+from authsvc.codes import MAX_ATTEMPTS
+from authsvc.idempotency import try_lock_key
+from tests.api_support import ALLOWED_REDIRECT, ApiCaller, assert_documented, register_shop_app
+from tests.link_support import latest_code, latest_link
+
+PASSWORD = "correct horse battery"
+NEW = "a brand new passphrase"
+Observed = set[tuple[str, str, int, str]]
+
+
+def _record(seen: Observed, method: str, path: str, response: TestResponse) -> TestResponse:
+    assert_documented(response, method, path)
+    body = response.get_json(force=True, silent=True) or {}
+    code = body.get("code", "") if response.status_code >= 400 else ""
+    seen.add((method, path, response.status_code, code))
+    return response
+
+
+def _documented(document: dict) -> Observed:
+    found: Observed = set()
+    for full_path, item in document["paths"].items():
+        path = full_path.removeprefix("/api/v1")
+        for method, operation in item.items():
+            for status, response in operation["responses"].items():
+                for code in response.get("x-problem-codes", [""]):
+                    found.add((method.upper(), path, int(status), code))
+    return found
+
+
+@pytest.fixture
+def seen() -> Observed:
+    return set()
+
+
+def test_every_documented_answer_is_given_and_no_other(
+    client, conn, svc, clock, app_with, database_url, monkeypatch, seen
+):
+    app, key = register_shop_app(conn)
+    api = ApiCaller(client, app, key)
+    posts = ["/signups", "/verifications", "/verifications/confirm", "/password-resets",
+             "/password-resets/confirm", "/sessions"]
+    counter = iter(range(10_000))
+
+    def fresh(prefix: str = "u") -> str:
+        return f"{prefix}{next(counter)}@example.com"
+
+    def post(path: str, body: object = None, **kwargs: object) -> TestResponse:
+        return _record(seen, "POST", path, api.post(path, body, **kwargs))
+
+    def signed_up(email: str) -> str:
+        assert post("/signups", {"email": email, "password": PASSWORD}).status_code == 202
+        return email
+
+    # --- answers every POST gives ---------------------------------------
+    limited_app = app_with(AUTHSVC_RATE_LIMIT_APP="1/1m").test_client()
+    for path in posts:
+        post(path, {"nope": 1})  # 400 invalid_request
+        _record(seen, "POST", path, client.post("/api/v1" + path, json={}))  # 401
+        post(path, data=b"{" + b" " * MAX_BODY_BYTES + b"}",
+             headers={"Content-Type": "application/json"})  # 413
+        post(path, data="x", headers={"Content-Type": "text/plain"})  # 415
+        _limited, limited_key = register_app(conn, f"limited{path}", [ALLOWED_REDIRECT])
+        limited = ApiCaller(limited_app, _limited, limited_key)
+        limited.post(path, {})
+        _record(seen, "POST", path, limited.post(path, {}))  # 429 (the app's budget)
+
+    # 500 and 503: a bug and a lost database, on every operation.
+    def failing(exc: Exception) -> Callable[..., object]:
+        def fail(*_args: object, **_kwargs: object) -> object:
+            raise exc
+        return fail
+
+    for exc in (RuntimeError("bug"), psycopg.OperationalError("gone")):
+        with monkeypatch.context() as patch:
+            patch.setattr("authsvc.api.views.parse_body", failing(exc))
+            for path in posts:
+                post(path, {"email": "a@example.com"})
+    with monkeypatch.context() as patch:  # the document needs no database: only a bug fails it
+        patch.setattr("authsvc.api.views.openapi_document", failing(RuntimeError("bug")))
+        _record(seen, "GET", "/openapi.json", client.get("/api/v1/openapi.json"))
+    _record(seen, "GET", "/openapi.json", client.get("/api/v1/openapi.json"))
+
+    # 409 and 422 on the calls that store their outcome under an Idempotency-Key.
+    def runnable(path: str, n: int) -> dict[str, object]:
+        """A body that parses, so the call gets as far as its Idempotency-Key."""
+        return {
+            "/signups": {"email": fresh(), "password": PASSWORD},
+            "/verifications": {"email": fresh()},
+            "/password-resets": {"email": fresh()},
+            "/verifications/confirm": {"token": f"nope{n}"},
+            "/password-resets/confirm": {"token": f"nope{n}", "password": NEW},
+        }[path]
+
+    for path in posts[:-1]:
+        with psycopg.connect(database_url, autocommit=True) as other, other.transaction():
+            assert try_lock_key(other, app.id, f"busy{path}")
+            post(path, runnable(path, 0), idempotency_key=f"busy{path}")  # 409
+        post(path, runnable(path, 1), idempotency_key=f"reused{path}")
+        post(path, runnable(path, 2), idempotency_key=f"reused{path}")  # 422 reused
+
+    # --- each operation's own answers -----------------------------------
+    post("/signups", {"email": fresh(), "password": PASSWORD})  # 202
+    post("/signups", {"email": fresh(), "password": "password"})  # 422 weak
+    for path in ("/signups", "/verifications", "/password-resets"):
+        body = {"email": fresh(), "redirect_url": "https://evil.example/"}
+        if path == "/signups":
+            body["password"] = PASSWORD
+        post(path, body)  # 400 redirect_not_allowed
+    post("/verifications", {"email": fresh()})  # 202
+    post("/password-resets", {"email": fresh()})  # 202
+
+    for path, purpose in (("/verifications/confirm", "verify"),
+                          ("/password-resets/confirm", "reset")):
+        def confirm(body: dict, path: str = path) -> TestResponse:
+            if path == "/password-resets/confirm":
+                body = {"password": NEW, **body}
+            return post(path, body)
+
+        def issued(purpose: str = purpose) -> str:
+            email = signed_up(fresh())
+            if purpose == "reset":
+                post("/password-resets", {"email": email})
+            return email
+
+        ann = issued()
+        token = latest_link(conn, svc, ann, purpose)
+        confirm({"token": "nope"})  # 400 invalid_token
+        confirm({"email": ann, "code": "x"})  # 400 invalid_code
+        confirm({"token": token})  # 200
+        confirm({"token": token})  # 410 token_used
+        bo = issued()
+        old = latest_link(conn, svc, bo, purpose)
+        post("/verifications" if purpose == "verify" else "/password-resets", {"email": bo})
+        confirm({"token": old})  # 410 token_superseded
+        cy = issued()
+        for _ in range(MAX_ATTEMPTS + 1):
+            confirm({"email": cy, "code": "x"})  # ... 410 code_exhausted
+        dee = issued()
+        if purpose == "verify":
+            confirm({"token": latest_link(conn, svc, bo, purpose)})  # 422 password_required
+        confirm({"token": latest_link(conn, svc, dee, purpose), "password": "password"})  # 422 weak
+        confirm({"email": dee, "code": latest_code(conn, svc, dee, purpose)})  # 200 by code
+        eve = issued()
+        clock.advance(svc.tokens.ttl(purpose))
+        confirm({"token": latest_link(conn, svc, eve, purpose)})  # 410 token_expired
+
+    ok = signed_up(fresh())
+    post("/verifications/confirm", {"token": latest_link(conn, svc, ok, "verify")})
+    post("/sessions", {"email": ok, "password": PASSWORD})  # 200
+    post("/sessions", {"email": ok, "password": "wrong password!"})  # 401
+    login_limited = app_with(AUTHSVC_RATE_LIMIT_LOGIN="1/15m").test_client()
+    for _ in range(2):
+        response = ApiCaller(login_limited, app, key).post(
+            "/sessions", {"email": ok, "password": "wrong password!"})
+    assert response.status_code == 429  # the address's login limit, documented as 429 too
+    _record(seen, "POST", "/sessions", response)
+
+    documented = _documented(client.get("/api/v1/openapi.json").get_json())
+    assert sorted(documented - seen) == [], "documented but never given (invented?)"
+    assert sorted(seen - documented) == [], "given but not documented"

@@ -45,6 +45,10 @@ class ApiCaller:
         _check_status_documented(response, path)
         return response
 
+    def sign_up(self, email: str, password: str = SIGNUP_PASSWORD) -> None:
+        response = self.post("/signups", {"email": email, "password": password})
+        assert response.status_code == 202, response.get_json()
+
 
 _DOCUMENT = openapi_document()
 
@@ -65,9 +69,6 @@ def _check_status_documented(response: TestResponse, path: str) -> None:
         code = (response.get_json(force=True, silent=True) or {}).get("code")
         assert code in documented["x-problem-codes"], f"POST {path}: undocumented {code}"
 
-    def sign_up(self, email: str, password: str = SIGNUP_PASSWORD) -> None:
-        response = self.post("/signups", {"email": email, "password": password})
-        assert response.status_code == 202, response.get_json()
 
 
 def register_shop_app(conn: psycopg.Connection, name: str = "shop") -> tuple[App, str]:

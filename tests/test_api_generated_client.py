@@ -24,7 +24,7 @@ import pytest
 from authsvc.app_keys import register_app
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.testing import ScopedInbox
-from tests.inbox_support import free_port, wait_for
+from testkit.waiting import free_port, wait_until
 
 pytestmark = [pytest.mark.e2e]
 PACKAGE = "authsvc_generated_client"
@@ -65,7 +65,7 @@ def live_server(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
                 return False
 
         try:
-            wait_for(up, timeout=30, what="the web app")
+            wait_until(up, timeout=30, what="the web app")
             yield url
         finally:
             for process in processes:

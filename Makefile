@@ -6,6 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: install run test test-server browser lint clean chaos fuzz chaos fuzz
+.PHONY: pgbouncer test-pgbouncer chaos-failover
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +43,19 @@ test: $(STAMP) browser
 TEST_SERVER_URL ?= postgresql://postgres@127.0.0.1:5432/test
 test-server: $(STAMP) browser
 	AUTHSVC_TEST_DATABASE_URL=$(TEST_SERVER_URL) $(BIN)/pytest -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)
+
+# The suite through a transaction pooler (SPEC §11, issue 15): a throwaway PostgreSQL
+# (pgserver's binaries) with Debian's PgBouncer in transaction mode in front, both
+# started and stopped by tests/pooled_run.py. Installs pgbouncer when missing and root.
+pgbouncer:
+	@command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's pgbouncer for the pooled suite"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; \
+	  else echo "pgbouncer not found: install it (Debian: apt-get install pgbouncer)"; exit 1; fi; }
+
+test-pgbouncer: $(STAMP) browser pgbouncer
+	$(BIN)/python -m tests.pooled_run -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)-pgb
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,22 +1,22 @@
 """GET /metrics: Prometheus text format.
 
-Request counts are per process (each gunicorn worker counts its own; a
-scrape sees the process that answered). Outbox figures are read from the
-database at scrape time, so every process and host reports the same ones;
-the event totals shrink when `authsvc outbox prune` deletes old trails,
-which Prometheus treats as a counter reset.
+Request counts and latencies come from prometheus_client (authsvc/http_metrics.py),
+summed over every gunicorn worker of this host under `authsvc serve`. Outbox
+figures are read from the database at scrape time, so every process and host
+reports the same ones; the event totals shrink when `authsvc outbox prune`
+deletes old trails, which Prometheus treats as a counter reset.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
+import time
 from pathlib import Path
 
-from flask import Blueprint, Flask, Response, current_app, request
+from flask import Blueprint, Flask, Response, current_app, g, request
 from flask.blueprints import BlueprintSetupState
 from psycopg import Connection
 
+from authsvc.http_metrics import HttpMetrics
 from authsvc.queries import load_queries
 from authsvc.web import bearer_token_matches, db, services
 
@@ -34,35 +34,29 @@ EVENT_COUNTERS = {
 bp = Blueprint("metrics", __name__)
 
 
-class RequestCounter:
-    """HTTP responses by method and status, for this process."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[tuple[str, int]] = Counter()
-
-    def add(self, method: str, status: int) -> None:
-        with self._lock:
-            self._counts[(method, status)] += 1
-
-    def snapshot(self) -> dict[tuple[str, int], int]:
-        with self._lock:
-            return dict(self._counts)
-
-
-def _counter(app: Flask) -> RequestCounter:
-    counter: RequestCounter = app.extensions["authsvc_metrics"]
-    return counter
+def _http(app: Flask) -> HttpMetrics:
+    http: HttpMetrics = app.extensions["authsvc_metrics"]
+    return http
 
 
 @bp.record_once
 def _install(state: BlueprintSetupState) -> None:
-    state.app.extensions["authsvc_metrics"] = RequestCounter()
+    settings = state.app.extensions["authsvc"].settings
+    state.app.extensions["authsvc_metrics"] = HttpMetrics(settings.metrics_multiproc_dir)
+
+
+@bp.before_app_request
+def _start_timer() -> None:
+    g.authsvc_request_started = time.perf_counter()
 
 
 @bp.after_app_request
 def _count(response: Response) -> Response:
-    _counter(current_app).add(request.method, response.status_code)
+    started = g.get("authsvc_request_started", time.perf_counter())
+    rule = request.url_rule.rule if request.url_rule is not None else None
+    _http(current_app).observe(
+        request.method, rule, response.status_code, time.perf_counter() - started
+    )
     return response
 
 
@@ -117,10 +111,7 @@ def metrics() -> Response:
             content_type="text/plain; charset=utf-8",
             headers={"WWW-Authenticate": 'Bearer realm="authsvc metrics"'},
         )
-    lines: list[str] = []
-    _family(lines, "authsvc_http_requests_total", "counter", "HTTP responses by method and status.")
-    for (method, status), count in sorted(_counter(current_app).snapshot().items()):
-        lines.append(f'authsvc_http_requests_total{{method="{method}",status="{status}"}} {count}')
+    lines: list[str] = [_http(current_app).exposition().rstrip("\n")]
     try:
         outbox = _outbox_lines(db())
         up = 1

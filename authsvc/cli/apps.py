@@ -7,6 +7,7 @@ import psycopg
 
 from authsvc.app_keys import register_app, validate_redirect_url
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
+from authsvc.db import connect
 
 
 @click.group()
@@ -39,7 +40,7 @@ def apps_create(name: str, redirect_urls: list[str]) -> None:
         raise click.BadParameter("may not contain control characters", param_hint="NAME")
     url = database_url_or_exit(settings_or_exit())
     try:
-        with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        with connect(url) as conn, conn.transaction():
             app, key = register_app(conn, name.strip(), redirect_urls)
     except psycopg.errors.UndefinedTable:
         raise click.ClickException(

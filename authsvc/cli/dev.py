@@ -20,6 +20,7 @@ import psycopg
 from authsvc.app_keys import find_app_by_key, register_app
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.config import ConfigError, Settings, load_settings
+from authsvc.db import connect
 from authsvc.embedded import start_embedded_postgres
 from authsvc.migrate import upgrade
 
@@ -31,7 +32,7 @@ DEV_APP_NAME = "dev"
 def ensure_dev_app(database_url: str, settings: Settings) -> str:
     """The dev app's API key: reused from <data dir>/dev-app-key while the database knows it."""
     key_file = settings.data_dir / "dev-app-key"
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    with connect(database_url) as conn:
         if key_file.exists():
             key = key_file.read_text(encoding="utf-8").strip()
             if find_app_by_key(conn, key) is not None:
@@ -199,6 +200,8 @@ def dev(port: int, smtp_port: int) -> None:
             except Exception as exc:  # pgserver failing to start is an operator problem
                 raise click.ClickException(f"cannot start the embedded PostgreSQL: {exc}") from None
             url = str(embedded.get_uri())
+            # No pooler in front of the embedded server: the children may LISTEN on it.
+            env["AUTHSVC_DIRECT_DATABASE_URL"] = url
         env["AUTHSVC_DATABASE_URL"] = url
         env["AUTHSVC_DATA_DIR"] = str(settings.data_dir)
         try:

@@ -11,7 +11,7 @@ import click
 import psycopg
 
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
-from authsvc.db import create_pool
+from authsvc.db import create_pool, resolve_listen_url
 from authsvc.inbox.front import FrontConfig, InboxFront
 from authsvc.inbox.messages import DEFAULT_MAX_PER_SCOPE
 from authsvc.inbox.smtp import DEFAULT_MAX_MESSAGE_BYTES, InboxSink
@@ -87,6 +87,7 @@ def inbox(
             front = InboxFront(
                 FrontConfig(
                     upstream=upstream.rstrip("/"), database_url=url,
+                    listen_url=resolve_listen_url(settings),
                     token=settings.test_inbox_token, host=http_host, port=http_port,
                 )
             )

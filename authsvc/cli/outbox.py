@@ -11,6 +11,7 @@ import psycopg
 
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.config import parse_duration
+from authsvc.db import connect
 from worker import admin
 
 
@@ -23,7 +24,7 @@ def outbox() -> None:
 def _connection() -> Iterator[psycopg.Connection]:
     url = database_url_or_exit(settings_or_exit())
     try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        with connect(url, connect_timeout=10) as conn:
             yield conn
     except psycopg.errors.UndefinedTable:
         raise click.ClickException("the schema is missing: run `authsvc db upgrade`") from None

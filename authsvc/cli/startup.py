@@ -9,7 +9,7 @@ import click
 import psycopg
 
 from authsvc.config import ConfigError, Settings, load_settings
-from authsvc.db import resolve_database_url
+from authsvc.db import connect, resolve_database_url
 
 
 def settings_or_exit() -> Settings:
@@ -30,7 +30,7 @@ def database_url_or_exit(settings: Settings) -> str:
 def check_database_or_exit(url: str) -> None:
     """Fail at once, with the reason, when the database cannot be reached."""
     try:
-        with psycopg.connect(url, connect_timeout=10):
+        with connect(url, connect_timeout=10):
             pass
     except psycopg.OperationalError as exc:
         raise click.ClickException(f"cannot reach the database: {str(exc).strip()}") from None

@@ -80,5 +80,10 @@ bench-report: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/python -m chaos --requests 5000 --workers 4 --kills 24 --kill-every 2 --rate 100
 
+# A primary and a streaming standby of its own (pgserver's binaries), the standby
+# promoted mid-run under the chaos load (issue 15); ends with a `chaos:` line.
+chaos-failover: $(STAMP)
+	$(BIN)/python -m chaos --failover --requests 600 --workers 3 --kills 4 --kill-every 2 --rate 60
+
 fuzz: $(STAMP)
 	AUTHSVC_FUZZ_MODE=long $(BIN)/pytest tests/test_api_schemathesis.py tests/test_pages_input_properties.py -q -s -p no:cacheprovider

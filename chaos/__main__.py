@@ -19,6 +19,7 @@ import psycopg
 
 from authsvc.app_keys import register_app
 from chaos.cluster import ThrowawayPostgres
+from chaos.failover import FailoverPair
 from chaos.fleet import MAX_BACKOFF_SECONDS, MAX_RESENDS_PER_KILL, Fleet
 from chaos.load import ApiClient, LinkRequest, run_load
 from chaos.reconcile import NEW_PASSWORD, Report, check_redemptions, reconcile
@@ -40,6 +41,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--drain-timeout", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--logs", type=Path, default=None, help="keep process logs here")
+    parser.add_argument("--failover", action="store_true",
+                        help="a primary and a streaming standby; promote the standby mid-run"
+                             " instead of restarting one server")
     args = parser.parse_args(argv)
     if args.requests < 2 or args.workers < 1 or args.kills < 0:
         parser.error("need --requests >= 2, --workers >= 1, --kills >= 0")
@@ -53,6 +57,8 @@ def _environment(
     env.update(
         AUTHSVC_ENV="test",
         AUTHSVC_DATABASE_URL=db_url,
+        # No pooler in these runs: the same URL is the direct one, so workers LISTEN.
+        AUTHSVC_DIRECT_DATABASE_URL=db_url,
         AUTHSVC_DATA_DIR=str(data_dir),
         AUTHSVC_SECRET_KEYS=SECRET_KEY,
         AUTHSVC_SMTP_URL=smtp_url,
@@ -73,8 +79,13 @@ def _requests(count: int, rng: random.Random) -> tuple[list[str], list[LinkReque
 
 
 def _drained(url: str) -> bool:
-    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-        row = conn.execute("SELECT count(*) FROM email_jobs WHERE status = 'pending'").fetchone()
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM email_jobs WHERE status = 'pending'"
+            ).fetchone()
+    except psycopg.OperationalError:
+        return False  # mid-restart or mid-failover: not drained yet
     return row is not None and row[0] == 0
 
 
@@ -85,7 +96,9 @@ def run(args: argparse.Namespace) -> Report:
     logs = args.logs or Path(tempfile.mkdtemp(prefix="chaos-logs-"))
     logs.mkdir(parents=True, exist_ok=True)
     report = Report(requests=args.requests)
-    cluster = ThrowawayPostgres()
+    cluster: ThrowawayPostgres | FailoverPair = (
+        FailoverPair() if args.failover else ThrowawayPostgres()
+    )
     smtp = FaultySmtp(FaultRates(), seed)
     fleet: Fleet | None = None
     try:
@@ -133,7 +146,10 @@ def run(args: argparse.Namespace) -> Report:
         report.details.update(run_seconds=round(time.monotonic() - started, 1),
                               smtp_faults=dict(smtp.faults), worker_crashes=crashes)
         report.kills = len(fleet.killed_pids)
-        report.db_restarts = cluster.restarts
+        if isinstance(cluster, FailoverPair):
+            report.failovers = cluster.failovers
+        else:
+            report.db_restarts = cluster.restarts
         receipts = smtp.snapshot()
         with psycopg.connect(cluster.url, autocommit=True) as conn:
             reconcile(conn, report, receipts, fleet.killed_pids,
@@ -170,7 +186,9 @@ def _judge(report: Report, args: argparse.Namespace) -> None:
                                f" more than the bound of {MAX_RESENDS_PER_KILL}")
     if report.kills < args.kills:
         report.problems.append(f"only {report.kills} of {args.kills} kills happened")
-    if report.db_restarts != 1:
+    if args.failover and report.failovers != 1:
+        report.problems.append(f"failovers={report.failovers}, expected 1")
+    if not args.failover and report.db_restarts != 1:
         report.problems.append(f"db_restarts={report.db_restarts}, expected 1")
 
 

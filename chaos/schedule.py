@@ -7,6 +7,7 @@ import threading
 import time
 
 from chaos.cluster import ThrowawayPostgres
+from chaos.failover import FailoverPair
 from chaos.fleet import Fleet
 
 MAX_CRASHES = 25  # workers exiting on their own (not our kills) before we give up
@@ -15,8 +16,8 @@ MAX_CRASHES = 25  # workers exiting on their own (not our kills) before we give 
 class FaultSchedule(threading.Thread):
     """Runs beside the load until the load is done, every kill happened and the restart too."""
 
-    def __init__(self, fleet: Fleet, cluster: ThrowawayPostgres, rng: random.Random, *,
-                 kills: int, kill_every: float) -> None:
+    def __init__(self, fleet: Fleet, cluster: ThrowawayPostgres | FailoverPair,
+                 rng: random.Random, *, kills: int, kill_every: float) -> None:
         super().__init__(name="faults", daemon=True)
         self.fleet = fleet
         self.cluster = cluster

@@ -178,15 +178,26 @@ def section(r: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
+def _pattern() -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+
+
+def with_section(document: str, text: str) -> str:
+    """`document` with this section replaced (or appended); every other section as it was."""
+    if _pattern().search(document):
+        return _pattern().sub(lambda _m: text, document)
+    return document.rstrip("\n") + "\n\n" + text
+
+
+def kept_section(document: str) -> str | None:
+    """This section of an existing BENCHMARKS.md, for bench/suite.py to carry over."""
+    found = _pattern().search(document)
+    return found.group(0) if found else None
+
+
 def write_section(text: str) -> None:
-    """Replace (or append) this section; every other section of the file stays as it is."""
     current = DOCS.read_text(encoding="utf-8") if DOCS.exists() else ""
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    if pattern.search(current):
-        updated = pattern.sub(lambda _m: text, current)
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text
-    DOCS.write_text(updated, encoding="utf-8")
+    DOCS.write_text(with_section(current, text), encoding="utf-8")
 
 
 def main() -> None:

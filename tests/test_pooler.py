@@ -157,3 +157,25 @@ def test_listen_url_is_the_direct_url_never_the_pooled_one(env):
     assert resolve_listen_url(load_settings(pooled_only)) is None
     direct = env["AUTHSVC_DIRECT_DATABASE_URL"]
     assert resolve_listen_url(load_settings(env)) == direct
+
+
+@pytest.mark.parametrize(
+    ("direct", "pooled", "problem"),
+    [
+        ("mysql://db/authsvc", "postgresql://pooler/authsvc", "must be a postgresql://"),
+        ("postgresql://[::1", "postgresql://pooler/authsvc", "must be a postgresql://"),
+        ("postgresql://db/authsvc", None, "set AUTHSVC_DATABASE_URL too"),
+    ],
+)
+def test_a_bad_direct_url_is_refused_at_start(env, direct, pooled, problem):
+    from authsvc.config import ConfigError
+
+    bad = {**env, "AUTHSVC_DIRECT_DATABASE_URL": direct}
+    if pooled is None:
+        bad.pop("AUTHSVC_DATABASE_URL")
+    else:
+        bad["AUTHSVC_DATABASE_URL"] = pooled
+    with pytest.raises(ConfigError) as refused:
+        load_settings(bad)
+    assert any(p.startswith("AUTHSVC_DIRECT_DATABASE_URL") and problem in p
+               for p in refused.value.problems)

@@ -36,7 +36,7 @@ class Report:
     kills: int = 0
     max_duplicates_per_kill: int = 0
     db_restarts: int = 0
-    failovers: int = 0
+    failovers: int | None = None  # counted in --failover runs only
     problems: list[str] = field(default_factory=list)
     details: dict[str, object] = field(default_factory=dict)
 
@@ -46,7 +46,8 @@ class Report:
             f" lost={self.lost} stuck={self.stuck} duplicates={self.duplicates}"
             f" crash_window={self.crash_window} stale_redemptions={self.stale_redemptions}"
             f" kills={self.kills} max_duplicates_per_kill={self.max_duplicates_per_kill}"
-            f" db_restarts={self.db_restarts} failovers={self.failovers}"
+            f" db_restarts={self.db_restarts}"
+            + ("" if self.failovers is None else f" failovers={self.failovers}")
         )
 
 

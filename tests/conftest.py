@@ -48,9 +48,14 @@ def direct_database_url(test_databases: TestDatabases, database_url: str) -> str
 
 
 @pytest.fixture
-def conn(database_url: str) -> Iterator[psycopg.Connection]:
+def conn(database_url: str, test_databases: TestDatabases) -> Iterator[psycopg.Connection]:
     """An autocommit connection for arranging and asserting (through the pooler, if any)."""
-    with connect(database_url) as connection:
+    if test_databases.pooled:
+        with connect(database_url) as connection:
+            yield connection
+        return
+    # No pooler: psycopg may prepare the statements a test repeats thousands of times.
+    with psycopg.connect(database_url, autocommit=True) as connection:
         yield connection
 
 

@@ -123,7 +123,10 @@ def test_concurrent_migrations_through_the_pooler_leave_no_lock_behind(
         for thread in threads:
             thread.join(60)
         assert not any(t.is_alive() for t in threads), "an upgrade hung on the lock"
-        assert sorted(results, key=str) == sorted([0, len(available_migrations())], key=str)
+        # Each migration takes the lock on its own, so the two may share the work:
+        # together they applied every migration exactly once, and neither failed.
+        assert all(isinstance(n, int) for n in results), results
+        assert sum(results) == len(available_migrations())  # type: ignore[arg-type]
         with connect(test_databases.direct(pooled)) as direct:
             held = direct.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"

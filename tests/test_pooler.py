@@ -182,3 +182,45 @@ def test_a_bad_direct_url_is_refused_at_start(env, direct, pooled, problem):
         load_settings(bad)
     assert any(p.startswith("AUTHSVC_DIRECT_DATABASE_URL") and problem in p
                for p in refused.value.problems)
+
+
+@pytest.mark.e2e
+def test_make_run_with_pooled_and_direct_urls_delivers_every_email(
+    pooled_url, direct_database_url, env, tmp_path
+):
+    """`authsvc dev` (`make run`) on PgBouncer and the direct URL: 30 signups, 30 emails."""
+    import json
+    import urllib.request
+
+    from tests.test_dev import running_dev
+
+    dev_env = {**env, "AUTHSVC_DATABASE_URL": pooled_url,
+               "AUTHSVC_DIRECT_DATABASE_URL": direct_database_url}
+    dev_env.pop("AUTHSVC_BASE_URL")
+
+    def call(url: str, body: dict | None = None, headers: dict | None = None) -> dict:
+        """POST `body` as JSON; the answer's JSON."""
+        request = urllib.request.Request(  # noqa: S310 (loopback)
+            url, data=json.dumps(body or {}).encode(), method="POST",
+            headers={"Content-Type": "application/json", **(headers or {})},
+        )
+        with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310 (loopback)
+            text = reply.read().decode()
+        return json.loads(text) if text else {}
+
+    with running_dev(tmp_path, dev_env) as dev:
+        key = (dev.data_dir / "dev-app-key").read_text().strip()
+        scope = call(f"{dev.url}/_inbox/scopes")["scope"]
+        for n in range(30):
+            call(f"{dev.url}/api/v1/signups",
+                 {"email": f"u{n}+{scope}@inbox.test", "password": f"correct horse battery {n}"},
+                 {"Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(  # noqa: S310 (loopback)
+            f"{dev.url}/_inbox/scopes/{scope}/messages?wait=30&min=30", timeout=40
+        ) as reply:
+            listed = json.loads(reply.read())
+        assert len(listed["messages"]) == 30
+        printed = dev.printed()
+        assert dev.process.poll() is None, printed[-3000:]
+    assert "prepared statement" not in printed
+    assert "listen_unavailable" not in printed  # the direct URL was used for LISTEN

@@ -20,6 +20,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -86,6 +87,15 @@ class Host:
         self.ip("link", "set", "lo", "down")
 
     def close(self) -> None:
+        # Every process in the namespace, not only those we started: `authsvc serve`
+        # killed outright would leave its gunicorn running.
+        listed = subprocess.run(["ip", "netns", "pids", self.name], capture_output=True,
+                                text=True, check=False).stdout.split()
+        for pid in listed:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for process in self.processes:
             if process.poll() is None:
                 process.kill()
@@ -257,3 +267,15 @@ def test_a_cut_off_worker_host_hands_its_job_to_the_other_host(hosts_unavailable
         for controller in controllers:
             controller.stop()
         server.close()
+    assert not _left_running(scratch), "a host's process outlived the test"
+
+
+def _left_running(scratch: Path) -> list[int]:
+    """Processes still naming this test's folder (gunicorn binds its sockets there)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        if any(str(scratch) in part for part in process.info["cmdline"] or []):
+            found.append(process.info["pid"])
+    return found

@@ -7,6 +7,8 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install run test test-server browser lint clean chaos chaos-provider fuzz
 
+.PHONY: pgbouncer test-pgbouncer chaos-failover
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -43,6 +45,19 @@ TEST_SERVER_URL ?= postgresql://postgres@127.0.0.1:5432/test
 test-server: $(STAMP) browser
 	AUTHSVC_TEST_DATABASE_URL=$(TEST_SERVER_URL) $(BIN)/pytest -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)
 
+# The suite through a transaction pooler (SPEC §11, issue 15): a throwaway PostgreSQL
+# (pgserver's binaries) with Debian's PgBouncer in transaction mode in front, both
+# started and stopped by tests/pooled_run.py. Installs pgbouncer when missing and root.
+pgbouncer:
+	@command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's pgbouncer for the pooled suite"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; \
+	  else echo "pgbouncer not found: install it (Debian: apt-get install pgbouncer)"; exit 1; fi; }
+
+test-pgbouncer: $(STAMP) browser pgbouncer
+	$(BIN)/python -m tests.pooled_run -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)-pgb
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
@@ -70,6 +85,10 @@ chaos: $(STAMP)
 # every kill lands after the provider accepted and before the worker recorded.
 chaos-provider: $(STAMP)
 	$(BIN)/python -m chaos --transport http --requests 5000 --workers 4 --kills 24 --kill-every 2 --rate 100
+# A primary and a streaming standby of its own (pgserver's binaries), the standby
+# promoted mid-run under the chaos load (issue 15); ends with a `chaos:` line.
+chaos-failover: $(STAMP)
+	$(BIN)/python -m chaos --failover --requests 600 --workers 3 --kills 4 --kill-every 2 --rate 60
 
 fuzz: $(STAMP)
 	AUTHSVC_FUZZ_MODE=long AUTHSVC_HYPOTHESIS_PROFILE=long $(BIN)/pytest tests/test_api_schemathesis.py tests/test_pages_input_properties.py tests/test_properties_ownership.py -q -s -p no:cacheprovider -o timeout=3600

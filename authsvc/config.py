@@ -95,6 +95,10 @@ class Settings:
     http_provider: HttpProviderTarget | None = None
     # AUTHSVC_PROVIDER_WEBHOOK_SECRET: verifies POST /webhooks/provider/… (whsec_…).
     provider_webhook_secret: str | None = field(default=None, repr=False)
+    # AUTHSVC_DIRECT_DATABASE_URL: the server itself, not a pooler (LISTEN; SPEC §11).
+    direct_database_url: str | None = None
+    # PROMETHEUS_MULTIPROC_DIR (set by `authsvc serve`): /metrics sums every process's files.
+    metrics_multiproc_dir: Path | None = None
 
     @property
     def production(self) -> bool:
@@ -248,6 +252,19 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
     database_url = get("AUTHSVC_DATABASE_URL")
     if database_url and _scheme(database_url) not in {"postgres", "postgresql"}:
         problems.append("AUTHSVC_DATABASE_URL: must be a postgresql:// or postgres:// URL")
+    # Running at scale (SPEC §11): AUTHSVC_DATABASE_URL may be a transaction pooler;
+    # LISTEN needs a session, so it goes to this URL of the server itself.
+    direct_database_url = get("AUTHSVC_DIRECT_DATABASE_URL")
+    if direct_database_url and _scheme(direct_database_url) not in {"postgres", "postgresql"}:
+        problems.append("AUTHSVC_DIRECT_DATABASE_URL: must be a postgresql:// or postgres:// URL")
+    elif direct_database_url and not database_url:
+        problems.append(
+            "AUTHSVC_DIRECT_DATABASE_URL: set AUTHSVC_DATABASE_URL too (the pooled URL)"
+        )
+    multiproc_raw = env.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+    metrics_multiproc_dir = Path(multiproc_raw).absolute() if multiproc_raw else None
+    if metrics_multiproc_dir and metrics_multiproc_dir.is_file():
+        problems.append(f"PROMETHEUS_MULTIPROC_DIR: {metrics_multiproc_dir} is not a folder")
     if data_dir.exists() and not data_dir.is_dir():
         problems.append(f"AUTHSVC_DATA_DIR: {data_dir} exists and is not a folder")
 
@@ -379,5 +396,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         null_mail=null_mail,
         http_provider=http_provider,
         provider_webhook_secret=webhook_secret,
+        direct_database_url=direct_database_url,
+        metrics_multiproc_dir=metrics_multiproc_dir,
         **settings_kwargs,  # type: ignore[arg-type]
     )

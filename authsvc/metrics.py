@@ -1,23 +1,22 @@
 """GET /metrics: Prometheus text format.
 
-Request counts are per process (each gunicorn worker counts its own; a
-scrape sees the process that answered). Outbox figures are read from the
-database at scrape time, so every process and host reports the same ones;
-the event totals shrink when `authsvc outbox prune` deletes old trails,
-which Prometheus treats as a counter reset.
+Request counts and latencies come from prometheus_client (authsvc/http_metrics.py),
+summed over every gunicorn worker of this host under `authsvc serve`. Outbox
+figures are read from the database at scrape time, so every process and host
+reports the same ones; the event totals shrink when `authsvc outbox prune`
+deletes old trails, which Prometheus treats as a counter reset.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
+import time
 
-from flask import Blueprint, Flask, Response, current_app, request
+from flask import Blueprint, Flask, Response, current_app, g, request
 from flask.blueprints import BlueprintSetupState
 from psycopg import Connection
 
+from authsvc.http_metrics import HttpMetrics
 from authsvc.outbox import STATUSES, admin
-from authsvc.pages import resend_counter
 from authsvc.web import bearer_token_matches, db, services
 
 LATENCY_BOUNDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -35,35 +34,30 @@ EVENT_COUNTERS = {
 bp = Blueprint("metrics", __name__)
 
 
-class RequestCounter:
-    """HTTP responses by method and status, for this process."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[tuple[str, int]] = Counter()
-
-    def add(self, method: str, status: int) -> None:
-        with self._lock:
-            self._counts[(method, status)] += 1
-
-    def snapshot(self) -> dict[tuple[str, int], int]:
-        with self._lock:
-            return dict(self._counts)
-
-
-def _counter(app: Flask) -> RequestCounter:
-    counter: RequestCounter = app.extensions["authsvc_metrics"]
-    return counter
+def web_metrics(app: Flask) -> HttpMetrics:
+    """This app's prometheus_client metrics (installed with the blueprint)."""
+    http: HttpMetrics = app.extensions["authsvc_metrics"]
+    return http
 
 
 @bp.record_once
 def _install(state: BlueprintSetupState) -> None:
-    state.app.extensions["authsvc_metrics"] = RequestCounter()
+    settings = state.app.extensions["authsvc"].settings
+    state.app.extensions["authsvc_metrics"] = HttpMetrics(settings.metrics_multiproc_dir)
+
+
+@bp.before_app_request
+def _start_timer() -> None:
+    g.authsvc_request_started = time.perf_counter()
 
 
 @bp.after_app_request
 def _count(response: Response) -> Response:
-    _counter(current_app).add(request.method, response.status_code)
+    started = g.get("authsvc_request_started", time.perf_counter())
+    rule = request.url_rule.rule if request.url_rule is not None else None
+    web_metrics(current_app).observe(
+        request.method, rule, response.status_code, time.perf_counter() - started
+    )
     return response
 
 
@@ -114,10 +108,7 @@ def metrics() -> Response:
             content_type="text/plain; charset=utf-8",
             headers={"WWW-Authenticate": 'Bearer realm="authsvc metrics"'},
         )
-    lines: list[str] = []
-    _family(lines, "authsvc_http_requests_total", "counter", "HTTP responses by method and status.")
-    for (method, status), count in sorted(_counter(current_app).snapshot().items()):
-        lines.append(f'authsvc_http_requests_total{{method="{method}",status="{status}"}} {count}')
+    lines: list[str] = [web_metrics(current_app).exposition().rstrip("\n")]
     try:
         outbox = _outbox_lines(db())
         up = 1
@@ -125,7 +116,6 @@ def metrics() -> Response:
         outbox, up = [], 0
     _family(lines, "authsvc_database_up", "gauge", "Whether the outbox figures could be read.")
     lines.append(f"authsvc_database_up {up}")
-    lines += resend_counter.metric_lines(current_app)
     lines += outbox
     body = "\n".join(lines) + "\n"
     return Response(body, content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -3,8 +3,9 @@
 A dozen lines of runner instead of a migration framework: the files are plain
 SQL, each applied in its own transaction together with its bookkeeping row
 (the bookkeeping table itself comes from migrations/0000_schema_migrations.sql),
-and the advisory lock makes concurrent `authsvc db upgrade` runs (several
-containers starting at once) wait for each other instead of racing.
+and a transaction-level advisory lock makes concurrent `authsvc db upgrade`
+runs (several containers starting at once) wait for each other instead of
+racing, through a transaction pooler too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import psycopg
 
+from authsvc.db import connect
 from authsvc.logs import log_event
 from authsvc.resources import migrations_dir
 
@@ -74,25 +76,30 @@ _AFTER: dict[str, Callable[[psycopg.Connection], None]] = {"0002": _report_addre
 
 
 def upgrade(url: str) -> list[Migration]:
-    """Apply pending migrations; return those this call applied."""
+    """Apply pending migrations; return those this call applied.
+
+    Each migration runs in its own transaction under a transaction-level
+    advisory lock, re-checking under the lock whether another runner applied
+    it meanwhile: a session lock would outlive the transaction on the server,
+    which a transaction pooler hands to someone else (SPEC §11), so `url` may
+    be the pooled URL.
+    """
     applied: list[Migration] = []
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
-        try:
-            # Read under the lock: another process may have just applied some.
-            # On a new database nothing is recorded, so 0000 (which creates
-            # schema_migrations) runs first and records itself like the rest.
-            for migration in pending_migrations(conn):
-                sql = migration.path.read_text(encoding="utf-8")
-                with conn.transaction():
-                    conn.execute(sql)  # type: ignore[arg-type]  # shipped file, not input
-                    conn.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                        (migration.version, migration.name),
-                    )
-                applied.append(migration)
-                if migration.version in _AFTER:
-                    _AFTER[migration.version](conn)
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    with connect(url) as conn:
+        # On a new database nothing is recorded, so 0000 (which creates
+        # schema_migrations) runs first and records itself like the rest.
+        for migration in pending_migrations(conn):
+            sql = migration.path.read_text(encoding="utf-8")
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                if migration.version in applied_versions(conn):
+                    continue  # another runner applied it while we waited for the lock
+                conn.execute(sql)  # type: ignore[arg-type]  # shipped file, not input
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+            applied.append(migration)
+            if migration.version in _AFTER:
+                _AFTER[migration.version](conn)
     return applied

@@ -26,6 +26,7 @@ import psycopg
 
 from authsvc.app_keys import register_app
 from chaos.cluster import ThrowawayPostgres
+from chaos.failover import FailoverPair
 from chaos.fleet import MAX_BACKOFF_SECONDS, MAX_RESENDS_PER_KILL, Fleet
 from chaos.load import ApiClient, LinkRequest, run_load
 from chaos.provider import AcceptKiller, receipts, start_provider, wait_idle
@@ -56,6 +57,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--logs", type=Path, default=None, help="keep process logs here")
     parser.add_argument("--transport", choices=("smtp", "http"), default="smtp",
                         help="a faulty SMTP server, or the local Resend-like HTTP provider")
+    parser.add_argument("--failover", action="store_true",
+                        help="a primary and a streaming standby; promote the standby mid-run"
+                             " instead of restarting one server")
     args = parser.parse_args(argv)
     if args.requests < 2 or args.workers < 1 or args.kills < 0:
         parser.error("need --requests >= 2, --workers >= 1, --kills >= 0")
@@ -69,6 +73,8 @@ def _environment(
     env.update(
         AUTHSVC_ENV="test",
         AUTHSVC_DATABASE_URL=db_url,
+        # No pooler in these runs: the same URL is the direct one, so workers LISTEN.
+        AUTHSVC_DIRECT_DATABASE_URL=db_url,
         AUTHSVC_DATA_DIR=str(data_dir),
         AUTHSVC_SECRET_KEYS=SECRET_KEY,
         AUTHSVC_MAIL_URL=mail_url,
@@ -89,8 +95,13 @@ def _requests(count: int, rng: random.Random) -> tuple[list[str], list[LinkReque
 
 
 def _drained(url: str) -> bool:
-    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-        row = conn.execute("SELECT count(*) FROM email_jobs WHERE status = 'pending'").fetchone()
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM email_jobs WHERE status = 'pending'"
+            ).fetchone()
+    except psycopg.OperationalError:
+        return False  # mid-restart or mid-failover: not drained yet
     return row is not None and row[0] == 0
 
 
@@ -101,7 +112,9 @@ def run(args: argparse.Namespace) -> Report:
     logs = args.logs or Path(tempfile.mkdtemp(prefix="chaos-logs-"))
     logs.mkdir(parents=True, exist_ok=True)
     report = Report(requests=args.requests, transport=args.transport)
-    cluster = ThrowawayPostgres()
+    cluster: ThrowawayPostgres | FailoverPair = (
+        FailoverPair() if args.failover else ThrowawayPostgres()
+    )
     http = args.transport == "http"
     smtp = FaultySmtp(FaultRates(), seed)
     provider = start_provider(seed) if http else None
@@ -164,7 +177,10 @@ def run(args: argparse.Namespace) -> Report:
         else:
             report.details.update(smtp_faults=dict(smtp.faults))
         report.kills = len(fleet.killed_pids)
-        report.db_restarts = cluster.restarts
+        if isinstance(cluster, FailoverPair):
+            report.failovers = cluster.failovers
+        else:
+            report.db_restarts = cluster.restarts
         got = receipts(provider) if provider is not None else smtp.snapshot()
         with psycopg.connect(cluster.url, autocommit=True) as conn:
             reconcile(conn, report, got, fleet.killed_pids,
@@ -184,7 +200,8 @@ def run(args: argparse.Namespace) -> Report:
         cluster.close()
     _judge(report, args)
     report.details["logs"] = str(logs)
-    report.details["cluster"] = str(cluster.root)
+    if isinstance(cluster, ThrowawayPostgres):  # what test_chaos checks was stopped
+        report.details["cluster"] = str(cluster.root)
     return report
 
 
@@ -209,7 +226,9 @@ def _judge(report: Report, args: argparse.Namespace) -> None:
         report.problems.append(f"only {report.kills} of {args.kills} kills happened")
     if report.transport == "http" and report.duplicates:
         report.problems.append(f"duplicates={report.duplicates} despite the idempotency key")
-    if report.db_restarts != 1:
+    if args.failover and report.failovers != 1:
+        report.problems.append(f"failovers={report.failovers}, expected 1")
+    if not args.failover and report.db_restarts != 1:
         report.problems.append(f"db_restarts={report.db_restarts}, expected 1")
 
 

@@ -37,6 +37,7 @@ class Report:
     kills: int = 0
     max_duplicates_per_kill: int = 0
     db_restarts: int = 0
+    failovers: int | None = None  # counted in --failover runs only
     problems: list[str] = field(default_factory=list)
     details: dict[str, object] = field(default_factory=dict)
 
@@ -55,6 +56,7 @@ class Report:
             f" crash_window={self.crash_window} stale_redemptions={self.stale_redemptions}"
             f" kills={self.kills} max_duplicates_per_kill={self.max_duplicates_per_kill}"
             f" db_restarts={self.db_restarts}"
+            + ("" if self.failovers is None else f" failovers={self.failovers}")
         )
 
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from chaos.cluster import ThrowawayPostgres
+from chaos.failover import FailoverPair
 from chaos.fleet import Fleet
 
 MAX_CRASHES = 25  # workers exiting on their own (not our kills) before we give up
@@ -16,8 +17,8 @@ MAX_CRASHES = 25  # workers exiting on their own (not our kills) before we give 
 class FaultSchedule(threading.Thread):
     """Runs beside the load until the load is done, every kill happened and the restart too."""
 
-    def __init__(self, fleet: Fleet, cluster: ThrowawayPostgres, rng: random.Random, *,
-                 kills: int, kill_every: float,
+    def __init__(self, fleet: Fleet, cluster: ThrowawayPostgres | FailoverPair,
+                 rng: random.Random, *, kills: int, kill_every: float,
                  kill: Callable[[random.Random], None] | None = None) -> None:
         super().__init__(name="faults", daemon=True)
         self.fleet = fleet

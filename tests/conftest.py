@@ -15,11 +15,11 @@ from psycopg_pool import ConnectionPool
 from authsvc.app import create_app
 from authsvc.clock import FrozenClock
 from authsvc.config import Settings, load_settings
-from authsvc.db import create_pool
+from authsvc.db import connect, create_pool
 from authsvc.passwords import Passwords, cheap_passwords
 from authsvc.services import Services, build_services
 from testkit.smtp_double import SmtpDouble
-from tests.pg import TestDatabases, server_url
+from tests.pg import TestDatabases, direct_server_url, server_url
 
 pytest_plugins = ["tests.process_guard"]
 
@@ -31,7 +31,7 @@ def test_databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestDat
     # Short path: the embedded server's Unix socket path must stay under 107 bytes.
     url, handle = server_url(tmp_path_factory.mktemp("pg", numbered=True))
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    databases = TestDatabases(url, worker)
+    databases = TestDatabases(url, worker, direct_server_url())
     yield databases
     databases.close()
     del handle
@@ -52,18 +52,30 @@ def empty_database_url(test_databases: TestDatabases) -> Iterator[str]:
 
 
 @pytest.fixture
-def conn(database_url: str) -> Iterator[psycopg.Connection]:
-    """A direct autocommit connection for arranging and asserting."""
+def direct_database_url(test_databases: TestDatabases, database_url: str) -> str:
+    """The test database on the server itself (the same URL unless a pooler is in front)."""
+    return test_databases.direct(database_url)
+
+
+@pytest.fixture
+def conn(database_url: str, test_databases: TestDatabases) -> Iterator[psycopg.Connection]:
+    """An autocommit connection for arranging and asserting (through the pooler, if any)."""
+    if test_databases.pooled:
+        with connect(database_url) as connection:
+            yield connection
+        return
+    # No pooler: psycopg may prepare the statements a test repeats thousands of times.
     with psycopg.connect(database_url, autocommit=True) as connection:
         yield connection
 
 
 @pytest.fixture
-def env(database_url: str, tmp_path: Path) -> dict[str, str]:
+def env(database_url: str, direct_database_url: str, tmp_path: Path) -> dict[str, str]:
     """The environment a process under test gets (subprocess tests extend it)."""
     return {
         "AUTHSVC_ENV": "test",
         "AUTHSVC_DATABASE_URL": database_url,
+        "AUTHSVC_DIRECT_DATABASE_URL": direct_database_url,
         "AUTHSVC_DATA_DIR": str(tmp_path / "data"),
         "AUTHSVC_SECRET_KEYS": TEST_KEY,
         "AUTHSVC_BASE_URL": "http://127.0.0.1:8000",

@@ -121,7 +121,7 @@ def test_expired_link_resends_with_one_click_in_a_browser(page, base_url, conn, 
 
 
 @pytest.fixture
-def stack(database_url: str, tmp_path: Path) -> Iterator[str]:
+def stack(database_url: str, direct_database_url: str, tmp_path: Path) -> Iterator[str]:
     """`authsvc dev` on free ports against this test's database; yields its URL."""
     port, smtp_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
@@ -129,6 +129,7 @@ def stack(database_url: str, tmp_path: Path) -> Iterator[str]:
         **os.environ,
         "AUTHSVC_ENV": "test",
         "AUTHSVC_DATABASE_URL": database_url,
+        "AUTHSVC_DIRECT_DATABASE_URL": direct_database_url,
         "AUTHSVC_DATA_DIR": str(tmp_path / "data"),
         "AUTHSVC_SECRET_KEYS": TEST_KEY,
         "AUTHSVC_BASE_URL": url,

@@ -113,9 +113,10 @@ def test_eight_concurrent_requests_with_one_key_make_one_job(api, app, conn, dat
     assert _resets(conn) == 1
 
 
-def test_key_held_by_a_running_request_answers_409_at_once(api, conn, database_url):
+def test_key_held_by_a_running_request_answers_409_at_once(api, conn, direct_database_url):
     lock_name = f"idempotency:{api.app.id}:held"
-    with psycopg.connect(database_url, autocommit=True) as other:
+    # A session lock held by "another request": on the server itself, not through a pooler.
+    with psycopg.connect(direct_database_url, autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (lock_name,))
         response = api.post("/password-resets", RESET, idempotency_key="held")
         assert_problem(response, 409, "idempotency_in_progress")

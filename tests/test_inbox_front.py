@@ -109,6 +109,7 @@ def serve_front(
     config = FrontConfig(
         upstream=f"http://127.0.0.1:{server.server_port}", database_url=database_url,
         token=settings.get("AUTHSVC_TEST_INBOX_TOKEN"), port=free_port(),
+        listen_url=env["AUTHSVC_DIRECT_DATABASE_URL"],
     )
     front = InboxFront(config)
     asyncio.run_coroutine_threadsafe(front.start(), sink.loop).result(timeout=20)

@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from urllib.error import HTTPError
 from urllib.request import urlopen
 
-import psycopg
 import pytest
 
 from authsvc import testing
 from authsvc.cli.serve import gunicorn_argv
-from authsvc.db import create_pool
+from authsvc.db import connect, create_pool
 from authsvc.inbox.smtp import InboxSink
 from authsvc.inbox.waiting import DEFAULT_MAX_WAITERS
 from authsvc.testing import InboxError, ScopedInbox
@@ -51,6 +50,7 @@ def server(test_databases: TestDatabases, tmp_path_factory) -> Iterator[Server]:
         **os.environ,
         "AUTHSVC_ENV": "test",
         "AUTHSVC_DATABASE_URL": database_url,
+        "AUTHSVC_DIRECT_DATABASE_URL": test_databases.direct(database_url),
         "AUTHSVC_DATA_DIR": str(tmp_path_factory.mktemp("data")),
         "AUTHSVC_SECRET_KEYS": TEST_KEY,
         "AUTHSVC_TEST_INBOX": "on",
@@ -92,7 +92,7 @@ def test_long_polls_do_not_block_other_requests(server: Server):
     pollers = [threading.Thread(target=poll, args=(n,)) for n in range(6)]
     for thread in pollers:
         thread.start()
-    with psycopg.connect(server.database_url, autocommit=True) as conn:
+    with connect(server.database_url) as conn:
         def listening() -> bool:
             row = conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN authsvc_inbox%'"
@@ -126,7 +126,7 @@ def _fetch(url: str, timeout: float = 40.0) -> tuple[int, dict[str, str], dict]:
 
 
 def _listeners(database_url: str) -> int:
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    with connect(database_url) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN authsvc_inbox%'"
         ).fetchone()

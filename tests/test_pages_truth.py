@@ -42,7 +42,7 @@ def _resend(client, token: str):
 def _metric(client, name: str, purpose: str) -> int:
     for line in client.get("/metrics").get_data(as_text=True).splitlines():
         if line.startswith(f'{name}{{purpose="{purpose}"}} '):
-            return int(line.split()[-1])
+            return int(float(line.split()[-1]))  # prometheus_client writes 1.0
     raise AssertionError(f"{name}{{purpose={purpose!r}}} is not in /metrics")
 
 

@@ -34,7 +34,8 @@ def test_metrics_report_requests_and_outbox_state_from_the_database(client, conn
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
     body = response.get_data(as_text=True)
-    assert _value(body, 'authsvc_http_requests_total{method="GET",status="200"}') >= 1
+    healthz = 'authsvc_http_requests_total{method="GET",route="/healthz",status="200"}'
+    assert _value(body, healthz) == 1
     assert _value(body, 'authsvc_outbox_jobs{status="pending"}') == 2
     assert _value(body, 'authsvc_outbox_jobs{status="sent"}') == 2
     assert _value(body, "authsvc_outbox_depth") == 2

@@ -106,7 +106,8 @@ def test_database_restart_under_running_worker(env, tmp_path_factory, tmp_path):
         with SmtpDouble(delay_seconds=1.5) as smtp:
             # Polling only every 60 s: the second job can only arrive through a
             # LISTEN connection that was re-established after the restart.
-            env = {**env, "AUTHSVC_DATABASE_URL": url, "AUTHSVC_SMTP_URL": smtp.url}
+            env = {**env, "AUTHSVC_DATABASE_URL": url, "AUTHSVC_DIRECT_DATABASE_URL": url,
+                   "AUTHSVC_SMTP_URL": smtp.url}
             log = tmp_path / "worker.log"
             process = start_worker_process(env, log, "--lease-seconds", "20",
                                            "--poll-seconds", "60")
@@ -144,7 +145,8 @@ def test_worker_started_while_the_database_is_down_waits_for_it(env, tmp_path_fa
         job_id = _enqueue(url, "queued")
         pg_ctl(server, "-w", "-m", "fast", "stop")
         with SmtpDouble() as smtp:
-            env = {**env, "AUTHSVC_DATABASE_URL": url, "AUTHSVC_SMTP_URL": smtp.url}
+            env = {**env, "AUTHSVC_DATABASE_URL": url, "AUTHSVC_DIRECT_DATABASE_URL": url,
+                   "AUTHSVC_SMTP_URL": smtp.url}
             log = tmp_path / "worker.log"
             process = start_worker_process(env, log, "--poll-seconds", "0.2")
             try:

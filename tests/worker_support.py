@@ -37,8 +37,9 @@ def smtp_factory(smtp_url: str) -> Callable[[float], SmtpMailer]:
 def worker(url: str, settings: Settings, smtp_url: str, clock: Clock = system_clock,
            **options: object) -> Worker:
     """An in-process worker against `url`, sending to `smtp_url`."""
+    listen_url = options.pop("listen_url", settings.direct_database_url)
     return Worker(url, renderer(settings, clock), smtp_factory(smtp_url),
-                  WorkerOptions(**options))  # type: ignore[arg-type]
+                  WorkerOptions(**options), listen_url=listen_url)  # type: ignore[arg-type]
 
 
 def delivery(pool: object, settings: Settings, clock: Clock = system_clock,

@@ -7,6 +7,10 @@ jobs) and hand each outcome to the completer (worker/completer.py), which
 records them in batches; a listener thread turns NOTIFYs into wake-ups. The
 main thread sleeps on one event that a notification, the poll interval, a
 draining queue, a recorded batch or a stop request sets.
+
+LISTEN runs only on the direct URL (`listen_url`, AUTHSVC_DIRECT_DATABASE_URL):
+through a transaction pooler it would hear nothing. Without one the worker
+polls every min(poll_seconds, POLL_WITHOUT_LISTEN_SECONDS) and says so once.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from authsvc.clock import system_clock
 from authsvc.codes import prune_code_attempts
-from authsvc.db import create_pool
+from authsvc.db import connect, create_pool
 from authsvc.idempotency import prune_idempotency_keys
 from authsvc.logs import log_event
 from authsvc.outbox import NOTIFY_CHANNEL
@@ -34,12 +38,15 @@ from worker.completer import Completer, CompleterStopped
 from worker.delivery import Delivery, RetryPolicy
 from worker.jobs import ClaimedJob, Outcome
 from worker.mailers import Mailer
+from worker.metrics import WorkerMetrics
 from worker.render import Renderer
 from worker.webhooks import WebhookDelivery
 
 log = logging.getLogger("worker.loop")
 PRUNE_EVERY_SECONDS = 600.0
 SENDER_IDLE_SECONDS = 5.0
+# Without a direct URL nothing wakes the worker early: look this often instead.
+POLL_WITHOUT_LISTEN_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -73,8 +80,12 @@ class Worker:
         *,
         owner: str | None = None,
         webhooks: WebhookDelivery | None = None,
+        listen_url: str | None = None,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self.url = url
+        self.listen_url = listen_url
+        self.metrics = metrics or WorkerMetrics()
         self.renderer = renderer
         self.mailer_factory = mailer_factory
         self.options = options
@@ -114,8 +125,12 @@ class Worker:
             threading.Thread(target=self._sender, args=(delivery,), name=f"sender-{i}", daemon=True)
             for i in range(opts.concurrency)
         ]
-        if not opts.once:
+        if not opts.once and self.listen_url is not None:
             threads.append(threading.Thread(target=self._listen, name="listener", daemon=True))
+        elif not opts.once:
+            log_event(log, "listen_unavailable", logging.WARNING, lease_owner=self.owner,
+                      poll_seconds=self._poll_seconds,
+                      error="no AUTHSVC_DIRECT_DATABASE_URL: polling instead of LISTEN")
         for thread in threads:
             thread.start()
         log_event(log, "worker_started", lease_owner=self.owner, concurrency=opts.concurrency,
@@ -152,6 +167,7 @@ class Worker:
                         next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
                     backoff = 0.5
                 except psycopg.OperationalError as exc:
+                    self.metrics.database_errors.inc()
                     pool.check()  # drop the broken connections before the next try
                     log_event(log, "database_unavailable", logging.WARNING,
                               lease_owner=self.owner, error=str(exc), retry_in_seconds=backoff)
@@ -164,7 +180,13 @@ class Worker:
                 idle = self._unfinished == 0
             if opts.once and claimed == 0 and idle:
                 return
-            self._wake.wait(opts.poll_seconds)
+            self._wake.wait(self._poll_seconds)
+
+    @property
+    def _poll_seconds(self) -> float:
+        if self.listen_url is None:
+            return min(self.options.poll_seconds, POLL_WITHOUT_LISTEN_SECONDS)
+        return self.options.poll_seconds
 
     def _claim(self, pool: ConnectionPool) -> int:
         opts = self.options
@@ -175,6 +197,8 @@ class Worker:
             claimed = jobs.claim_batch(conn, self.owner, opts.batch, opts.lease_seconds)
         with self._lock:
             self._unfinished += len(claimed)
+            self.metrics.unfinished.set(self._unfinished)
+        self.metrics.claimed.inc(len(claimed))
         self._more_due = len(claimed) == opts.batch
         for job in claimed:
             self._queue.put((job, deadline))
@@ -183,6 +207,7 @@ class Worker:
     def _recorded(self, count: int) -> None:
         with self._lock:
             self._unfinished -= count
+            self.metrics.unfinished.set(self._unfinished)
         self._wake.set()
 
     def _sender(self, delivery: Delivery) -> None:
@@ -208,7 +233,9 @@ class Worker:
                     elif job.kind == "webhook":
                         outcome = self._webhook_outcome(job, deadline)
                     else:
-                        outcome = delivery.decide(mailer, job, deadline)
+                        with self.metrics.send_seconds.time():
+                            outcome = delivery.decide(mailer, job, deadline)
+                    self.metrics.outcomes.labels(outcome.event).inc()
                     completer.submit(outcome)
                     handed_over = True
                 except CompleterStopped:
@@ -236,10 +263,11 @@ class Worker:
 
     def _listen(self) -> None:
         """Turn NOTIFYs into wake-ups; reconnect (and poll once) after losing the database."""
+        assert self.listen_url is not None
         backoff = 0.5
         while not self.stop.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                with connect(self.listen_url, connect_timeout=5) as conn:
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
                     # Anything queued while we were not listening: look now.
                     self._wake.set()

@@ -13,6 +13,7 @@ from authsvc import app_keys
 from authsvc.app_keys import register_app, validate_redirect_url
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.config import Settings
+from authsvc.db import connect
 from authsvc.webhook_targets import WebhookTargetRefused, validate_webhook_url
 
 
@@ -54,7 +55,7 @@ def _check_webhook(settings: Settings, url: str) -> str:
 def _transaction(settings: Settings) -> Iterator[psycopg.Connection]:
     """One transaction for the command (the `authsvc` group's boundary words its errors)."""
     url = database_url_or_exit(settings)
-    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+    with connect(url) as conn, conn.transaction():
         yield conn
 
 

@@ -14,12 +14,12 @@ from urllib.error import URLError
 from urllib.request import urlopen
 
 import click
-import psycopg
 
 from authsvc.app_keys import find_app_by_key, register_app
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.cli.startup import database_url_or_exit
 from authsvc.config import ConfigError, Settings, load_settings
+from authsvc.db import connect
 from authsvc.migrate import upgrade
 
 READY_TIMEOUT_SECONDS = 60.0
@@ -30,7 +30,7 @@ DEV_APP_NAME = "dev"
 def ensure_dev_app(database_url: str, settings: Settings) -> str:
     """The dev app's API key: reused from <data dir>/dev-app-key while the database knows it."""
     key_file = settings.data_dir / "dev-app-key"
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    with connect(database_url) as conn:
         if key_file.exists():
             key = key_file.read_text(encoding="utf-8").strip()
             if find_app_by_key(conn, key) is not None:
@@ -192,6 +192,9 @@ def dev(port: int, smtp_port: int) -> None:
         # The embedded server, if started here, stops when this process exits
         # and no other process uses it (pgserver's own exit hook).
         url = database_url_or_exit(settings)
+        if not settings.database_url:
+            # No pooler in front of the embedded server: the children may LISTEN on it.
+            env["AUTHSVC_DIRECT_DATABASE_URL"] = url
         env["AUTHSVC_DATABASE_URL"] = url
         env["AUTHSVC_DATA_DIR"] = str(settings.data_dir)
         upgrade(url)  # driver errors: one line, from the `authsvc` group's boundary

@@ -8,10 +8,9 @@ import signal
 import threading
 
 import click
-import psycopg
 
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
-from authsvc.db import create_pool
+from authsvc.db import connect, create_pool, resolve_listen_url
 from authsvc.inbox.front import FrontConfig, InboxFront
 from authsvc.inbox.messages import DEFAULT_MAX_PER_SCOPE
 from authsvc.inbox.smtp import DEFAULT_MAX_MESSAGE_BYTES, InboxSink
@@ -65,7 +64,7 @@ def inbox(
     # One direct connection first: an unreachable database or a missing
     # schema fails at once (the pool would retry for its whole timeout).
     # Driver errors become one line at the `authsvc` group (cli/startup.py).
-    with psycopg.connect(url, connect_timeout=10) as conn:
+    with connect(url, connect_timeout=10) as conn:
         conn.execute("SELECT 1 FROM inbox_messages LIMIT 0")
     pool = create_pool(url, min_size=1, max_size=4, name="authsvc-inbox")
     try:
@@ -86,6 +85,7 @@ def inbox(
             front = InboxFront(
                 FrontConfig(
                     upstream=upstream.rstrip("/"), database_url=url,
+                    listen_url=resolve_listen_url(settings),
                     token=settings.test_inbox_token, host=http_host, port=http_port,
                 )
             )

@@ -11,6 +11,7 @@ import psycopg
 
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.config import parse_duration
+from authsvc.db import connect
 from authsvc.outbox import STATUSES, admin
 
 
@@ -23,7 +24,7 @@ def outbox() -> None:
 def _connection() -> Iterator[psycopg.Connection]:
     url = database_url_or_exit(settings_or_exit())
     # Driver errors become one line at the `authsvc` group (cli/startup.py).
-    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+    with connect(url, connect_timeout=10) as conn:
         yield conn
 
 

@@ -10,6 +10,7 @@ import sys
 import click
 
 from authsvc.cli.startup import check_database, database_url_or_exit, settings_or_exit
+from authsvc.http_metrics import prepare_multiprocess_dir
 
 
 def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
@@ -55,6 +56,12 @@ def serve(bind: str, workers: int, threads: int) -> None:
     # each with a traceback, before gunicorn gives up.
     check_database(url)
     env = dict(os.environ, AUTHSVC_DATABASE_URL=url)
+    if not settings.database_url:  # the embedded server: no pooler, LISTEN may use it
+        env["AUTHSVC_DIRECT_DATABASE_URL"] = url
+    # Set before gunicorn forks, so every worker writes its metrics where any
+    # worker's /metrics reads them all; a previous run's files are removed.
+    metrics_dir = settings.metrics_multiproc_dir or settings.data_dir / "prometheus-multiproc"
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(prepare_multiprocess_dir(metrics_dir))
     # A child rather than exec: this process keeps the embedded server's
     # handle, so the server stops when serving stops.
     child = subprocess.Popen(gunicorn_argv(bind, workers, threads), env=env)

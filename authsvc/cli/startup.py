@@ -16,7 +16,7 @@ import click
 import psycopg
 
 from authsvc.config import ConfigError, Settings, load_settings
-from authsvc.db import resolve_database_url
+from authsvc.db import connect, resolve_database_url
 
 
 def settings_or_exit() -> Settings:
@@ -37,7 +37,7 @@ def database_url_or_exit(settings: Settings) -> str:
 
 def check_database(url: str) -> None:
     """Connect once, so an unreachable database fails here rather than in a child process."""
-    with psycopg.connect(url, connect_timeout=10):
+    with connect(url, connect_timeout=10):
         pass
 
 

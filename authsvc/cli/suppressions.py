@@ -15,6 +15,7 @@ import psycopg
 from authsvc import suppressions as store
 from authsvc.addresses import InvalidAddress, parse_address
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
+from authsvc.db import connect
 
 
 @click.group()
@@ -26,7 +27,7 @@ def suppressions() -> None:
 def _connection() -> Iterator[psycopg.Connection]:
     url = database_url_or_exit(settings_or_exit())
     try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        with connect(url, connect_timeout=10) as conn:
             yield conn
     except psycopg.errors.UndefinedTable:
         raise click.ClickException("the schema is missing: run `authsvc db upgrade`") from None

@@ -15,12 +15,14 @@ import psycopg
 
 from authsvc.cli.startup import FiniteFloatRange, database_url_or_exit, settings_or_exit
 from authsvc.config import Settings
+from authsvc.db import connect, resolve_listen_url
 from authsvc.logs import configure_logging, log_event
 from authsvc.migrate import pending_migrations
 from authsvc.services import token_codec
 from worker.delivery import RetryPolicy
 from worker.loop import Worker, WorkerOptions
 from worker.mailers import Mailer
+from worker.metrics import WorkerMetrics
 from worker.providers import mailer_factory
 from worker.render import Renderer
 from worker.webhooks import WebhookDelivery
@@ -40,7 +42,7 @@ def _require_current_schema(url: str, wait_seconds: float) -> None:
     delay = 0.5
     while True:
         try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            with connect(url, connect_timeout=10) as conn:
                 pending = pending_migrations(conn)
             break
         except psycopg.OperationalError as exc:
@@ -117,6 +119,13 @@ def _require_current_schema(url: str, wait_seconds: float) -> None:
     show_default=True,
     help="Longest retry delay (before jitter of up to 50%).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Serve this worker's own metrics on 127.0.0.1:PORT/metrics"
+    " (--processes N: PORT..PORT+N-1).",
+)
 def worker(
     concurrency: int,
     batch: int,
@@ -127,11 +136,12 @@ def worker(
     retry_cap_seconds: float,
     wait_for_database: float,
     processes: int,
+    metrics_port: int | None,
 ) -> None:
     """Send queued emails: claim due outbox jobs under a lease and deliver them."""
     if processes > 1:
         params = click.get_current_context().params
-        raise SystemExit(_supervise(processes, _child_argv(params)))
+        raise SystemExit(_supervise(processes, _child_argv(params), metrics_port))
     settings = settings_or_exit()
     url = database_url_or_exit(settings)
     configure_logging()
@@ -152,8 +162,16 @@ def worker(
     webhooks = WebhookDelivery(
         settings.secret_keys, options.retry, options.send_timeout, settings.production
     )
+    metrics = WorkerMetrics()
+    if metrics_port is not None:
+        try:
+            metrics.serve(metrics_port)
+        except OSError as exc:
+            message = f"cannot serve metrics on port {metrics_port}: {exc}"
+            raise click.ClickException(message) from None
     runner = Worker(
-        url, Renderer(settings, codec), smtp_mailer_factory(settings), options, webhooks=webhooks
+        url, Renderer(settings, codec), smtp_mailer_factory(settings), options,
+        webhooks=webhooks, listen_url=resolve_listen_url(settings), metrics=metrics,
     )
 
     def stop(_signum: int, _frame: FrameType | None) -> None:
@@ -168,14 +186,14 @@ def _child_argv(params: dict[str, object]) -> list[str]:
     """`authsvc worker` with this command's options, as one child process runs it."""
     argv = [sys.executable, "-m", "authsvc.cli", "worker"]
     for name, value in params.items():
-        if name == "processes" or value is None or value is False:
+        if name in ("processes", "metrics_port") or value is None or value is False:
             continue
         flag = "--" + name.replace("_", "-")
         argv += [flag] if value is True else [flag, str(value)]
     return argv
 
 
-def _supervise(count: int, argv: list[str]) -> int:
+def _supervise(count: int, argv: list[str], metrics_port: int | None = None) -> int:
     """Run `count` workers; pass SIGTERM/SIGINT on; if one fails, stop the rest and fail too.
 
     The GIL keeps one process to one core; claims never overlap, so N
@@ -183,7 +201,12 @@ def _supervise(count: int, argv: list[str]) -> int:
     not restarted here: the process manager restarts the group.
     """
     configure_logging()
-    children = [subprocess.Popen(argv) for _ in range(count)]
+    def child_argv(index: int) -> list[str]:
+        if metrics_port is None:
+            return argv
+        return [*argv, "--metrics-port", str(metrics_port + index)]
+
+    children = [subprocess.Popen(child_argv(i)) for i in range(count)]
     stopping = False
 
     def forward(signum: int, _frame: FrameType | None) -> None:

@@ -6,6 +6,10 @@ connection, so a process can hold thousands of them. Each scope has an
 asyncio.Event that a NOTIFY for the scope sets and replaces; a waiter takes the
 current event *before* it checks the database, so a message committed between
 its check and its wait still wakes it.
+
+Without a direct URL to LISTEN on (`conninfo=None`: the pooled URL would
+swallow notifications) every waiter polls every FALLBACK_POLL_SECONDS,
+logged once at start.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from typing import TypeVar
 
 import psycopg
 
+from authsvc.db import connect_async
 from authsvc.inbox.messages import NOTIFY_CHANNEL
 from authsvc.logs import log_event
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Only while the listening connection is down: slow polling instead of missed mail.
+# While the listening connection is down, or with no direct URL: slow polling, not missed mail.
 FALLBACK_POLL_SECONDS = 1.0
 RECONNECT_DELAY_SECONDS = 1.0
 LISTEN_GRACE_SECONDS = 2.0
@@ -33,7 +38,7 @@ LISTEN_GRACE_SECONDS = 2.0
 class AsyncScopeWatcher:
     """Fans NOTIFY payloads (scope names) out to the coroutines waiting on them."""
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str | None) -> None:
         self._conninfo = conninfo
         self._events: dict[str, asyncio.Event] = {}
         self._waiters: dict[str, int] = {}
@@ -48,6 +53,11 @@ class AsyncScopeWatcher:
 
     def start(self) -> None:
         """Start listening (call on the loop that serves the requests)."""
+        if self._conninfo is None:
+            log_event(log, "listen_unavailable", logging.WARNING,
+                      poll_seconds=FALLBACK_POLL_SECONDS,
+                      error="no AUTHSVC_DIRECT_DATABASE_URL: long polls poll instead")
+            return
         self._task = asyncio.get_running_loop().create_task(self._listen())
 
     async def stop(self) -> None:
@@ -67,7 +77,7 @@ class AsyncScopeWatcher:
         if done(result) or timeout <= 0:
             return result
         with self._watching(scope):
-            if not self._listening.is_set():
+            if not self._listening.is_set() and self._conninfo is not None:
                 # A check before LISTEN is active could miss a message landing in between.
                 limit = min(deadline - loop.time(), LISTEN_GRACE_SECONDS)
                 with suppress(TimeoutError):
@@ -117,9 +127,10 @@ class AsyncScopeWatcher:
             self._announce(scope)
 
     async def _listen(self) -> None:
+        assert self._conninfo is not None
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                conn = await connect_async(self._conninfo)
                 async with conn:
                     await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     self._listening.set()

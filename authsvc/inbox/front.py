@@ -21,6 +21,7 @@ import aiohttp
 from aiohttp import web
 from psycopg_pool import AsyncConnectionPool
 
+from authsvc.db import POOLER_SAFE
 from authsvc.inbox import async_store, params
 from authsvc.inbox.answers import expect_one_answer, settle_left
 from authsvc.inbox.async_waiting import AsyncScopeWatcher
@@ -51,6 +52,8 @@ class FrontConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     pool_size: int = 8
+    # The direct URL for LISTEN (AUTHSVC_DIRECT_DATABASE_URL); None: poll instead.
+    listen_url: str | None = None
 
 
 def _json(status: int, body: Any, *, problem: bool = False) -> web.Response:
@@ -71,9 +74,9 @@ class InboxFront:
         self.config = config
         self.pool = AsyncConnectionPool(
             config.database_url, min_size=1, max_size=config.pool_size, open=False,
-            name="authsvc-inbox-front",
+            name="authsvc-inbox-front", kwargs=dict(POOLER_SAFE),
         )
-        self.watcher = AsyncScopeWatcher(config.database_url)
+        self.watcher = AsyncScopeWatcher(config.listen_url)
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.app = web.Application(client_max_size=MAX_PROXIED_BODY)

@@ -9,6 +9,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from flask.blueprints import BlueprintSetupState
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
+from authsvc.db import resolve_listen_url
 from authsvc.inbox import messages, params
 from authsvc.inbox.answers import expect_one_answer, settle_left
 from authsvc.inbox.messages import Page, Seen
@@ -177,8 +178,9 @@ def openapi() -> Response:
 
 def _start_watcher(state: BlueprintSetupState) -> None:
     app = state.app
-    conninfo = app.extensions["authsvc"].pool.conninfo
-    app.extensions[EXTENSION_KEY] = ScopeWatcher(conninfo)
+    # LISTEN only on the direct URL (SPEC §11); without one the watcher polls.
+    settings = app.extensions["authsvc"].settings
+    app.extensions[EXTENSION_KEY] = ScopeWatcher(resolve_listen_url(settings))
 
 
 def register(bp: Blueprint) -> None:

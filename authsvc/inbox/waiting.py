@@ -10,6 +10,10 @@ Each waiting request also holds a gunicorn thread, so the watcher caps how
 many may wait at once (`max_waiters` per process): past the cap a request
 that would have to wait gets TooManyWaiters at once (the view answers 503
 with Retry-After), leaving the other threads for everything else.
+
+LISTEN needs the direct URL (a transaction pooler would swallow the
+notifications); built without one (`conninfo=None`) the watcher never
+listens and every waiter polls every FALLBACK_POLL_SECONDS, logged once.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import TypeVar
 
 import psycopg
 
+from authsvc.db import connect
 from authsvc.inbox.messages import NOTIFY_CHANNEL
 from authsvc.logs import log_event
 
@@ -30,8 +35,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 LINGER_SECONDS = 30.0
-# Only used while the listening connection is down, so a lost connection
-# degrades to slow polling instead of missing messages.
+# Used while the listening connection is down (or there is no direct URL to
+# listen on), so a lost connection degrades to slow polling, never missed mail.
 FALLBACK_POLL_SECONDS = 1.0
 RECONNECT_DELAY_SECONDS = 1.0
 # Well under gunicorn's threads per worker (16 under `authsvc dev`).
@@ -45,7 +50,9 @@ class TooManyWaiters(Exception):
 class ScopeWatcher:
     """Fans NOTIFY payloads (scope names) out to the requests waiting on them."""
 
-    def __init__(self, conninfo: str, *, max_waiters: int = DEFAULT_MAX_WAITERS) -> None:
+    def __init__(
+        self, conninfo: str | None, *, max_waiters: int = DEFAULT_MAX_WAITERS
+    ) -> None:
         self._conninfo = conninfo
         self.max_waiters = max_waiters
         self._slots = threading.BoundedSemaphore(max_waiters)
@@ -104,7 +111,13 @@ class ScopeWatcher:
         with self._changed:
             self._watchers[scope] = self._watchers.get(scope, 0) + 1
             self._counters.setdefault(scope, 0)
-            if self._thread is None:
+            if self._conninfo is None:
+                if self._thread is None:  # said once per watcher
+                    self._thread = threading.current_thread()
+                    log_event(log, "listen_unavailable", logging.WARNING,
+                              poll_seconds=FALLBACK_POLL_SECONDS,
+                              error="no AUTHSVC_DIRECT_DATABASE_URL: long polls poll instead")
+            elif self._thread is None:
                 self._thread = threading.Thread(
                     target=self._listen, name="inbox-listener", daemon=True
                 )
@@ -122,6 +135,8 @@ class ScopeWatcher:
     def _wait_listening(self, deadline: float) -> None:
         # Checking before LISTEN is active could miss a message that lands in
         # between; wait briefly for it (the fallback poll covers a dead server).
+        if self._conninfo is None:
+            return
         with self._changed:
             limit = min(deadline, time.monotonic() + 2 * RECONNECT_DELAY_SECONDS)
             self._changed.wait_for(lambda: self._listening, max(0.0, limit - time.monotonic()))
@@ -149,9 +164,10 @@ class ScopeWatcher:
                 self._changed.notify_all()
 
     def _listen(self) -> None:
+        assert self._conninfo is not None
         while True:
             try:
-                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                with connect(self._conninfo) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")  # as async_waiting.py: unquoted
                     self._set_listening(True)
                     while not self._should_stop():

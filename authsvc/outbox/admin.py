@@ -125,6 +125,22 @@ def redrive_job(conn: Connection, job_id: int, note: str = "redriven by operator
     return conn.execute(Q["redrive_job"], {"job_id": job_id, "note": note}).fetchone() is not None
 
 
-def prune_jobs(conn: Connection, older_than_seconds: int) -> int:
-    """Delete finished jobs older than the cutoff; returns how many."""
-    return conn.execute(Q["prune_jobs"], {"older_than_seconds": older_than_seconds}).rowcount
+PRUNE_BATCH = 10_000
+
+
+def prune_jobs(conn: Connection, older_than_seconds: int, batch: int = PRUNE_BATCH) -> int:
+    """Delete finished jobs older than the cutoff, `batch` per transaction; returns how many.
+
+    At 10 million retained rows one DELETE would hold every row's lock for
+    tens of seconds (docs/BENCHMARKS.md, "Big outbox"); batches of 10,000 hold
+    theirs for a fraction of a second each, and a crash loses at most one.
+    """
+    deleted = 0
+    while True:
+        with conn.transaction():
+            done = conn.execute(
+                Q["prune_jobs"], {"older_than_seconds": older_than_seconds, "batch": batch}
+            ).rowcount
+        deleted += done
+        if done < batch:
+            return deleted

@@ -51,10 +51,16 @@ SELECT id, 'redriven', token_version, %(note)s FROM redriven
 RETURNING job_id;
 
 -- prune_jobs --
--- Delete finished jobs (and, by cascade, their trails) created before the cutoff.
+-- Delete up to %(batch)s finished jobs (and, by cascade, their trails) created before
+-- the cutoff, oldest first: one short transaction per batch, never a table's worth of locks.
 DELETE FROM email_jobs
-WHERE status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed')
-  AND created_at < now() - make_interval(secs => %(older_than_seconds)s);
+WHERE id IN (
+    SELECT id FROM email_jobs
+    WHERE status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed')
+      AND created_at < now() - make_interval(secs => %(older_than_seconds)s)
+    ORDER BY created_at
+    LIMIT %(batch)s
+);
 
 -- event_totals --
 -- Audit-trail events by kind, plus claims that took over an expired lease

@@ -10,7 +10,6 @@ from authsvc.pages import (
     codes,
     rendering,
     resend,
-    resend_counter,
     reset,
     signup,
     verify,
@@ -18,6 +17,5 @@ from authsvc.pages import (
 
 bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static/pages")
 rendering.install(bp)
-bp.record_once(lambda state: resend_counter.install(state.app))
 for module in (signup, verify, reset, resend, check_email, account, codes):
     module.register(bp)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, redirect, url_for
+from flask import Blueprint, current_app, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc import accounts, users
 from authsvc.logs import log_event
-from authsvc.pages import resend_counter
+from authsvc.metrics import web_metrics
 from authsvc.pages.forms import ResendForm
 from authsvc.pages.link_problem import link_problem
 from authsvc.pages.rendering import render_page
@@ -49,7 +49,7 @@ def resend() -> ResponseReturnValue:
         if not request_link(conn, svc, email=user.email):
             log_event(logger, "link_resend_suppressed", purpose=purpose, user_id=user.id,
                       reason="email_rate_limited", token_version=claims.version)
-            resend_counter.count_suppressed(purpose)
+            web_metrics(current_app).resends_suppressed.labels(purpose).inc()
     return redirect(url_for("pages.check_email", sent="resend", purpose=purpose), 303)
 
 

@@ -23,7 +23,7 @@ from authsvc.logs import log_event
 from authsvc.resources import migrations_dir
 
 # An arbitrary constant naming this lock in pg_locks.
-_LOCK_KEY = 0x61757468  # "auth"
+LOCK_KEY = 0x61757468  # "auth"
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -48,7 +48,16 @@ def available_migrations(folder: Path | None = None) -> list[Migration]:
 
 
 def applied_versions(conn: psycopg.Connection) -> set[str]:
-    exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+    # Read pg_class with this statement's snapshot, not to_regclass(): the
+    # backend's catalog cache may still say "no such table" after another
+    # runner created it and released the advisory lock (an advisory lock does
+    # not make the backend read pending catalog invalidations), and 0000 would
+    # then be applied twice (a UniqueViolation seen through PgBouncer).
+    exists = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE c.relname = 'schema_migrations' AND n.nspname = ANY (current_schemas(false)))"
+    ).fetchone()
     if not exists or not exists[0]:
         return set()
     return {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
@@ -91,7 +100,7 @@ def upgrade(url: str) -> list[Migration]:
         for migration in pending_migrations(conn):
             sql = migration.path.read_text(encoding="utf-8")
             with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 if migration.version in applied_versions(conn):
                     continue  # another runner applied it while we waited for the lock
                 conn.execute(sql)  # type: ignore[arg-type]  # shipped file, not input

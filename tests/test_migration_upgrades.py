@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import psycopg
@@ -9,11 +10,12 @@ import pytest
 
 from authsvc import accounts
 from authsvc.config import load_settings
-from authsvc.db import create_pool
-from authsvc.migrate import upgrade
+from authsvc.db import connect, create_pool
+from authsvc.migrate import LOCK_KEY, applied_versions, upgrade
 from authsvc.resources import migrations_dir
 from authsvc.services import build_services
 from authsvc.tokens import TokenClaims
+from testkit.waiting import wait_until
 
 OWNER, ATTACKER = "owner passphrase one", "attacker passphrase one"
 
@@ -58,3 +60,38 @@ def test_a_password_swapped_under_the_old_code_is_not_confirmed_by_the_owners_li
         with pytest.raises(accounts.InvalidCredentials):
             accounts.authenticate(conn, svc, email="victim@example.com", password=ATTACKER)
         accounts.authenticate(conn, svc, email="victim@example.com", password="owners new choice 7")
+
+
+def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(
+    empty_database_url,
+):
+    """Two `db upgrade` runs on a new database (through a pooler they share no session).
+
+    The second waits for the advisory lock while the first creates
+    schema_migrations. Once it holds the lock it must see that table and the
+    first run's row; read through the catalog cache it saw "no table" and
+    applied 0000 again (a UniqueViolation in the pooled suite).
+    """
+    with connect(empty_database_url) as first, connect(empty_database_url) as second:
+        assert applied_versions(second) == set()  # the second runner looked first
+        seen: list[set[str]] = []
+
+        def second_runner() -> None:
+            with second.transaction():
+                second.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+                seen.append(applied_versions(second))
+
+        with first.transaction():
+            first.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            waiting = threading.Thread(target=second_runner)
+            waiting.start()
+            wait_until(
+                lambda: first.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                ).fetchone()[0] == 1,
+                what="the second runner waiting for the lock",
+            )
+            first.execute((migrations_dir() / "0000_schema_migrations.sql").read_text())
+            first.execute("INSERT INTO schema_migrations (version, name) VALUES ('0000', 'x')")
+        waiting.join(timeout=10)
+    assert seen == [{"0000"}]

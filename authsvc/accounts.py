@@ -17,7 +17,7 @@ from psycopg import Connection
 
 from authsvc import codes, events, ratelimit, sessions, users
 from authsvc.logs import log_event
-from authsvc.outbox import enqueue_email, enqueue_link
+from authsvc.outbox import NO_OUTCOME_EVENTS, enqueue_email, enqueue_link
 from authsvc.passwords import check_policy
 from authsvc.services import Services
 from authsvc.sessions import SessionUser
@@ -125,9 +125,14 @@ def _request_link(
         # Known or not, the same statements run (see outbox.sql queue_link).
         if not _email_allowed(conn, svc, email, purpose, now):
             return False
+        # A request for an unknown address queues nothing, so its outcome must
+        # not reach the app as an email.* event: that would tell the app which
+        # addresses have accounts. The app still hears user.* events, which
+        # only the mailbox's holder can cause.
+        payload = {**_link_payload(redirect_url), NO_OUTCOME_EVENTS: True}
         enqueue_link(
             conn, email=email, purpose=purpose, issued_at=_issued_at(now),
-            payload=_link_payload(redirect_url), app_id=app_id,
+            payload=payload, app_id=app_id,
         )
         return True
 

@@ -75,12 +75,12 @@ def test_verified_and_password_changed_arrive_signed_and_verify(
         delivered(1)  # the verification email went out
         token = latest_link(conn, svc, EMAIL, "verify")
         assert api.post("/verifications/confirm", {"token": token}).status_code == 200
+        # A reset request reports no outcome (that would say the account exists).
         assert api.post("/password-resets", {"email": EMAIL}).status_code == 202
-        delivered(2)
         token = latest_link(conn, svc, EMAIL, "reset")
         reply = api.post("/password-resets/confirm", {"token": token, "password": NEW_PASSWORD})
         assert reply.status_code == 200
-        delivered(3)  # the password-changed notice
+        delivered(2)  # the password-changed notice
         wait_until(
             lambda: receiver.of_type("user.verified") and receiver.of_type("user.password_changed"),
             what="the user events",
@@ -100,8 +100,8 @@ def test_verified_and_password_changed_arrive_signed_and_verify(
         verifier.verify(d.body, d.headers)["data"]["email"]["flow"]
         for d in receiver.of_type("email.delivered")
     )
-    # The verification email, the reset email and the password-changed notice.
-    assert flows == ["password_reset", "password_reset", "verification"]
+    # The verification email and the password-changed notice.
+    assert flows == ["password_reset", "verification"]
     # Another secret does not verify: the signature is really the app's.
     other = Webhook("whsec_" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=")
     [delivery] = receiver.of_type("user.verified")
@@ -510,3 +510,27 @@ def test_a_new_webhook_secret_signs_pending_events_at_once(conn, client, svc, se
     Webhook(new_secret).verify(sent.body, sent.headers)
     with pytest.raises(WebhookVerificationError):
         Webhook(old_secret).verify(sent.body, sent.headers)
+
+
+def test_an_apps_events_do_not_tell_it_which_addresses_have_accounts(conn, client, svc, settings):
+    """Reset and verification requests answer 202 alike for every address; their
+    outcome events must not undo that. Before the fix an app learned, from
+    email.delivered, which addresses had an account (reset) or were unconfirmed
+    (verification), for accounts made anywhere (found in review)."""
+    accounts.sign_up(conn, svc, email="victim@example.com", password=PASSWORD)
+    conn.execute("UPDATE users SET email_verified_at = now() WHERE email = 'victim@example.com'")
+    accounts.sign_up(conn, svc, email="pending@example.com", password=PASSWORD)
+    conn.execute("DELETE FROM email_jobs")
+    with serving() as receiver:
+        app, key, _ = register_webhook_app(conn, settings, receiver.url, "prober")
+        api = ApiCaller(client, app, key)
+        answers = set()
+        for address in ("victim@example.com", "nobody@example.com", "pending@example.com"):
+            for path in ("/password-resets", "/verifications"):
+                reply = api.post(path, {"email": address})
+                answers.add((reply.status_code, reply.get_data()))
+    assert len(answers) == 1
+    claimed = jobs.claim_batch(conn, "w1", 50, 30)
+    assert len(claimed) == 3  # two resets and one verification did go out
+    jobs.record_outcomes(conn, [Outcome(j, "sent", provider_message_id="<m>") for j in claimed])
+    assert _webhook_jobs(conn) == []

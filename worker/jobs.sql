@@ -87,7 +87,8 @@ WITH outcome AS (
     FROM outcome AS o
     WHERE j.id = o.job_id AND j.lease_owner = o.owner AND j.attempt_count = o.attempt
       AND j.status = 'pending'
-    RETURNING o.job_id, o.attempt, o.event, j.kind, j.app_id, j.user_id, j.recipient, j.template
+    RETURNING o.job_id, o.attempt, o.event, j.kind, j.app_id, j.user_id, j.recipient, j.template,
+              j.payload
 ), app_events AS (
     -- An email an app's call queued tells that app how it ended, in this same
     -- statement: the outcome and its event commit together or not at all.
@@ -114,6 +115,8 @@ WITH outcome AS (
     FROM recorded AS r
     JOIN apps AS a ON a.id = r.app_id
     WHERE r.kind = 'email' AND r.event IN ('sent', 'failed', 'expired')
+      -- Link requests report nothing: unknown addresses queue no job (outbox/rules.py).
+      AND NOT coalesce((r.payload ->> 'no_outcome_events')::boolean, false)
       AND a.webhook_url IS NOT NULL AND a.revoked_at IS NULL
 ), trail AS (
     INSERT INTO email_job_events

@@ -10,6 +10,9 @@ The worker's claim (worker/jobs.sql) uses the same due predicate.
 """
 
 from authsvc.outbox.producer import enqueue_email, enqueue_link
-from authsvc.outbox.rules import NOTIFY_CHANNEL, STATUSES, TEMPLATES
+from authsvc.outbox.rules import NO_OUTCOME_EVENTS, NOTIFY_CHANNEL, STATUSES, TEMPLATES
 
-__all__ = ["NOTIFY_CHANNEL", "STATUSES", "TEMPLATES", "enqueue_email", "enqueue_link"]
+__all__ = [
+    "NOTIFY_CHANNEL", "NO_OUTCOME_EVENTS", "STATUSES", "TEMPLATES", "enqueue_email",
+    "enqueue_link",
+]

@@ -22,6 +22,9 @@ from urllib.parse import urlsplit
 MAX_WEBHOOK_URL_LENGTH = 2048
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+# Global unicast: everything else (IPv4-compatible, translated, local-use NAT64,
+# site-local forms) can reach a private IPv4 address or a local network.
+_GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
 
 
 class WebhookTargetRefused(ValueError):
@@ -84,6 +87,8 @@ def is_public_address(address: IPAddress) -> bool:
             return False
         if address in _NAT64:  # a translator would carry it to the embedded IPv4 address
             return is_public_address(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+        if address not in _GLOBAL_UNICAST:
+            return False
     return address.is_global and not address.is_multicast
 
 

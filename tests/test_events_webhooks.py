@@ -6,6 +6,7 @@ A real receiver (an HTTP server in the test) checks every delivery with the
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 import time
@@ -17,6 +18,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from authsvc import accounts
 from authsvc.app_keys import revoke_app
+from authsvc.webhook_targets import is_public_address
 from testkit.waiting import free_port, wait_until
 from tests.api_support import ApiCaller
 from tests.link_support import latest_link
@@ -534,3 +536,24 @@ def test_an_apps_events_do_not_tell_it_which_addresses_have_accounts(conn, clien
     assert len(claimed) == 3  # two resets and one verification did go out
     jobs.record_outcomes(conn, [Outcome(j, "sent", provider_message_id="<m>") for j in claimed])
     assert _webhook_jobs(conn) == []
+
+
+@pytest.mark.parametrize(
+    "literal",
+    [
+        "::7f00:1",  # IPv4-compatible 127.0.0.1
+        "::a9fe:a9fe",  # IPv4-compatible 169.254.169.254
+        "64:ff9b:1::7f00:1",  # local-use NAT64 prefix
+        "::ffff:0:7f00:1",  # IPv4-translated 127.0.0.1
+        "fec0::1",  # deprecated site-local
+        "64:ff9b::a9fe:a9fe",  # well-known NAT64 of the metadata address
+    ],
+)
+def test_ipv6_forms_that_reach_private_networks_are_not_public(literal):
+    """Found in review: these passed the check, and a NAT64 on the path would
+    carry a request to the cloud metadata address."""
+    assert not is_public_address(ipaddress.ip_address(literal))
+
+
+def test_a_public_ipv6_address_is_public():
+    assert is_public_address(ipaddress.ip_address("2606:4700:4700::1111"))

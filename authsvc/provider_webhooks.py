@@ -107,7 +107,11 @@ def provider_event(name: str) -> Response:
         if not first_sight_of_webhook(conn, name, message_id):
             log_event(log, "provider_webhook_replayed", logging.WARNING, provider=name,
                       webhook_id=message_id)
-            return _problem(409, "webhook_replayed", "This webhook message was already received.")
+            # 2xx, not an error: the provider's retry of a message whose first
+            # 200 was lost reuses the id; an error would keep it retrying and
+            # may get the endpoint disabled. Nothing changes either way.
+            body = json.dumps({"received": True, "duplicate": True, "suppressed": 0})
+            return Response(body, status=200, mimetype="application/json")
         data: dict[str, Any] = event["data"] if isinstance(event.get("data"), dict) else {}
         provider_id = data.get("email_id") if isinstance(data.get("email_id"), str) else None
         added = 0

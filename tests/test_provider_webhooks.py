@@ -126,7 +126,11 @@ def test_a_replayed_message_id_is_refused_and_changes_nothing(hook, conn):
     assert _post(hook, _event()).status_code == 200
     conn.execute("DELETE FROM suppressions")  # the operator lifted it since
     again = _post(hook, _event())  # a captured delivery, re-sent (freshly timed, same id)
-    assert_problem(again, 409, "webhook_replayed")
+    # Acknowledged, not acted on: the provider's own retry of a message whose
+    # first 200 got lost reuses the id, and a non-2xx answer would keep it
+    # retrying until the provider disables the endpoint (found in review).
+    assert again.status_code == 200
+    assert again.get_json() == {"received": True, "duplicate": True, "suppressed": 0}
     assert _state(conn)[0] == []
 
 

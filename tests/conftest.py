@@ -12,10 +12,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 from psycopg_pool import ConnectionPool
 
-from authsvc.app import create_app
 from authsvc.clock import FrozenClock
 from authsvc.config import Settings, load_settings
 from authsvc.db import connect, create_pool
+from authsvc.flask_app import create_app
 from authsvc.passwords import Passwords, cheap_passwords
 from authsvc.services import Services, build_services
 from testkit.smtp_double import SmtpDouble

@@ -15,9 +15,9 @@ import psycopg
 import pytest
 from werkzeug.test import TestResponse
 
-from authsvc.app import MAX_BODY_BYTES
 from authsvc.app_keys import register_app
 from authsvc.codes import MAX_ATTEMPTS
+from authsvc.flask_app import MAX_BODY_BYTES
 from authsvc.idempotency import try_lock_key
 from tests.api_support import ALLOWED_REDIRECT, ApiCaller, assert_documented, register_shop_app
 from tests.link_support import latest_code, latest_link

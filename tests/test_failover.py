@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from authsvc.app import create_app
 from authsvc.config import load_settings
 from authsvc.db import connect, create_pool
+from authsvc.flask_app import create_app
 from chaos.failover import FailoverPair
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until

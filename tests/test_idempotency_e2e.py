@@ -15,9 +15,9 @@ from urllib.request import Request, urlopen
 import pytest
 from werkzeug.serving import make_server
 
-from authsvc.app import create_app
 from authsvc.app_keys import register_app
 from authsvc.config import load_settings
+from authsvc.flask_app import create_app
 from authsvc.testing import ScopedInbox
 from testkit.waiting import free_port
 from tests.accounts_support import insert_user

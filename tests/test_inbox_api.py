@@ -12,8 +12,8 @@ from flask.testing import FlaskClient
 from psycopg_pool import ConnectionPool
 from werkzeug.serving import make_server
 
-from authsvc.app import create_app
 from authsvc.config import load_settings
+from authsvc.flask_app import create_app
 from authsvc.inbox.smtp import InboxSink
 from authsvc.passwords import Passwords
 from authsvc.testing import InboxError, ScopedInbox

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from authsvc.app import create_app
 from authsvc.config import load_settings
+from authsvc.flask_app import create_app
 from authsvc.testing import ScopedInbox
 from testkit.servers import serving
 from tests.inbox_support import email, running_sink, send

@@ -20,9 +20,9 @@ import pytest
 from psycopg_pool import ConnectionPool
 from werkzeug.serving import make_server
 
-from authsvc.app import create_app
 from authsvc.clock import Clock, system_clock
 from authsvc.config import load_settings
+from authsvc.flask_app import create_app
 from authsvc.inbox.front import FrontConfig, InboxFront
 from authsvc.inbox.smtp import InboxSink
 from authsvc.passwords import Passwords

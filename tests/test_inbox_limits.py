@@ -11,8 +11,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from psycopg_pool import ConnectionPool
 
-from authsvc.app import create_app
 from authsvc.config import load_settings
+from authsvc.flask_app import create_app
 from authsvc.inbox import messages
 from authsvc.inbox.smtp import MAX_RECIPIENTS, InboxSink
 from authsvc.passwords import Passwords

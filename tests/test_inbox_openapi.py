@@ -10,8 +10,8 @@ import pytest
 from flask import Flask
 from openapi_spec_validator import validate
 
-from authsvc.app import create_app
 from authsvc.config import load_settings
+from authsvc.flask_app import create_app
 from authsvc.inbox.smtp import InboxSink
 from tests.api_support import _inline_refs
 from tests.inbox_support import email, running_sink, send

@@ -19,7 +19,7 @@ from authsvc import testing
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.db import connect, create_pool
 from authsvc.inbox.smtp import InboxSink
-from authsvc.inbox.waiting import DEFAULT_MAX_WAITERS
+from authsvc.inbox.thread_waiters import DEFAULT_MAX_WAITERS
 from authsvc.testing import InboxError, ScopedInbox
 from testkit.waiting import free_port, wait_until
 from tests.conftest import TEST_KEY

@@ -9,9 +9,9 @@ import pytest
 from flask.testing import FlaskClient
 from psycopg_pool import ConnectionPool
 
-from authsvc.app import create_app
 from authsvc.clock import FrozenClock
 from authsvc.config import load_settings
+from authsvc.flask_app import create_app
 from authsvc.inbox.link_states import find_code
 from authsvc.inbox.smtp import InboxSink
 from authsvc.passwords import Passwords

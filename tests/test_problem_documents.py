@@ -6,8 +6,8 @@ import pytest
 from flask import Flask
 from psycopg_pool import ConnectionPool
 
-from authsvc.app import create_app
 from authsvc.config import load_settings
+from authsvc.flask_app import create_app
 from authsvc.inbox.answers import expect_one_answer
 from authsvc.inbox.messages import Page
 from authsvc.inbox.params import ExpectQuery, Filters

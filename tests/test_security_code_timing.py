@@ -12,9 +12,9 @@ import statistics
 import time
 
 from authsvc import accounts
-from authsvc.app import create_app
 from authsvc.app_keys import register_app
 from authsvc.config import load_settings
+from authsvc.flask_app import create_app
 from tests.link_support import latest_code
 
 ROUNDS = 41

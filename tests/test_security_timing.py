@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from authsvc.app import create_app
 from authsvc.app_keys import register_app
 from authsvc.config import load_settings
+from authsvc.flask_app import create_app
 from authsvc.passwords import Passwords
 
 ROUNDS = 21

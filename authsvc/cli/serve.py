@@ -38,7 +38,7 @@ def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
         # gunicorn 27 opens a control socket in ~/.gunicorn shared by every
         # instance on the host; authsvc does not use it.
         "--no-control-socket",
-        "authsvc.app:create_served_app()",
+        "authsvc.flask_app:create_served_app()",
     ]
 
 

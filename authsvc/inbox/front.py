@@ -24,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 from authsvc.db import POOLER_SAFE
 from authsvc.inbox import async_store, params
 from authsvc.inbox.answers import expect_one_answer, settle_left
-from authsvc.inbox.async_waiting import AsyncScopeWatcher
+from authsvc.inbox.coroutine_waiters import AsyncScopeWatcher
 from authsvc.inbox.messages import Seen
 from authsvc.inbox.params import BadRequest
 from authsvc.problem_documents import problem_document

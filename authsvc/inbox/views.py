@@ -16,7 +16,7 @@ from authsvc.inbox.messages import Page, Seen
 from authsvc.inbox.openapi import openapi_document
 from authsvc.inbox.params import BadRequest, Filters
 from authsvc.inbox.scopes import new_scope_name
-from authsvc.inbox.waiting import ScopeWatcher, TooManyWaiters
+from authsvc.inbox.thread_waiters import ScopeWatcher, TooManyWaiters
 from authsvc.problem_documents import problem_document
 from authsvc.web import services
 

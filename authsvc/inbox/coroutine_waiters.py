@@ -1,6 +1,6 @@
 """Long polls as coroutines: one LISTEN connection per process wakes every waiter on its scope.
 
-The async counterpart of authsvc.inbox.waiting, for the inbox's asyncio front:
+The async counterpart of authsvc.inbox.thread_waiters, for the inbox's asyncio front:
 a waiting request is a parked coroutine holding no thread and no pooled
 connection, so a process can hold thousands of them. Each scope has an
 asyncio.Event that a NOTIFY for the scope sets and replaces; a waiter takes the

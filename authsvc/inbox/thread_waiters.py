@@ -168,7 +168,7 @@ class ScopeWatcher:
         while True:
             try:
                 with connect(self._conninfo) as conn:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")  # as async_waiting.py: unquoted
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")  # as coroutine_waiters.py: unquoted
                     self._set_listening(True)
                     while not self._should_stop():
                         for notify in conn.notifies(timeout=1.0):

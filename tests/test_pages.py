@@ -22,7 +22,9 @@ def test_signup_queues_one_verification_and_answers_generically(client, conn):
     response = submit(client, "/signup", {"email": " Ann@Example.com ", "password": PASSWORD})
     assert response.status_code == 303
     page = client.get(response.headers["Location"])
-    assert "We sent a link to confirm your email address. It expires in 24 hours." in text_of(page)
+    # Not "we sent": the per-address email limit may have held it back (issue 10).
+    assert "A link to confirm your email address is on its way" in text_of(page)
+    assert "It expires in 24 hours." in text_of(page)
     assert queued(conn, "ann@example.com", "verify") == 1
 
 
@@ -114,7 +116,7 @@ def test_reset_request_known_and_unknown_look_identical(client, conn, svc):
     assert (
         client.get(known.headers["Location"]).data == client.get(unknown.headers["Location"]).data
     )
-    assert "If an account exists for that address, we sent a link" in text_of(
+    assert "a link to choose a new password is on its way" in text_of(
         client.get(known.headers["Location"])
     )
     assert queued(conn, "ann@example.com", "reset") == 1

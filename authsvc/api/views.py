@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Blueprint, Response, g, jsonify, request
 from psycopg import Connection
 
@@ -67,19 +69,24 @@ def signups() -> Response:
     return run_call(sign_up, document)
 
 
-@bp.post("/verifications")
-def verifications() -> Response:
+def _link_request(request_link: Callable[..., bool]) -> Response:
+    """A verification or reset request: 202 accepted whatever the account (SPEC §5)."""
     values, document = parse_body(LINK_REQUEST)
     redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
 
-    def request_verification(conn: Connection) -> Reply:
-        accounts.request_verification(
+    def call(conn: Connection) -> Reply:
+        request_link(
             conn, services(), email=str(values["email"]), redirect_url=redirect_url,
             app_id=current_caller().app.id,
         )
         return json_reply(202, {"status": "accepted"})
 
-    return run_call(request_verification, document)
+    return run_call(call, document)
+
+
+@bp.post("/verifications")
+def verifications() -> Response:
+    return _link_request(accounts.request_verification)
 
 
 @bp.post("/verifications/confirm")
@@ -104,17 +111,7 @@ def verifications_confirm() -> Response:
 
 @bp.post("/password-resets")
 def password_resets() -> Response:
-    values, document = parse_body(LINK_REQUEST)
-    redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
-
-    def request_password_reset(conn: Connection) -> Reply:
-        accounts.request_password_reset(
-            conn, services(), email=str(values["email"]), redirect_url=redirect_url,
-            app_id=current_caller().app.id,
-        )
-        return json_reply(202, {"status": "accepted"})
-
-    return run_call(request_password_reset, document)
+    return _link_request(accounts.request_password_reset)
 
 
 @bp.post("/password-resets/confirm")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, flash, redirect, request, url_for
+from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc import accounts
 from authsvc.logs import log_event
 from authsvc.pages.forms import NewPasswordForm
-from authsvc.pages.link_problem import checked_link, link_problem
+from authsvc.pages.link_problem import link_page, link_problem
 from authsvc.pages.link_request import link_request_page
 from authsvc.pages.rendering import render_page
 from authsvc.pages.session import end_this_session
@@ -29,11 +29,10 @@ def request_reset() -> ResponseReturnValue:
 
 def confirm_reset() -> ResponseReturnValue:
     """GET/HEAD show the form without consuming the link; only the POST redeems it."""
-    if request.method == "POST":
-        return _set_password()
-    token, user = checked_link("reset")
-    if not isinstance(user, User):
-        return user
+    return link_page("reset", _set_password, _new_password_page)
+
+
+def _new_password_page(token: str, user: User) -> ResponseReturnValue:
     form = NewPasswordForm(formdata=None, token=token)
     return render_page("reset_confirm.html", form=form, email=user.email)
 

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 _TRUE = {"1", "true", "on", "yes"}
 _FALSE = {"0", "false", "off", "no"}
@@ -138,20 +138,25 @@ def parse_rate_limit(value: str) -> RateLimit:
     return RateLimit(count, multiple * _UNITS[unit])
 
 
+def _host_and_port(parts: SplitResult) -> tuple[str, int | None]:
+    """The URL's host and port (None when it names none); ValueError without a host."""
+    if not parts.hostname:
+        raise ValueError("needs a host")
+    try:
+        return parts.hostname, parts.port
+    except ValueError as exc:
+        raise ValueError(f"bad port: {exc}") from None
+
+
 def parse_smtp_url(value: str) -> SmtpTarget:
     parts = urlsplit(value)
     if parts.scheme not in SMTP_SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(SMTP_SCHEMES)}, got {parts.scheme!r}")
-    if not parts.hostname:
-        raise ValueError("needs a host")
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"bad port: {exc}") from None
+    hostname, port = _host_and_port(parts)
     security = {"smtp": "plain", "smtp+starttls": "starttls", "smtps": "ssl"}[parts.scheme]
     default_port = {"plain": 25, "starttls": 587, "ssl": 465}[security]
     return SmtpTarget(
-        host=parts.hostname,
+        host=hostname,
         port=port or default_port,
         security=security,
         username=unquote(parts.username) if parts.username else None,
@@ -165,12 +170,7 @@ def parse_http_provider_url(value: str) -> HttpProviderTarget:
     scheme = parts.scheme.lower()
     if scheme not in HTTP_PROVIDER_SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(HTTP_PROVIDER_SCHEMES)}, got {scheme!r}")
-    if not parts.hostname:
-        raise ValueError("needs a host")
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"bad port: {exc}") from None
+    hostname, port = _host_and_port(parts)
     # The key is the user part; a password part would be a mistake to keep silently.
     if not parts.username or parts.password is not None:
         raise ValueError("needs the API key as the user part: resend://API_KEY@host")
@@ -179,7 +179,7 @@ def parse_http_provider_url(value: str) -> HttpProviderTarget:
         raise ValueError("the API key has spaces or control characters")
     if parts.path.strip("/") or parts.query or parts.fragment:
         raise ValueError("takes no path, query or fragment")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    host = f"[{hostname}]" if ":" in hostname else hostname
     base_url = f"{HTTP_PROVIDER_SCHEMES[scheme]}://{host}" + (f":{port}" if port else "")
     return HttpProviderTarget(provider=scheme.split("+")[0], base_url=base_url, api_key=api_key)
 

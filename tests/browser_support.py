@@ -38,3 +38,15 @@ def launched_chromium() -> Iterator[Any]:
             yield chromium
         finally:
             chromium.close()
+
+
+@contextmanager
+def new_tab(browser: Any, **context_options: Any) -> Iterator[Any]:
+    """A page in a fresh browser context (closed after the block), 15 s default timeout."""
+    context = browser.new_context(**context_options)
+    tab = context.new_page()
+    tab.set_default_timeout(15_000)
+    try:
+        yield tab
+    finally:
+        context.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -19,6 +20,8 @@ from authsvc.flask_app import create_app
 from authsvc.passwords import Passwords, cheap_passwords
 from authsvc.services import Services, build_services
 from testkit.smtp_double import SmtpDouble
+from tests.api_support import ApiCaller, register_shop_app
+from tests.browser_support import launched_chromium
 from tests.pg import TestDatabases, direct_server_url, server_url
 
 pytest_plugins = ["tests.process_guard"]
@@ -145,3 +148,17 @@ def smtp() -> Iterator[SmtpDouble]:
     at `smtp.url`; change `smtp.mode` or `smtp.script(...)` to misbehave)."""
     with SmtpDouble() as double:
         yield double
+
+
+@pytest.fixture
+def api(client: FlaskClient, conn: psycopg.Connection) -> ApiCaller:
+    """The JSON API as a registered app (`shop`) calls it."""
+    app, key = register_shop_app(conn)
+    return ApiCaller(client, app, key)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Chromium under Playwright, one per test module (tests/browser_support.py)."""
+    with launched_chromium() as chromium:
+        yield chromium

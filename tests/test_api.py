@@ -13,17 +13,10 @@ from tests.api_support import (
     assert_documented,
     assert_problem,
     job_count,
-    register_shop_app,
 )
 from tests.link_support import latest_claims
 
 PASSWORD = "correct horse battery"
-
-
-@pytest.fixture
-def api(client, conn) -> ApiCaller:
-    app, key = register_shop_app(conn)
-    return ApiCaller(client, app, key)
 
 
 def _signed_up(api: ApiCaller, email: str = "ann@example.com") -> None:

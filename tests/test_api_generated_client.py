@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,9 +21,8 @@ from urllib.request import urlopen
 import pytest
 
 from authsvc.app_keys import register_app
-from authsvc.cli.serve import gunicorn_argv
 from authsvc.testing import ScopedInbox
-from testkit.waiting import free_port, wait_until
+from testkit.stack import running_stack
 
 pytestmark = [pytest.mark.e2e]
 PACKAGE = "authsvc_generated_client"
@@ -35,43 +33,8 @@ NEW_PASSWORD = "a brand new passphrase"
 @pytest.fixture
 def live_server(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
     """gunicorn, one worker and the SMTP sink, as separate processes."""
-    port, smtp_port = free_port(), free_port()
-    stack_env = {
-        **os.environ, **env,
-        "AUTHSVC_BASE_URL": f"http://127.0.0.1:{port}",
-        "AUTHSVC_TEST_INBOX": "on",
-        "AUTHSVC_SMTP_URL": f"smtp://127.0.0.1:{smtp_port}",
-    }
-    cli = [sys.executable, "-m", "authsvc.cli"]
-    argvs = [
-        gunicorn_argv(f"127.0.0.1:{port}", workers=1, threads=4),
-        [*cli, "inbox", "--port", str(smtp_port)],
-        [*cli, "worker"],
-    ]
-    log_path = tmp_path / "stack.log"
-    with log_path.open("wb") as log:
-        processes = [
-            subprocess.Popen(argv, env=stack_env, stdout=log, stderr=subprocess.STDOUT)
-            for argv in argvs
-        ]
-        url = f"http://127.0.0.1:{port}"
-
-        def up() -> bool:
-            assert all(p.poll() is None for p in processes), log_path.read_text()
-            try:
-                ScopedInbox(url).new_scope()
-                return True
-            except OSError:
-                return False
-
-        try:
-            wait_until(up, timeout=30, what="the web app")
-            yield url
-        finally:
-            for process in processes:
-                process.send_signal(signal.SIGTERM)
-            codes = [process.wait(timeout=30) for process in processes]
-    assert codes == [0, 0, 0], log_path.read_text()[-5000:]
+    with running_stack(env, tmp_path / "stack.log") as url:
+        yield url
 
 
 def _generate(server: str, folder: Path) -> ModuleType:

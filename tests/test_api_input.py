@@ -22,12 +22,6 @@ PASSWORD_PATHS = [p for p, body in VALID_BODIES.items() if "password" in body]
 REDIRECT_PATHS = ["/signups", "/verifications", "/password-resets"]
 
 
-@pytest.fixture
-def api(client, conn) -> ApiCaller:
-    app, key = register_shop_app(conn)
-    return ApiCaller(client, app, key)
-
-
 def _raw(api: ApiCaller, path: str, data: bytes | str, content_type: str = "application/json"):
     return api.post(path, data=data, headers={"Content-Type": content_type})
 

@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from authsvc.inbox.smtp import InboxSink
-from tests.browser_support import BROWSER_MARKS, launched_chromium
+from tests.browser_support import BROWSER_MARKS, new_tab
 from tests.inbox_support import email, running_sink, send
 from tests.inbox_ui_support import links_in_each_state, send_links_email
 from tests.test_inbox_front import serve_front
@@ -32,12 +32,6 @@ pytestmark = [
     *BROWSER_MARKS,
     pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)"),
 ]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with launched_chromium() as chromium:
-        yield chromium
 
 
 @pytest.fixture
@@ -54,11 +48,8 @@ def url(sink, env, pool, passwords, database_url, clock) -> Iterator[str]:
 @pytest.fixture
 def page(browser) -> Iterator[Page]:
     # JavaScript on, CSP enforced: the UI's one script must run under its own policy.
-    context = browser.new_context(viewport={"width": 1100, "height": 800})
-    tab = context.new_page()
-    tab.set_default_timeout(15_000)
-    yield tab
-    context.close()
+    with new_tab(browser, viewport={"width": 1100, "height": 800}) as tab:
+        yield tab
 
 
 @pytest.fixture

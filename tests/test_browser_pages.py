@@ -21,18 +21,12 @@ from authsvc.testing import ScopedInbox
 from authsvc.users import find_user_by_email
 from testkit.servers import serving
 from testkit.waiting import free_port, wait_until_ready
-from tests.browser_support import BROWSER_MARKS, launched_chromium
+from tests.browser_support import BROWSER_MARKS, new_tab
 from tests.conftest import TEST_KEY
 from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, make_account
 
 pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with launched_chromium() as chromium:
-        yield chromium
 
 
 @pytest.fixture
@@ -44,11 +38,8 @@ def base_url(app) -> Iterator[str]:
 @pytest.fixture
 def page(browser):
     # No JavaScript: every page must work with plain HTML forms.
-    context = browser.new_context(java_script_enabled=False)
-    tab = context.new_page()
-    tab.set_default_timeout(15_000)
-    yield tab
-    context.close()
+    with new_tab(browser, java_script_enabled=False) as tab:
+        yield tab
 
 
 def test_sign_up_then_confirm_the_email_in_a_browser(page, base_url, conn, svc):

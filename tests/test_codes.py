@@ -30,12 +30,6 @@ VERIFY = "/verifications/confirm"
 RESET = "/password-resets/confirm"
 
 
-@pytest.fixture
-def api(client, conn) -> ApiCaller:
-    app, key = register_shop_app(conn)
-    return ApiCaller(client, app, key)
-
-
 def _signed_up(api: ApiCaller, email: str = ANN) -> None:
     assert api.post("/signups", {"email": email, "password": PASSWORD}).status_code == 202
 

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,10 +12,10 @@ from urllib.request import Request, urlopen
 import pytest
 
 from authsvc.app_keys import register_app
-from authsvc.cli.serve import gunicorn_argv
 from authsvc.passwords import cheap_passwords
 from authsvc.testing import ScopedInbox
-from testkit.waiting import free_port, wait_until
+from testkit.stack import running_stack
+from testkit.waiting import wait_until
 from tests.accounts_support import insert_user
 
 pytestmark = [pytest.mark.e2e]
@@ -43,46 +39,11 @@ def _call(url: str, key: str, body: dict[str, object]) -> tuple[int, dict]:
 @pytest.fixture
 def stack(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
     """Web app, two workers and the sink, started as `authsvc dev` starts them."""
-    port, smtp_port = free_port(), free_port()
-    stack_env = {
-        **os.environ, **env,
-        "AUTHSVC_BASE_URL": f"http://127.0.0.1:{port}",
-        "AUTHSVC_TEST_INBOX": "on",
-        "AUTHSVC_SMTP_URL": f"smtp://127.0.0.1:{smtp_port}",
-        "AUTHSVC_RATE_LIMIT_EMAIL": "1000/1m",
-        "AUTHSVC_RATE_LIMIT_APP": "100000/1m",
-    }
-    cli = [sys.executable, "-m", "authsvc.cli"]
-    argvs = [
-        gunicorn_argv(f"127.0.0.1:{port}", workers=2, threads=16),
-        [*cli, "inbox", "--port", str(smtp_port)],
-        [*cli, "worker"],
-        [*cli, "worker"],
-    ]
-    log = (tmp_path / "stack.log").open("wb")
-    processes = [
-        subprocess.Popen(argv, env=stack_env, stdout=log, stderr=subprocess.STDOUT)
-        for argv in argvs
-    ]
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert all(p.poll() is None for p in processes), (tmp_path / "stack.log").read_text()
-        try:
-            ScopedInbox(url).new_scope()
-            return True
-        except OSError:
-            return False
-
-    try:
-        wait_until(up, timeout=30, what="the web app")
+    limits = {"AUTHSVC_RATE_LIMIT_EMAIL": "1000/1m", "AUTHSVC_RATE_LIMIT_APP": "100000/1m"}
+    with running_stack(
+        {**env, **limits}, tmp_path / "stack.log", web_workers=2, threads=16, outbox_workers=2
+    ) as url:
         yield url
-    finally:
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        codes = [process.wait(timeout=30) for process in processes]
-        log.close()
-        assert codes == [0, 0, 0, 0], (tmp_path / "stack.log").read_text()[-5000:]
 
 
 def test_200_resets_across_50_scopes_each_scope_exact_and_each_link_once(stack, conn):

@@ -17,7 +17,7 @@ from authsvc.services import Services
 from authsvc.tokens import TokenClaims
 from testkit.smtp_double import SmtpDouble
 from tests.accounts_support import insert_user
-from tests.api_support import ApiCaller, assert_problem, register_shop_app
+from tests.api_support import ApiCaller, assert_problem
 from tests.link_support import latest_link
 from tests.pages_support import submit, text_of
 from tests.worker_support import job_status, worker
@@ -25,12 +25,6 @@ from tests.worker_support import job_status, worker
 VICTIM = "victim@example.com"
 OWNER_PASSWORD = "owner passphrase 11"
 ATTACKER_PASSWORD = "attacker passphrase 22"
-
-
-@pytest.fixture
-def api(client, conn) -> ApiCaller:
-    app, key = register_shop_app(conn)
-    return ApiCaller(client, app, key)
 
 
 def _sign_up(api: ApiCaller, password: str, email: str = VICTIM) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Blueprint, Response, g, jsonify, request
 from psycopg import Connection
 
@@ -22,6 +24,7 @@ from authsvc.api.requests import (
     read_idempotency_key,
     token_or_code,
 )
+from authsvc.users import User
 from authsvc.web import db, services
 
 bp = Blueprint("api", __name__, url_prefix=API_PREFIX)
@@ -67,36 +70,47 @@ def signups() -> Response:
     return run_call(sign_up, document)
 
 
-@bp.post("/verifications")
-def verifications() -> Response:
+def _link_request(request_link: Callable[..., bool]) -> Response:
+    """A verification or reset request: 202 accepted whatever the account (SPEC §5)."""
     values, document = parse_body(LINK_REQUEST)
     redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
 
-    def request_verification(conn: Connection) -> Reply:
-        accounts.request_verification(
+    def call(conn: Connection) -> Reply:
+        request_link(
             conn, services(), email=str(values["email"]), redirect_url=redirect_url,
             app_id=current_caller().app.id,
         )
         return json_reply(202, {"status": "accepted"})
 
-    return run_call(request_verification, document)
+    return run_call(call, document)
+
+
+@bp.post("/verifications")
+def verifications() -> Response:
+    return _link_request(accounts.request_verification)
+
+
+def _redeem(
+    values: dict[str, str | None], by_token: Callable[..., User], by_code: Callable[..., User]
+) -> Callable[[Connection], User]:
+    """The confirm body's use case: the emailed link's token, or the emailed code."""
+    code = token_or_code(values)  # 400 before any transaction when it is neither form
+    if code is None:
+        return lambda conn: by_token(
+            conn, services(), token=values["token"], password=values["password"]
+        )
+    return lambda conn: by_code(
+        conn, services(), email=code.email, code=code.code, password=values["password"]
+    )
 
 
 @bp.post("/verifications/confirm")
 def verifications_confirm() -> Response:
     values, document = parse_body(VERIFICATION_CONFIRM)
-    by_code = token_or_code(values)
+    redeem = _redeem(values, accounts.confirm_verification, accounts.confirm_verification_code)
 
     def confirm_verification(conn: Connection) -> Reply:
-        if by_code is None:
-            user = accounts.confirm_verification(
-                conn, services(), token=values["token"], password=values["password"]
-            )
-        else:
-            user = accounts.confirm_verification_code(
-                conn, services(), email=by_code.email, code=by_code.code,
-                password=values["password"],
-            )
+        user = redeem(conn)
         return json_reply(200, {"email": user.email, "verified": True})
 
     return run_call(confirm_verification, document)
@@ -104,34 +118,16 @@ def verifications_confirm() -> Response:
 
 @bp.post("/password-resets")
 def password_resets() -> Response:
-    values, document = parse_body(LINK_REQUEST)
-    redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
-
-    def request_password_reset(conn: Connection) -> Reply:
-        accounts.request_password_reset(
-            conn, services(), email=str(values["email"]), redirect_url=redirect_url,
-            app_id=current_caller().app.id,
-        )
-        return json_reply(202, {"status": "accepted"})
-
-    return run_call(request_password_reset, document)
+    return _link_request(accounts.request_password_reset)
 
 
 @bp.post("/password-resets/confirm")
 def password_resets_confirm() -> Response:
     values, document = parse_body(PASSWORD_RESET_CONFIRM)
-    by_code = token_or_code(values)
+    redeem = _redeem(values, accounts.reset_password, accounts.reset_password_with_code)
 
     def reset_password(conn: Connection) -> Reply:
-        if by_code is None:
-            accounts.reset_password(
-                conn, services(), token=values["token"], password=values["password"]
-            )
-        else:
-            accounts.reset_password_with_code(
-                conn, services(), email=by_code.email, code=by_code.code,
-                password=values["password"],
-            )
+        redeem(conn)
         return json_reply(200, {"status": "password_changed"})
 
     return run_call(reset_password, document)

@@ -11,6 +11,7 @@ import psycopg
 
 from authsvc import app_keys
 from authsvc.app_keys import register_app, validate_redirect_url
+from authsvc.cli.options import parsed_by
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.config import Settings
 from authsvc.db import connect
@@ -20,13 +21,6 @@ from authsvc.webhook_targets import WebhookTargetRefused, validate_webhook_url
 @click.group()
 def apps() -> None:
     """Embedding apps and their API keys."""
-
-
-def _check_url(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[str]:
-    try:
-        return [validate_redirect_url(v) for v in values]
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def _check_app_id(_ctx: click.Context, _param: click.Parameter, value: str) -> UUID:
@@ -80,7 +74,7 @@ def _print_secret(secret: str) -> None:
     "redirect_urls",
     multiple=True,
     required=True,
-    callback=_check_url,
+    callback=parsed_by(validate_redirect_url),
     help="Allowed link target (repeatable); links may point here or below it.",
 )
 @click.option("--webhook-url", help="Where events are POSTed (https in production).")
@@ -126,7 +120,7 @@ def apps_list() -> None:
     "--redirect-url",
     "redirect_urls",
     multiple=True,
-    callback=_check_url,
+    callback=parsed_by(validate_redirect_url),
     help="Replace the allowed link targets (repeatable).",
 )
 @click.option("--webhook-url", help="Send events here (https in production).")

@@ -9,6 +9,7 @@ from datetime import datetime
 import click
 import psycopg
 
+from authsvc.cli.options import parsed_by
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.config import parse_duration
 from authsvc.db import connect
@@ -102,19 +103,11 @@ def outbox_redrive(job_id: int) -> None:
     click.echo(f"job {job_id} queued again")
 
 
-def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
 @outbox.command("prune")
 @click.option(
     "--older-than",
-    "older_than",
     required=True,
-    callback=_duration,
+    callback=parsed_by(parse_duration),
     help="Age such as 30d or 12h; only finished jobs are deleted.",
 )
 def outbox_prune(older_than: int) -> None:

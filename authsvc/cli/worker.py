@@ -62,62 +62,55 @@ def _require_current_schema(url: str, wait_seconds: float) -> None:
         raise click.ClickException(f"the schema is not current ({names}): run `authsvc db upgrade`")
 
 
+def _number_option(
+    flag: str, kind: click.ParamType, default: float | None, help_text: str
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A numeric option of `authsvc worker`; its default is shown unless it is None
+    (then the help text says where the value comes from)."""
+    return click.option(
+        flag, type=kind, default=default, show_default=default is not None, help=help_text
+    )
+
+
 @click.command()
-@click.option(
-    "--concurrency",
-    type=click.IntRange(1, 256),
-    default=4,
-    show_default=True,
-    help="Sends in flight at once (threads).",
-)
-@click.option(
-    "--batch",
-    type=click.IntRange(1, 1000),
-    default=10,
-    show_default=True,
-    help="Jobs claimed per statement.",
-)
-@click.option(
+@_number_option("--concurrency", click.IntRange(1, 256), 4, "Sends in flight at once (threads).")
+@_number_option("--batch", click.IntRange(1, 1000), 10, "Jobs claimed per statement.")
+@_number_option(
     "--lease-seconds",
-    type=FiniteFloatRange(1, 86400),
-    default=None,
-    help="Lease per claim [default: AUTHSVC_LEASE_SECONDS].",
+    FiniteFloatRange(1, 86400),
+    None,
+    "Lease per claim [default: AUTHSVC_LEASE_SECONDS].",
 )
-@click.option(
+@_number_option(
     "--poll-seconds",
-    type=FiniteFloatRange(0.05, 3600),
-    default=5.0,
-    show_default=True,
-    help="Look for due jobs at least this often, notification or not.",
+    FiniteFloatRange(0.05, 3600),
+    5.0,
+    "Look for due jobs at least this often, notification or not.",
 )
 @click.option("--once", is_flag=True, help="Drain what is due now, then exit.")
-@click.option(
+@_number_option(
     "--wait-for-database",
-    type=FiniteFloatRange(0, 3600),
-    default=60.0,
-    show_default=True,
-    help="At start-up, wait this long for the database.",
+    FiniteFloatRange(0, 3600),
+    60.0,
+    "At start-up, wait this long for the database.",
 )
-@click.option(
+@_number_option(
     "--retry-base-seconds",
-    type=FiniteFloatRange(0.01, 86400),
-    default=30.0,
-    show_default=True,
-    help="Delay before the first retry of a transient failure.",
+    FiniteFloatRange(0.01, 86400),
+    30.0,
+    "Delay before the first retry of a transient failure.",
 )
-@click.option(
+@_number_option(
     "--processes",
-    type=click.IntRange(1, 64),
-    default=1,
-    show_default=True,
-    help="Worker processes on this host (one core each); the parent only supervises.",
+    click.IntRange(1, 64),
+    1,
+    "Worker processes on this host (one core each); the parent only supervises.",
 )
-@click.option(
+@_number_option(
     "--retry-cap-seconds",
-    type=FiniteFloatRange(0.01, 86400),
-    default=3600.0,
-    show_default=True,
-    help="Longest retry delay (before jitter of up to 50%).",
+    FiniteFloatRange(0.01, 86400),
+    3600.0,
+    "Longest retry delay (before jitter of up to 50%).",
 )
 @click.option(
     "--metrics-port",

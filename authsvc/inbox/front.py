@@ -11,7 +11,6 @@ decided by the same code as the Flask views (authsvc.inbox.params, .answers,
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from authsvc.db import POOLER_SAFE
 from authsvc.inbox import async_store, params
+from authsvc.inbox.access import CHALLENGE, UNAUTHORIZED_DETAIL, token_accepted
 from authsvc.inbox.answers import expect_one_answer, settle_left
 from authsvc.inbox.coroutine_waiters import AsyncScopeWatcher
 from authsvc.inbox.messages import Seen
@@ -129,18 +129,11 @@ class InboxFront:
         return guarded
 
     def _refuse_without_token(self, request: web.Request) -> web.Response | None:
-        expected = self.config.token
-        if not expected:
+        if token_accepted(self.config.token, request.headers.get("Authorization", "")):
             return None
-        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(
-            presented.strip().encode(), expected.encode()
-        ):
-            return None
-        detail = "send Authorization: Bearer <token>"
-        body = problem_document(401, "unauthorized", "Unauthorized", detail)
+        body = problem_document(401, "unauthorized", "Unauthorized", UNAUTHORIZED_DETAIL)
         response = _json(401, body, problem=True)
-        response.headers["WWW-Authenticate"] = 'Bearer realm="authsvc test inbox"'
+        response.headers["WWW-Authenticate"] = CHALLENGE
         return response
 
     async def status(self, request: web.Request) -> web.StreamResponse:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -11,6 +10,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from authsvc.db import resolve_listen_url
 from authsvc.inbox import messages, params
+from authsvc.inbox.access import CHALLENGE, UNAUTHORIZED_DETAIL, token_accepted
 from authsvc.inbox.answers import expect_one_answer, settle_left
 from authsvc.inbox.messages import Page, Seen
 from authsvc.inbox.openapi import openapi_document
@@ -58,15 +58,10 @@ def _page(scope: str, since: int, filters: Filters, limit: int, bodies: bool) ->
 
 def _require_token() -> Response | None:
     expected = services().settings.test_inbox_token
-    if not expected:
+    if token_accepted(expected, request.headers.get("Authorization", "")):
         return None
-    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and hmac.compare_digest(
-        presented.strip().encode(), expected.encode()
-    ):
-        return None
-    response = problem(401, "unauthorized", "Unauthorized", "send Authorization: Bearer <token>")
-    response.headers["WWW-Authenticate"] = 'Bearer realm="authsvc test inbox"'
+    response = problem(401, "unauthorized", "Unauthorized", UNAUTHORIZED_DETAIL)
+    response.headers["WWW-Authenticate"] = CHALLENGE
     return response
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+from collections.abc import Callable
 
 from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
@@ -68,17 +70,29 @@ def index() -> ResponseReturnValue:
     return redirect(url_for(target), 303)
 
 
-def account() -> ResponseReturnValue:
-    if _require_session() is None:
-        return redirect(url_for("pages.login"), 303)
+def _signed_in_only(
+    view: Callable[[SessionUser], ResponseReturnValue],
+) -> Callable[[], ResponseReturnValue]:
+    """The view, given the signed-in session; without one, off to /login (with the reason)."""
+
+    @functools.wraps(view)
+    def guarded() -> ResponseReturnValue:
+        signed_in = _require_session()
+        if signed_in is None:
+            return redirect(url_for("pages.login"), 303)
+        return view(signed_in)
+
+    return guarded
+
+
+@_signed_in_only
+def account(_signed_in: SessionUser) -> ResponseReturnValue:
     return _account_page(ChangePasswordForm(formdata=None))
 
 
-def change_password() -> ResponseReturnValue:
+@_signed_in_only
+def change_password(signed_in: SessionUser) -> ResponseReturnValue:
     """Change the password; every session ends, this one included."""
-    signed_in = _require_session()
-    if signed_in is None:
-        return redirect(url_for("pages.login"), 303)
     form = ChangePasswordForm()
     if not form.validate_on_submit():
         return _account_page(form, 422)
@@ -108,11 +122,9 @@ def change_password() -> ResponseReturnValue:
     return redirect(url_for("pages.login"), 303)
 
 
-def end_session() -> ResponseReturnValue:
+@_signed_in_only
+def end_session(signed_in: SessionUser) -> ResponseReturnValue:
     """End one of the person's sessions, or (session_id "all") every one of them."""
-    signed_in = _require_session()
-    if signed_in is None:
-        return redirect(url_for("pages.login"), 303)
     form = EndSessionForm()
     if not form.validate_on_submit():
         return _account_page(ChangePasswordForm(formdata=None), 422)

@@ -8,8 +8,10 @@ itself names the account, so the page never shows or asks for an address.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from flask import Response, request
+from flask.typing import ResponseReturnValue
 
 from authsvc import accounts
 from authsvc.logs import log_event
@@ -32,6 +34,21 @@ def checked_link(purpose: str) -> tuple[str, User | Response]:
         return token, accounts.check_link(db(), services(), token, purpose)
     except TokenError as exc:
         return token, link_problem(exc, purpose, token)
+
+
+def link_page(
+    purpose: str,
+    redeem: Callable[[], ResponseReturnValue],
+    show: Callable[[str, User], ResponseReturnValue],
+) -> ResponseReturnValue:
+    """A link's landing page: only the POST redeems (`redeem`); GET/HEAD `show` the form
+    for a live link, or the page saying why it will not redeem."""
+    if request.method == "POST":
+        return redeem()
+    token, user = checked_link(purpose)
+    if not isinstance(user, User):
+        return user
+    return show(token, user)
 
 
 def link_problem(error: TokenError, purpose: str, token: object) -> Response:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, flash, redirect, request, url_for
+from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc import accounts
 from authsvc.logs import log_event
-from authsvc.pages.forms import EmailForm, NewPasswordForm
-from authsvc.pages.link_problem import checked_link, link_problem
+from authsvc.pages.forms import NewPasswordForm
+from authsvc.pages.link_problem import link_page, link_problem
+from authsvc.pages.link_request import link_request_page
 from authsvc.pages.rendering import render_page
 from authsvc.pages.session import end_this_session
 from authsvc.passwords import WeakPassword
@@ -23,20 +24,15 @@ logger = logging.getLogger(__name__)
 
 def request_reset() -> ResponseReturnValue:
     """Ask for a reset link; known and unknown addresses get the same answer."""
-    form = EmailForm()
-    if not form.validate_on_submit():
-        return render_page("reset_request.html", 422 if form.errors else 200, form=form)
-    accounts.request_password_reset(db(), services(), email=form.email.data)
-    return redirect(url_for("pages.check_email", sent="reset"), 303)
+    return link_request_page("reset_request.html", accounts.request_password_reset, "reset")
 
 
 def confirm_reset() -> ResponseReturnValue:
     """GET/HEAD show the form without consuming the link; only the POST redeems it."""
-    if request.method == "POST":
-        return _set_password()
-    token, user = checked_link("reset")
-    if not isinstance(user, User):
-        return user
+    return link_page("reset", _set_password, _new_password_page)
+
+
+def _new_password_page(token: str, user: User) -> ResponseReturnValue:
     form = NewPasswordForm(formdata=None, token=token)
     return render_page("reset_confirm.html", form=form, email=user.email)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, redirect, request, url_for
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
 from authsvc import accounts
 from authsvc.logs import log_event
-from authsvc.pages.forms import ConfirmEmailForm, EmailForm
-from authsvc.pages.link_problem import checked_link, link_problem
+from authsvc.pages.forms import ConfirmEmailForm
+from authsvc.pages.link_problem import link_page, link_problem
+from authsvc.pages.link_request import link_request_page
 from authsvc.pages.rendering import render_page
 from authsvc.pages.session import forget_cached_session
 from authsvc.passwords import WeakPassword
@@ -23,12 +24,11 @@ logger = logging.getLogger(__name__)
 
 def verify() -> ResponseReturnValue:
     """GET/HEAD only inspect the link (mail scanners prefetch it); the POST redeems."""
-    if request.method == "POST":
-        return _confirm()
-    token, user = checked_link("verify")
-    if not isinstance(user, User):
-        return user
-    return _confirm_page(ConfirmEmailForm(formdata=None, token=token), user)
+    return link_page(
+        "verify",
+        _confirm,
+        lambda token, user: _confirm_page(ConfirmEmailForm(formdata=None, token=token), user),
+    )
 
 
 def _confirm_page(form: ConfirmEmailForm, user: User, status: int = 200) -> ResponseReturnValue:
@@ -68,11 +68,7 @@ def _ask_again(form: ConfirmEmailForm, token: object) -> ResponseReturnValue:
 
 def request_verification() -> ResponseReturnValue:
     """Ask for a fresh verification link by address; the answer is always the same."""
-    form = EmailForm()
-    if not form.validate_on_submit():
-        return render_page("verify_request.html", 422 if form.errors else 200, form=form)
-    accounts.request_verification(db(), services(), email=form.email.data)
-    return redirect(url_for("pages.check_email", sent="verify"), 303)
+    return link_request_page("verify_request.html", accounts.request_verification, "verify")
 
 
 def register(bp: Blueprint) -> None:

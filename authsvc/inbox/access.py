@@ -1,0 +1,22 @@
+"""Who may read the test inbox's API: the bearer token check both fronts (Flask, aiohttp) share."""
+
+from __future__ import annotations
+
+import hmac
+
+UNAUTHORIZED_DETAIL = "send Authorization: Bearer <token>"
+CHALLENGE = 'Bearer realm="authsvc test inbox"'  # the WWW-Authenticate value of a 401
+
+
+def token_accepted(expected: str | None, authorization: str) -> bool:
+    """True when no token is configured, or the Authorization header presents it.
+
+    Compared in constant time, so the answer's timing does not tell how much of a
+    guessed token was right.
+    """
+    if not expected:
+        return True
+    scheme, _, presented = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        presented.strip().encode(), expected.encode()
+    )

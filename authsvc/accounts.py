@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from uuid import UUID
 
 from psycopg import Connection
@@ -112,14 +113,21 @@ def sign_up(
         )
 
 
-def _request_link(
+def request_link(
     conn: Connection,
     svc: Services,
-    email: str,
+    *,
     purpose: str,
-    redirect_url: str | None,
-    app_id: UUID | None,
+    email: str,
+    redirect_url: str | None = None,
+    app_id: UUID | None = None,
 ) -> bool:
+    """Queue a fresh `purpose` link: reset for any account, verify for an unverified one.
+
+    Silent otherwise. False when the address's email limit held it back
+    (callers must not tell the requester: the answer would then differ for
+    known and unknown addresses).
+    """
     now = svc.clock()
     with conn.transaction():
         # Known or not, the same statements run (see outbox.sql queue_link).
@@ -137,32 +145,9 @@ def _request_link(
         return True
 
 
-def request_verification(
-    conn: Connection,
-    svc: Services,
-    *,
-    email: str,
-    redirect_url: str | None = None,
-    app_id: UUID | None = None,
-) -> bool:
-    """Queue a fresh verification link for an unverified account; silent otherwise.
-
-    False when the address's email limit held it back (callers must not tell the
-    requester: the answer would then differ for known and unknown addresses).
-    """
-    return _request_link(conn, svc, email, "verify", redirect_url, app_id)
-
-
-def request_password_reset(
-    conn: Connection,
-    svc: Services,
-    *,
-    email: str,
-    redirect_url: str | None = None,
-    app_id: UUID | None = None,
-) -> bool:
-    """Queue a reset link if the account exists; silent otherwise (False as above)."""
-    return _request_link(conn, svc, email, "reset", redirect_url, app_id)
+# The two flows' requests differ only by purpose.
+request_verification = partial(request_link, purpose="verify")
+request_password_reset = partial(request_link, purpose="reset")
 
 
 def _stale_link_error(conn: Connection, claims: TokenClaims, user: User | None) -> TokenError:

@@ -29,3 +29,13 @@ def race(database_url: str, runners: int, attempt: Callable[[psycopg.Connection,
         thread.join(timeout=timeout)
     assert len(outcomes) == runners, f"{runners - len(outcomes)} runner(s) did not finish"
     return outcomes
+
+
+def run_in_threads(target: Callable[[], None], count: int, timeout: float = 60.0) -> None:
+    """Run `target` in `count` threads at once and wait for all; fail if one hangs."""
+    threads = [threading.Thread(target=target) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish in time"

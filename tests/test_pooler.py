@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -29,6 +28,7 @@ from chaos.servers import PgBouncer
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.pg import TestDatabases, with_database
+from tests.race_support import run_in_threads
 from tests.worker_support import queue_notices, running, worker
 
 pytestmark = pytest.mark.e2e  # every test here runs PgBouncer (a process)
@@ -90,12 +90,8 @@ def test_pool_runs_repeated_queries_on_many_server_connections(pooled_url):
         except psycopg.Error as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=hammer) for _ in range(8)]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        run_in_threads(hammer, 8)
     finally:
         pool.close()
     assert errors == []
@@ -119,13 +115,8 @@ def test_concurrent_migrations_through_the_pooler_leave_no_lock_behind(
         except BaseException as exc:
             results.append(exc)
 
-    threads = [threading.Thread(target=run) for _ in range(2)]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        assert not any(t.is_alive() for t in threads), "an upgrade hung on the lock"
+        run_in_threads(run, 2)  # fails if an upgrade hung on the lock
         # Each migration takes the lock on its own, so the two may share the work:
         # together they applied every migration exactly once, and neither failed.
         assert all(isinstance(n, int) for n in results), results

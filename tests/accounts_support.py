@@ -28,7 +28,8 @@ def one_number(conn: psycopg.Connection, query: str, params: tuple[object, ...] 
 # under 1 ms against ~50 ms, which is most of a property test's budget per example.
 ACCOUNT_TABLES = (
     "web_sessions", "token_redemptions", "email_job_events", "email_jobs", "idempotency_keys",
-    "inbox_messages", "apps", "rate_limit_counters", "users",
+    "inbox_messages", "apps", "rate_limit_counters", "code_attempts", "suppressions",
+    "users",
 )
 
 

@@ -3,8 +3,9 @@
 Request counts and latencies come from prometheus_client (authsvc/http_metrics.py),
 summed over every gunicorn worker of this host under `authsvc serve`. Outbox
 figures are read from the database at scrape time, so every process and host
-reports the same ones; the event totals shrink when `authsvc outbox prune`
-deletes old trails, which Prometheus treats as a counter reset.
+reports the same ones. The event counters and the latency histogram are
+totals since install (migrations/0011_outbox_counters.sql): `authsvc outbox
+prune` lowers the per-status gauges, never the counters.
 """
 
 from __future__ import annotations

@@ -71,22 +71,51 @@ class JobEvent:
     created_at: datetime
 
 
+def fold_counters(conn: Connection) -> None:
+    """Add the counters' pending deltas to their totals (migrations/0011_outbox_counters.sql).
+
+    Under a lock on outbox_counters, then in a statement of its own: its
+    snapshot starts after any fold that held the lock before, so a total read
+    after it never goes backwards, however many scrapes run at once.
+    """
+    with conn.transaction():
+        conn.execute(Q["lock_counters"])
+        conn.execute(Q["fold_counters"])
+
+
 def outbox_stats(conn: Connection) -> OutboxStats:
-    """Counts per status and the age of the oldest pending job."""
+    """Counts per status and the age of the oldest pending job.
+
+    Pending, due, leased and the oldest are counted live over the pending
+    rows; final states come from the counters, so the cost does not grow with
+    the retained jobs (docs/BENCHMARKS.md, "Big outbox").
+    """
+    fold_counters(conn)
     with conn.cursor(row_factory=class_row(OutboxStats)) as cur:
         stats = cur.execute(Q["outbox_stats"]).fetchone()
     assert stats is not None
     return stats
 
 
+def live_outbox_stats(conn: Connection) -> OutboxStats:
+    """outbox_stats counted from every row of email_jobs: exact by construction, slow when big."""
+    with conn.cursor(row_factory=class_row(OutboxStats)) as cur:
+        stats = cur.execute(Q["live_outbox_stats"]).fetchone()
+    assert stats is not None
+    return stats
+
+
 def event_totals(conn: Connection) -> dict[str, int]:
-    """Audit-trail events by kind, and `lease_expired`: claims that took over a dead lease."""
+    """Audit-trail events by kind since install, and `lease_expired`: claims that took over a
+    dead lease. Totals: `outbox prune` deleting old trails does not lower them."""
+    fold_counters(conn)
     return {str(event): int(total) for event, total in conn.execute(Q["event_totals"])}
 
 
 @dataclass(frozen=True)
 class SendLatency:
-    """Queue-to-accepted seconds of sent jobs: cumulative counts per bound, sum and count."""
+    """Queue-to-accepted seconds of jobs sent since install: cumulative counts per bound,
+    sum and count (a pruned job stays counted)."""
 
     buckets: list[tuple[float, int]]
     total_seconds: float
@@ -94,10 +123,13 @@ class SendLatency:
 
 
 def send_latency(conn: Connection, bounds: Sequence[float]) -> SendLatency:
-    buckets = [
-        (float(bound), int(count))
-        for bound, count in conn.execute(Q["send_latency"], {"bounds": list(bounds)})
-    ]
+    """The histogram at `bounds`, each one the counters keep (outbox_latency_bounds())."""
+    fold_counters(conn)
+    rows = conn.execute(Q["send_latency"], {"bounds": list(bounds)}).fetchall()
+    missing = [float(bound) for bound, _count, kept in rows if not kept]
+    if missing:
+        raise ValueError(f"no latency counter for bounds {missing}: see outbox_latency_bounds()")
+    buckets = [(float(bound), int(count)) for bound, count, _kept in rows]
     totals = conn.execute(Q["send_latency_totals"]).fetchone()
     assert totals is not None
     return SendLatency(buckets, float(totals[0]), int(totals[1]))

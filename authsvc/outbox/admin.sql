@@ -1,7 +1,52 @@
+-- fold_counters --
+-- Move the outbox counters' deltas into their totals (migrations/0011): the
+-- deltas read here are deleted and their sums added, in one statement. Run
+-- under lock_counters, so two scrapes never fold the same rows twice or read
+-- a total that misses a fold committed after their snapshot.
+WITH folded AS (
+    DELETE FROM outbox_counter_deltas RETURNING name, delta, seconds
+)
+INSERT INTO outbox_counters AS c (name, total, seconds)
+SELECT name, sum(delta), sum(seconds) FROM folded GROUP BY name
+ON CONFLICT (name) DO UPDATE
+SET total = c.total + excluded.total, seconds = c.seconds + excluded.seconds;
+
+-- lock_counters --
+-- One fold at a time (until the transaction ends). Readers and the worker
+-- never wait on it: the worker's triggers only append deltas.
+SELECT pg_advisory_xact_lock(hashtext('authsvc.outbox_counters.fold'));
+
 -- outbox_stats --
 -- Jobs per status, plus what an operator watches: due now, leased, oldest
 -- pending. `authsvc outbox stats` and /metrics both read this one query, and
 -- due is the claim's own predicate (migrations/0005_outbox_rules.sql).
+-- Pending-side figures are live, over the pending rows only (the partial
+-- index email_jobs_due); final states come from the folded counters
+-- (migrations/0011), so neither grows with the retained jobs.
+WITH live AS (
+    SELECT count(*) AS pending,
+           count(*) FILTER (WHERE outbox_job_due(status, next_attempt_at, lease_expires_at)) AS due,
+           count(*) FILTER (WHERE outbox_job_leased(status, lease_expires_at)) AS leased,
+           min(created_at) AS oldest
+    FROM email_jobs WHERE status = 'pending'
+), final AS (
+    SELECT coalesce(sum(total) FILTER (WHERE name = 'jobs_sent'), 0) AS sent,
+           coalesce(sum(total) FILTER (WHERE name = 'jobs_failed'), 0) AS failed,
+           coalesce(sum(total) FILTER (WHERE name = 'jobs_superseded'), 0) AS superseded,
+           coalesce(sum(total) FILTER (WHERE name = 'jobs_expired'), 0) AS expired,
+           coalesce(sum(total) FILTER (WHERE name = 'jobs_suppressed'), 0) AS suppressed
+    FROM outbox_counters
+)
+SELECT live.pending, live.due, live.leased,
+       final.sent::bigint AS sent, final.failed::bigint AS failed,
+       final.superseded::bigint AS superseded, final.expired::bigint AS expired,
+       final.suppressed::bigint AS suppressed,
+       coalesce(extract(epoch FROM now() - live.oldest), 0)::float8 AS oldest_pending_seconds
+FROM live, final;
+
+-- live_outbox_stats --
+-- outbox_stats counted straight from the table: every retained row, so slow
+-- on a big outbox. The check the counters are tested against.
 SELECT
     count(*) FILTER (WHERE status = 'pending') AS pending,
     count(*) FILTER (WHERE outbox_job_due(status, next_attempt_at, lease_expires_at)) AS due,
@@ -63,25 +108,21 @@ WHERE id IN (
 );
 
 -- event_totals --
--- Audit-trail events by kind, plus claims that took over an expired lease
--- (a claim whose previous event for the job was also a claim).
-SELECT event, count(*) AS total FROM email_job_events GROUP BY event
-UNION ALL
-SELECT 'lease_expired', count(*) FROM (
-    SELECT event, lag(event) OVER (PARTITION BY job_id ORDER BY id) AS previous
-    FROM email_job_events
-) AS trail
-WHERE event = 'claimed' AND previous = 'claimed';
+-- Audit-trail events by kind since install, plus claims that took over an
+-- expired lease (a claim whose previous event for the job was also a claim),
+-- from the folded counters: pruned trails stay counted.
+SELECT substr(name, length('events_') + 1) AS event, total
+FROM outbox_counters WHERE starts_with(name, 'events_') AND total <> 0;
 
 -- send_latency --
--- Queue-to-accepted seconds of sent jobs, as cumulative histogram buckets.
-SELECT bound, count(*) FILTER (WHERE extract(epoch FROM sent_at - created_at) <= bound) AS le
+-- Queue-to-accepted seconds of jobs sent since install, as cumulative
+-- histogram buckets; in_rollup is false for a bound the counters do not keep.
+SELECT bound, coalesce(c.total, 0) AS le, bound = ANY (outbox_latency_bounds()) AS in_rollup
 FROM unnest(%(bounds)s::float8[]) AS bound
-LEFT JOIN email_jobs ON status = 'sent'
-GROUP BY bound ORDER BY bound;
+LEFT JOIN outbox_counters AS c ON c.name = 'send_latency_le_' || bound::text
+ORDER BY bound;
 
 -- send_latency_totals --
 -- Sum and count for the histogram.
-SELECT coalesce(sum(extract(epoch FROM sent_at - created_at)), 0)::float8 AS total_seconds,
-       count(*) AS sent
-FROM email_jobs WHERE status = 'sent';
+SELECT coalesce(sum(seconds), 0)::float8 AS total_seconds, coalesce(sum(total), 0)::bigint AS sent
+FROM outbox_counters WHERE name = 'send_latency';

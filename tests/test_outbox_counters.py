@@ -1,0 +1,169 @@
+"""The outbox counters (migrations/0011): exact through every writer, never backwards.
+
+`authsvc outbox stats` and /metrics read final-state counts, event totals and
+the send-latency histogram from a rollup the triggers keep, so these tests
+hold it against a count of every row after worker outcomes, a redrive, an
+operator's UPDATE and a prune, and race two folds against each other.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import replace
+
+import psycopg
+import pytest
+
+from authsvc.metrics import LATENCY_BOUNDS
+from authsvc.migrate import upgrade
+from authsvc.outbox import STATUSES
+from authsvc.outbox.admin import (
+    OutboxStats,
+    event_totals,
+    live_outbox_stats,
+    outbox_stats,
+    prune_jobs,
+    redrive_job,
+    send_latency,
+)
+from testkit.waiting import wait_until
+from tests.worker_support import queue_notices
+from worker.jobs import Outcome, claim_batch, record_outcomes
+
+
+def _without_age(stats: OutboxStats) -> OutboxStats:
+    # Each query has its own now(): the oldest pending age is compared apart.
+    return replace(stats, oldest_pending_seconds=0.0)
+
+
+def assert_exact(conn: psycopg.Connection) -> OutboxStats:
+    """The rollup's stats equal a count of every row; returns them."""
+    stats = outbox_stats(conn)
+    assert _without_age(stats) == _without_age(live_outbox_stats(conn))
+    return stats
+
+
+def _gauges(body: str) -> dict[str, int]:
+    return {m[0]: int(float(m[1])) for m in re.findall(
+        r'^authsvc_outbox_jobs\{status="(\w+)"\} (\S+)$', body, re.MULTILINE)}
+
+
+def test_counts_stay_exact_across_outcomes_redrive_an_update_and_prune(conn, client):
+    queue_notices(conn, 8)
+    claimed = claim_batch(conn, "counter-test", 8, 30)
+    events = ["sent", "sent", "failed", "failed", "retry", "superseded", "expired", "suppressed"]
+    recorded = record_outcomes(conn, [Outcome(job, event) for job, event in
+                                      zip(claimed, events, strict=True)])
+    assert all(recorded)
+    stats = assert_exact(conn)
+    assert (stats.sent, stats.failed, stats.pending) == (2, 2, 1)
+
+    failed = [j.id for j, e in zip(claimed, events, strict=True) if e == "failed"]
+    assert redrive_job(conn, failed[0])
+    stats = assert_exact(conn)
+    assert (stats.failed, stats.pending) == (1, 2)
+
+    # An operator's hand edit is counted too: the triggers see every writer.
+    conn.execute("UPDATE email_jobs SET status = 'expired' WHERE id = %s", (failed[0],))
+    conn.execute("INSERT INTO email_jobs (template, recipient, status)"
+                 " VALUES ('password_changed', 'x@example.com', 'sent')")
+    stats = assert_exact(conn)
+    assert (stats.sent, stats.expired) == (3, 2)
+
+    # Prune: the gauges count retained rows (they drop); the counters are totals
+    # since install (they do not). Before 0011 the event totals fell with the trails.
+    sends_before = event_totals(conn)["sent"]
+    latency_before = send_latency(conn, LATENCY_BOUNDS)
+    conn.execute("UPDATE email_jobs SET created_at = now() - interval '40 days'"
+                 " WHERE status <> 'pending'")
+    assert prune_jobs(conn, 30 * 86400, batch=3) == 8  # every final job, in batches of 3
+    stats = assert_exact(conn)
+    assert (stats.sent, stats.failed, stats.expired) == (0, 0, 0)
+    assert stats.pending == 1
+    assert event_totals(conn)["sent"] == sends_before == 2
+    assert send_latency(conn, LATENCY_BOUNDS) == latency_before
+    assert latency_before.sent == 3  # the two the worker sent and the hand-inserted one
+
+    # /metrics reports the same gauges as `outbox stats`.
+    body = client.get("/metrics").get_data(as_text=True)
+    assert _gauges(body) == {s: getattr(stats, s) for s in STATUSES}
+    assert "authsvc_email_sends_total 2" in body.splitlines()
+
+
+def test_a_claim_leaves_the_job_counters_alone(conn):
+    queue_notices(conn, 4)
+    outbox_stats(conn)  # fold what the inserts left
+    claim_batch(conn, "counter-test", 4, 30)
+    names = [r[0] for r in conn.execute("SELECT name FROM outbox_counter_deltas")]
+    assert names == ["events_claimed"]  # one delta row for the statement, no job counts
+
+
+def test_a_retaken_lease_counts_as_an_expiry_once(conn):
+    [job_id] = queue_notices(conn, 1)
+    claim_batch(conn, "first", 1, 30)
+    conn.execute("UPDATE email_jobs SET lease_expires_at = now() - interval '1 second',"
+                 " next_attempt_at = now() - interval '1 second' WHERE id = %s", (job_id,))
+    [second] = claim_batch(conn, "second", 1, 30)
+    assert record_outcomes(conn, [Outcome(second, "sent")]) == [True]
+    totals = event_totals(conn)
+    assert (totals["claimed"], totals["lease_expired"], totals["sent"]) == (2, 1, 1)
+
+
+def test_two_scrapes_folding_at_once_never_read_a_total_that_went_back(database_url, conn):
+    queue_notices(conn, 3)
+    claimed = claim_batch(conn, "counter-test", 3, 30)
+    record_outcomes(conn, [Outcome(job, "sent") for job in claimed])
+    seen: list[OutboxStats] = []
+    with psycopg.connect(database_url, autocommit=True) as first, \
+            psycopg.connect(database_url, autocommit=True) as second:
+        second_pid = second.info.backend_pid
+        with first.transaction():
+            outbox_stats(first)  # folds the sends, still uncommitted, holding the fold lock
+            scrape = threading.Thread(target=lambda: seen.append(outbox_stats(second)))
+            scrape.start()
+            wait_until(lambda: conn.execute(
+                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                (second_pid,)).fetchone() == (True,), what="the second fold to wait")
+        scrape.join(10)
+        assert not scrape.is_alive()
+    assert seen[0].sent == 3
+
+
+def test_a_latency_bound_the_counters_do_not_keep_is_refused(conn):
+    with pytest.raises(ValueError, match=r"\[0\.7\]"):
+        send_latency(conn, [0.5, 0.7])
+    assert [b for b, _ in send_latency(conn, LATENCY_BOUNDS).buckets] == list(LATENCY_BOUNDS)
+
+
+_UNDO_0011 = (
+    "DROP TRIGGER outbox_count_inserted_jobs ON email_jobs",
+    "DROP TRIGGER outbox_count_updated_jobs ON email_jobs",
+    "DROP TRIGGER outbox_count_deleted_jobs ON email_jobs",
+    "DROP TRIGGER outbox_count_inserted_events ON email_job_events",
+    "DROP FUNCTION outbox_count_job_changes, outbox_count_events, outbox_latency_deltas,"
+    " outbox_latency_bounds",
+    "DROP TABLE outbox_counters, outbox_counter_deltas",
+    "DELETE FROM schema_migrations WHERE version = '0011'",
+)
+
+
+def test_the_migration_seeds_the_counters_from_an_outbox_that_already_has_history(
+        database_url, conn):
+    for statement in _UNDO_0011:
+        conn.execute(statement)  # type: ignore[arg-type]  # the test's own SQL
+    ids = queue_notices(conn, 3)
+    conn.execute("UPDATE email_jobs SET status = 'sent', sent_at = created_at + interval '3 s'"
+                 " WHERE id = ANY(%s)", (ids[:2],))
+    conn.execute("UPDATE email_jobs SET status = 'failed' WHERE id = %s", (ids[2],))
+    conn.execute("INSERT INTO email_job_events (job_id, event, attempt) VALUES"
+                 " (%(a)s, 'claimed', 1), (%(a)s, 'claimed', 2), (%(a)s, 'sent', 2)",
+                 {"a": ids[0]})
+
+    assert [m.version for m in upgrade(database_url)] == ["0011"]
+
+    assert_exact(conn)
+    assert event_totals(conn) == {"claimed": 2, "sent": 1, "lease_expired": 1}
+    latency = send_latency(conn, LATENCY_BOUNDS)
+    assert (latency.sent, latency.total_seconds) == (2, 6.0)
+    assert dict(latency.buckets)[2.5] == 0 and dict(latency.buckets)[5.0] == 2

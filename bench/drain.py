@@ -9,7 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import subprocess
 import tempfile
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -22,8 +22,17 @@ from worker.mailers import OutgoingEmail
 _DATA = b"Subject: x\r\n\r\nx\r\n"
 
 
+class _DayLongLinks:
+    """What the worker's housekeeping asks of the codec: the longest link lifetime."""
+
+    def longest_ttl(self) -> timedelta:
+        return timedelta(days=1)
+
+
 class _StubRenderer:
     """Mechanics: no template, no link, no MIME; one fixed message."""
+
+    codec = _DayLongLinks()
 
     def link_expires_at(self, _job: ClaimedJob) -> datetime | None:
         return None

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import smtplib
 from collections.abc import Iterator
 
 import pytest
 from flask.testing import FlaskClient
 from psycopg_pool import ConnectionPool
 
+from authsvc import accounts
 from authsvc.clock import FrozenClock
 from authsvc.config import load_settings
 from authsvc.flask_app import create_app
@@ -18,6 +20,9 @@ from authsvc.passwords import Passwords
 from authsvc.services import Services
 from tests.inbox_support import email, running_sink, send
 from tests.inbox_ui_support import links_in_each_state, send_links_email
+from tests.link_support import latest_claims
+from tests.worker_support import renderer
+from worker import jobs
 
 
 @pytest.fixture
@@ -125,3 +130,19 @@ def test_the_events_url_answers_one_round_when_served_by_flask(inbox, sink):
 )
 def test_find_code(text, code):
     assert find_code(text) == code
+
+
+def test_a_real_reset_email_shows_its_own_code(inbox, sink, conn, svc: Services, settings):
+    """The UI picks the code out of the email authsvc's worker renders, not a look-alike."""
+    address = "cody+realcode@inbox.test"
+    accounts.sign_up(conn, svc, email=address, password="correct horse battery")
+    accounts.request_password_reset(conn, svc, email=address)
+    [job] = [j for j in jobs.claim_batch(conn, "ui-test", 10, 30) if j.template == "reset"]
+    outgoing = renderer(settings).render(job)
+    with smtplib.SMTP("127.0.0.1", sink.port, timeout=10) as client:
+        client.sendmail(outgoing.sender, [outgoing.recipient], outgoing.data)
+    html = inbox.get(
+        f"/_inbox/ui/scopes/realcode/messages/{_message_id(inbox, 'realcode')}"
+    ).get_data(as_text=True)
+    expected = svc.tokens.mint_code(latest_claims(conn, address, "reset"))
+    assert f'<p class="code" id="code">{expected}</p>' in html

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -53,13 +54,17 @@ def running_stack(
         def up() -> bool:
             assert all(p.poll() is None for p in processes), log_path.read_text()
             try:
+                # The sink too: a worker that finds it closed retries only after
+                # its backoff (30 s in production settings), which outlasts a wait.
+                with socket.create_connection(("127.0.0.1", smtp_port), timeout=2):
+                    pass
                 ScopedInbox(url).new_scope()
                 return True
             except OSError:
                 return False
 
         try:
-            wait_until(up, timeout=30, what="the web app")
+            wait_until(up, timeout=30, what="the web app and the SMTP sink")
             yield url
         finally:
             for process in processes:

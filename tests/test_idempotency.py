@@ -64,7 +64,9 @@ def _waiting_on_advisory_lock(conn: psycopg.Connection, key: int) -> bool:
     return bool(row and row[0])
 
 
-def test_eight_concurrent_requests_with_one_key_make_one_job(api, app, conn, database_url):
+def test_eight_concurrent_requests_with_one_key_make_one_job(
+    api, app, conn, direct_database_url
+):
     # The first request is held inside its transaction (its outbox INSERT waits on
     # an advisory lock the test holds), so the other seven certainly arrive while
     # it runs: they must wait for nothing and send nothing.
@@ -88,7 +90,9 @@ def test_eight_concurrent_requests_with_one_key_make_one_job(api, app, conn, dat
                 (response.status_code, response.get_data(), response.get_data(as_text=True))
             )
 
-    with psycopg.connect(database_url, autocommit=True) as holder:
+    # A session lock: on the server itself, not through a pooler (which would
+    # hand the server connection holding it to someone else).
+    with psycopg.connect(direct_database_url, autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (gate,))
         first = threading.Thread(target=call)
         first.start()

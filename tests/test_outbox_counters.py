@@ -110,13 +110,14 @@ def test_a_retaken_lease_counts_as_an_expiry_once(conn):
     assert (totals["claimed"], totals["lease_expired"], totals["sent"]) == (2, 1, 1)
 
 
-def test_two_scrapes_folding_at_once_never_read_a_total_that_went_back(database_url, conn):
+def test_two_scrapes_folding_at_once_never_read_a_total_that_went_back(direct_database_url, conn):
     queue_notices(conn, 3)
     claimed = claim_batch(conn, "counter-test", 3, 30)
     record_outcomes(conn, [Outcome(job, "sent") for job in claimed])
     seen: list[OutboxStats] = []
-    with psycopg.connect(database_url, autocommit=True) as first, \
-            psycopg.connect(database_url, autocommit=True) as second:
+    # On the server itself: through a pooler the backend pid changes per transaction.
+    with psycopg.connect(direct_database_url, autocommit=True) as first, \
+            psycopg.connect(direct_database_url, autocommit=True) as second:
         second_pid = second.info.backend_pid
         with first.transaction():
             outbox_stats(first)  # folds the sends, still uncommitted, holding the fold lock

@@ -69,8 +69,10 @@ def _family(lines: list[str], name: str, kind: str, help_text: str) -> None:
 
 def _outbox_lines(conn: Connection) -> list[str]:
     lines: list[str] = []
-    # The same figures `authsvc outbox stats` prints (one query, one due rule).
-    stats = admin.outbox_stats(conn)
+    # The same figures `authsvc outbox stats` prints (one query, one due rule),
+    # all read after one fold of the counters.
+    figures = admin.outbox_figures(conn, LATENCY_BOUNDS)
+    stats = figures.stats
     _family(lines, "authsvc_outbox_jobs", "gauge", "Outbox jobs by status.")
     for status in STATUSES:
         lines.append(f'authsvc_outbox_jobs{{status="{status}"}} {getattr(stats, status)}')
@@ -82,14 +84,14 @@ def _outbox_lines(conn: Connection) -> list[str]:
             "Age of the oldest pending job.")
     lines.append(f"authsvc_outbox_oldest_pending_age_seconds {stats.oldest_pending_seconds:.3f}")
 
-    totals = admin.event_totals(conn)
+    totals = figures.event_totals
     for event, (name, help_text) in EVENT_COUNTERS.items():
         _family(lines, name, "counter", help_text)
         lines.append(f"{name} {totals.get(event, 0)}")
 
     name = "authsvc_email_send_latency_seconds"
     _family(lines, name, "histogram", "Seconds from queueing to acceptance, sent jobs.")
-    latency = admin.send_latency(conn, LATENCY_BOUNDS)
+    latency = figures.latency
     for bound, count in latency.buckets:
         lines.append(f'{name}_bucket{{le="{bound:g}"}} {count}')
     lines.append(f'{name}_bucket{{le="+Inf"}} {latency.sent}')

@@ -91,6 +91,10 @@ def outbox_stats(conn: Connection) -> OutboxStats:
     the retained jobs (docs/BENCHMARKS.md, "Big outbox").
     """
     fold_counters(conn)
+    return _read_stats(conn)
+
+
+def _read_stats(conn: Connection) -> OutboxStats:
     with conn.cursor(row_factory=class_row(OutboxStats)) as cur:
         stats = cur.execute(Q["outbox_stats"]).fetchone()
     assert stats is not None
@@ -109,6 +113,10 @@ def event_totals(conn: Connection) -> dict[str, int]:
     """Audit-trail events by kind since install, and `lease_expired`: claims that took over a
     dead lease. Totals: `outbox prune` deleting old trails does not lower them."""
     fold_counters(conn)
+    return _read_event_totals(conn)
+
+
+def _read_event_totals(conn: Connection) -> dict[str, int]:
     return {str(event): int(total) for event, total in conn.execute(Q["event_totals"])}
 
 
@@ -125,6 +133,10 @@ class SendLatency:
 def send_latency(conn: Connection, bounds: Sequence[float]) -> SendLatency:
     """The histogram at `bounds`, each one the counters keep (outbox_latency_bounds())."""
     fold_counters(conn)
+    return _read_send_latency(conn, bounds)
+
+
+def _read_send_latency(conn: Connection, bounds: Sequence[float]) -> SendLatency:
     rows = conn.execute(Q["send_latency"], {"bounds": list(bounds)}).fetchall()
     missing = [float(bound) for bound, _count, kept in rows if not kept]
     if missing:
@@ -133,6 +145,23 @@ def send_latency(conn: Connection, bounds: Sequence[float]) -> SendLatency:
     totals = conn.execute(Q["send_latency_totals"]).fetchone()
     assert totals is not None
     return SendLatency(buckets, float(totals[0]), int(totals[1]))
+
+
+@dataclass(frozen=True)
+class OutboxFigures:
+    """Everything /metrics reports about the outbox, read after one fold."""
+
+    stats: OutboxStats
+    event_totals: dict[str, int]
+    latency: SendLatency
+
+
+def outbox_figures(conn: Connection, bounds: Sequence[float]) -> OutboxFigures:
+    """Stats, event totals and the latency histogram: one fold for the three reads."""
+    fold_counters(conn)
+    return OutboxFigures(
+        _read_stats(conn), _read_event_totals(conn), _read_send_latency(conn, bounds)
+    )
 
 
 def list_jobs(conn: Connection, status: str | None = None, limit: int = 50) -> list[JobSummary]:

@@ -137,6 +137,17 @@ def test_a_latency_bound_the_counters_do_not_keep_is_refused(conn):
     assert [b for b, _ in send_latency(conn, LATENCY_BOUNDS).buckets] == list(LATENCY_BOUNDS)
 
 
+def test_a_reclaim_after_an_outcome_or_a_release_is_no_expiry(conn):
+    sent_id, released_id = queue_notices(conn, 2)
+    first = claim_batch(conn, "first", 2, 30)
+    outcomes = {sent_id: "retry", released_id: "released"}
+    assert all(record_outcomes(conn, [Outcome(job, outcomes[job.id]) for job in first]))
+    conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (sent_id,))
+    second = claim_batch(conn, "second", 2, 30)
+    assert sorted(job.id for job in second) == [sent_id, released_id]
+    assert event_totals(conn).get("lease_expired", 0) == 0
+
+
 _UNDO_0011 = (
     "DROP TRIGGER outbox_count_inserted_jobs ON email_jobs",
     "DROP TRIGGER outbox_count_updated_jobs ON email_jobs",
@@ -145,7 +156,7 @@ _UNDO_0011 = (
     "DROP FUNCTION outbox_count_job_changes, outbox_count_events, outbox_latency_deltas,"
     " outbox_latency_bounds",
     "DROP TABLE outbox_counters, outbox_counter_deltas",
-    "DELETE FROM schema_migrations WHERE version = '0011'",
+    "DELETE FROM schema_migrations WHERE version IN ('0011', '0012')",
 )
 
 
@@ -161,7 +172,7 @@ def test_the_migration_seeds_the_counters_from_an_outbox_that_already_has_histor
                  " (%(a)s, 'claimed', 1), (%(a)s, 'claimed', 2), (%(a)s, 'sent', 2)",
                  {"a": ids[0]})
 
-    assert [m.version for m in upgrade(database_url)] == ["0011"]
+    assert [m.version for m in upgrade(database_url)] == ["0011", "0012"]
 
     assert_exact(conn)
     assert event_totals(conn) == {"claimed": 2, "sent": 1, "lease_expired": 1}

@@ -11,13 +11,15 @@ email-validator does the RFC and IDNA work; this module adds the house rules
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
-from email_validator import EmailNotValidError, validate_email
+from email_validator import SPECIAL_USE_DOMAIN_NAMES, EmailNotValidError, validate_email
 
 from authsvc.hidden_characters import has_blank_looking
 
 MAX_ADDRESS_LENGTH = 254
+MAX_LOCAL_PART_LENGTH = 64  # RFC 5321; email-validator's strict mode enforces it
 
 
 class InvalidAddress(ValueError):
@@ -68,8 +70,41 @@ def parse_address(value: object) -> str:
     return address
 
 
+# The shape of nearly every stored address: ASCII, lower-case, a dot-atom
+# local part without % or !, LDH domain labels and a last label ending in a
+# letter. Such an address is already what parse_address makes of it, except
+# in the cases _is_plain_canonical checks apart; anything else takes the full
+# parser. tests/test_addresses.py holds the shortcut to parse_address.
+_ATOM = r"[a-z0-9_#$&'*+\-/=?^`{|}~]+"
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_LAST_LABEL = r"(?:[a-z]|[a-z0-9][a-z0-9-]{0,61}[a-z])"
+PLAIN_ADDRESS = re.compile(rf"{_ATOM}(?:\.{_ATOM})*@(?:{_LABEL}\.)+{_LAST_LABEL}")
+# RFC 5890: a label with "--" in its third and fourth places is Punycode
+# (xn--, which decodes to another form) or reserved.
+_HYPHENS_AT_3 = re.compile(r"(?:^|\.)..--")
+_RESERVED_DOMAINS = tuple(d for d in SPECIAL_USE_DOMAIN_NAMES if d != "test")
+
+
+def _is_plain_canonical(address: str) -> bool:
+    """True only for addresses parse_address returns unchanged (a shortcut, never wider)."""
+    if len(address) > MAX_ADDRESS_LENGTH or not PLAIN_ADDRESS.fullmatch(address):
+        return False
+    local, _, domain = address.rpartition("@")
+    return (
+        len(local) <= MAX_LOCAL_PART_LENGTH
+        and not _HYPHENS_AT_3.search(domain)
+        and not any(domain == d or domain.endswith("." + d) for d in _RESERVED_DOMAINS)
+    )
+
+
 def is_canonical(address: str) -> bool:
-    """Whether `address` is exactly what parse_address makes of it (the worker's check)."""
+    """Whether `address` is exactly what parse_address makes of it (the worker's check).
+
+    The worker asks this of every message it sends; the full parser costs
+    about 45 µs an address, the plain-shape shortcut a few.
+    """
+    if _is_plain_canonical(address):
+        return True
     try:
         return parse_address(address) == address
     except InvalidAddress:

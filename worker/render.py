@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from email.utils import format_datetime, parseaddr
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from functools import lru_cache
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 import jinja2
 from jinja2 import nodes
@@ -39,12 +40,20 @@ class TemplateError(Exception):
     """The job cannot be rendered; retrying will not fix it."""
 
 
+@lru_cache(maxsize=1024)
+def _link_target(url: str) -> tuple[SplitResult, tuple[tuple[str, str], ...]]:
+    # A handful of distinct targets (our pages, each app's redirect URLs):
+    # split each once, not once per message.
+    parts = urlsplit(url)
+    query = tuple((k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                  if k != "token")
+    return parts, query
+
+
 def with_token(url: str, token: str) -> str:
     """`url` with token=… added to its query, keeping what is already there."""
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "token"]
-    query.append(("token", token))
-    return urlunsplit(parts._replace(query=urlencode(query)))
+    parts, query = _link_target(url)
+    return urlunsplit(parts._replace(query=urlencode((*query, ("token", token)))))
 
 
 def message_domain(mail_from: str) -> str:
@@ -108,6 +117,7 @@ class Renderer:
         # Plain-text parts are not HTML: escaping would corrupt links with '&'.
         self._text = jinja2.Environment(loader=loader, autoescape=False, undefined=strict)  # noqa: S701
         self._compiled: dict[str, tuple[Render, Render]] = {}
+        self._valid_for = {p: describe_duration(codec.ttl(p)) for p in LINK_PATHS}
 
     def _templates(self, template: str) -> tuple[Render, Render]:
         """(text, html) renderers for `template`, compiled on first use."""
@@ -146,7 +156,7 @@ class Renderer:
                 code=self.codec.mint_code(claims),
                 code_url=str(redirect_url or base + CODE_PATHS[job.purpose]),
                 expires_at=expires_at.strftime("%Y-%m-%d %H:%M UTC"),
-                valid_for=describe_duration(self.codec.ttl(job.purpose)),
+                valid_for=self._valid_for[job.purpose],
             )
         return context
 

@@ -14,8 +14,8 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from functools import cached_property
 from email.message import EmailMessage
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -134,7 +134,9 @@ class SmtpDouble:
 
     def record(self, envelope: Any, peer: object = None) -> None:
         data = envelope.original_content or envelope.content
-        received = Received(envelope.mail_from, list(envelope.rcpt_tos), data, time.time(), str(peer))
+        received = Received(
+            envelope.mail_from, list(envelope.rcpt_tos), data, time.time(), str(peer)
+        )
         with self._changed:
             self.messages.append(received)
             self._changed.notify_all()

@@ -9,7 +9,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings, load_settings
-from authsvc.db import create_pool, resolve_database_url
+from authsvc.db import create_pool, is_direct, resolve_database_url, resolve_listen_url
 from authsvc.logs import configure_logging
 from authsvc.passwords import Passwords
 from authsvc.resources import templates_dir
@@ -29,7 +29,9 @@ def create_app(
 ) -> Flask:
     """Build the web app; tests inject settings, a pool, a clock and cheap hashing."""
     settings = settings or load_settings()
-    pool = pool or create_pool(resolve_database_url(settings))
+    if pool is None:
+        url = resolve_database_url(settings)
+        pool = create_pool(url, direct=is_direct(url, resolve_listen_url(settings)))
 
     app = Flask(__name__, template_folder=str(templates_dir()), static_folder=None)
     app.config.update(

@@ -11,14 +11,16 @@ import os
 
 from flask import Flask, request
 
-from authsvc.db import create_pool
+from authsvc.db import create_pool, is_direct
 
 
 def create_app() -> Flask:
     """POST /ceiling: parse the JSON body, insert one row, answer 202."""
     app = Flask(__name__)
-    pool = create_pool(os.environ["AUTHSVC_DATABASE_URL"], min_size=2, max_size=16,
-                       name="ceiling")
+    url = os.environ["AUTHSVC_DATABASE_URL"]
+    # The same connection options the app gets (authsvc.db.is_direct).
+    pool = create_pool(url, min_size=2, max_size=16, name="ceiling",
+                       direct=is_direct(url, os.environ.get("AUTHSVC_DIRECT_DATABASE_URL")))
 
     @app.post("/ceiling")
     def ceiling() -> tuple[dict[str, str], int]:

@@ -26,7 +26,8 @@ from bench.common import RESULTS, bench_server, fresh_database
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 JOBS = 20_000
 MECHANICS_PROFILES = [(2, 100), (4, 64), (16, 32)]  # (concurrency, batch); the best is reported
-PIPELINE = (8, 64)
+PIPELINE_PROFILES = [(2, 200), (4, 100), (8, 64)]  # likewise; null:// needs few senders
+ROUNDS = 2  # the 1- and 2-process pipelines alternate, best of each: the machine is shared
 
 
 def _machine(base: str) -> dict[str, str]:
@@ -88,12 +89,24 @@ def run() -> dict[str, Any]:
         add("authsvc worker, mechanics", f"2 processes, --concurrency {best_c} --batch {best_b}",
             fresh(lambda u: drain.mechanics_drain(u, JOBS, concurrency=best_c, batch=best_b,
                                                   processes=2))(), "mechanics-2")
-        c, b = PIPELINE
+        def pipeline(concurrency: int, batch: int, processes: int) -> float:
+            return fresh(lambda u: drain.pipeline_drain(
+                u, JOBS, concurrency=concurrency, batch=batch, processes=processes))()
+
+        for concurrency, batch in PIPELINE_PROFILES:
+            add("authsvc worker, pipeline to null://",
+                f"1 process, --concurrency {concurrency} --batch {batch}",
+                pipeline(concurrency, batch, 1), "pipeline-profile")
+        c, b = _best_profile(drains, "pipeline-profile")
+        best: dict[int, float] = {1: 0.0, 2: 0.0}
+        for _round in range(ROUNDS):
+            for processes in (1, 2):
+                best[processes] = max(best[processes], pipeline(c, b, processes))
         for processes in (1, 2):
             profile = f"{processes} process{'es' if processes > 1 else ''}, --concurrency {c}"
-            add("authsvc worker, pipeline to null://", f"{profile} --batch {b}",
-                fresh(lambda u, p=processes: drain.pipeline_drain(
-                    u, JOBS, concurrency=c, batch=b, processes=p))(), f"pipeline-{processes}")
+            add("authsvc worker, pipeline to null://",
+                f"{profile} --batch {b} (best of {ROUNDS})", best[processes],
+                f"pipeline-{processes}")
 
         _timed("latency", fresh(sections.latency), results)
         _timed("sink", lambda: [fresh(lambda u, c=c: sections.slow_sink(u, c))()
@@ -109,8 +122,8 @@ def run() -> dict[str, Any]:
     return results
 
 
-def _best_profile(drains: list[dict[str, Any]]) -> tuple[int, int]:
-    best = max((d for d in drains if d["kind"] == "mechanics-1"), key=lambda d: d["rate"])
+def _best_profile(drains: list[dict[str, Any]], kind: str = "mechanics-1") -> tuple[int, int]:
+    best = max((d for d in drains if d["kind"] == kind), key=lambda d: d["rate"])
     words = best["profile"].split()
     return int(words[words.index("--concurrency") + 1]), int(words[words.index("--batch") + 1])
 
@@ -125,7 +138,8 @@ def verdicts(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
     mech1, mech2 = _best(d, "mechanics-1"), _best(d, "mechanics-2")
     pgq = _best(d, "peer")
     limit = max(x["rate"] for x in d if x["system"].endswith("(the limit)"))
-    pipe1, pipe2 = _best(d, "pipeline-1"), _best(d, "pipeline-2")
+    pipe1 = max(_best(d, "pipeline-1"), _best(d, "pipeline-profile"))
+    pipe2 = _best(d, "pipeline-2")
     lat = r["latency"]
     sink50 = next(s for s in r["sink"] if s["concurrency"] == 50)
     claims = {c["case"]: c for c in r["claims"]["cases"]}

@@ -77,6 +77,17 @@ def test_worker_through_a_transaction_pooler_sends_every_job(pooled_url, conn, s
     ]
 
 
+def test_a_worker_listening_on_the_server_still_never_prepares_on_the_pooler(
+        pooled_url, direct_database_url, conn, settings, smtp):
+    """The production layout: the pool on the pooler, LISTEN on the server (the direct one)."""
+    job_ids = queue_notices(conn, 60)
+    w = worker(pooled_url, settings, smtp.url, concurrency=4, batch=5, once=True,
+               listen_url=direct_database_url)
+    w.run()
+    assert w.failure is None
+    assert len({m.message_id for m in smtp.messages}) == len(job_ids)
+
+
 def test_pool_runs_repeated_queries_on_many_server_connections(pooled_url):
     """A query run more than five times is never prepared on the server."""
     pool = create_pool(pooled_url, min_size=4, max_size=8)

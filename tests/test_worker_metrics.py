@@ -15,6 +15,11 @@ def _value(body: str, series: str) -> float:
 
 def test_metrics_report_requests_and_outbox_state_from_the_database(client, conn):
     ids = queue_notices(conn, 5)
+    # The first job's first worker died mid-send; a second one took its lease over.
+    conn.execute("UPDATE email_jobs SET lease_owner = 'dead:1:0', attempt_count = 1,"
+                 " lease_expires_at = now() - interval '1 minute' WHERE id = %s", (ids[0],))
+    conn.execute("UPDATE email_jobs SET lease_owner = 'rescuer:2:0', attempt_count = 2"
+                 " WHERE id = %s", (ids[0],))
     conn.execute(
         "UPDATE email_jobs SET status = 'sent', sent_at = created_at + interval '2 seconds'"
         " WHERE id = ANY(%s)", (ids[:2],)

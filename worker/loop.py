@@ -28,7 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from authsvc.clock import system_clock
 from authsvc.codes import prune_code_attempts
-from authsvc.db import connect, create_pool
+from authsvc.db import connect, create_pool, is_direct
 from authsvc.idempotency import prune_idempotency_keys
 from authsvc.logs import log_event
 from authsvc.outbox import NOTIFY_CHANNEL
@@ -116,7 +116,8 @@ class Worker:
         opts = self.options
         # Claims, the completer and housekeeping share it; senders never
         # touch the database. No check at checkout: errors trigger one.
-        pool = create_pool(self.url, min_size=2, max_size=4, name="authsvc-worker", check=False)
+        pool = create_pool(self.url, min_size=2, max_size=4, name="authsvc-worker", check=False,
+                           direct=is_direct(self.url, self.listen_url))
         delivery = Delivery(pool, self.renderer, opts.retry, opts.send_timeout, system_clock)
         completer = Completer(pool, max_unrecorded=opts.batch, on_recorded=self._recorded)
         self._completer = completer

@@ -109,7 +109,7 @@ WHERE id IN (
 
 -- event_totals --
 -- Audit-trail events by kind since install, plus claims that took over an
--- expired lease (a claim whose previous event for the job was also a claim),
+-- expired lease (the job still had a lease owner: migrations/0012),
 -- from the folded counters: pruned trails stay counted.
 SELECT substr(name, length('events_') + 1) AS event, total
 FROM outbox_counters WHERE starts_with(name, 'events_') AND total <> 0;

@@ -78,8 +78,10 @@ def trail_rate(url: str, jobs: int) -> float:
 
 
 def _mechanics_process(url: str, options: dict[str, Any]) -> None:
+    # The connection options `authsvc worker` gets here (the URL is the
+    # direct one: authsvc.db.is_direct), without its LISTEN: --once drains.
     Worker(url, _StubRenderer(), lambda _t: _NoopMailer(),  # type: ignore[arg-type]
-           WorkerOptions(once=True, **options)).run()
+           WorkerOptions(once=True, **options), listen_url=url).run()
 
 
 def mechanics_drain(url: str, jobs: int, *, concurrency: int, batch: int,

@@ -31,7 +31,9 @@ def create_app(
     settings = settings or load_settings()
     if pool is None:
         url = resolve_database_url(settings)
-        pool = create_pool(url, direct=is_direct(url, resolve_listen_url(settings)))
+        # No round trip per checkout: a failed request checks the whole pool
+        # instead (authsvc.web.database_failed).
+        pool = create_pool(url, check=False, direct=is_direct(url, resolve_listen_url(settings)))
 
     app = Flask(__name__, template_folder=str(templates_dir()), static_folder=None)
     app.config.update(

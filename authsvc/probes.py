@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import psycopg
 from flask import Blueprint, Response, jsonify
 
 from authsvc.migrate import pending_migrations
-from authsvc.web import services
+from authsvc.web import database_failed, services
 
 bp = Blueprint("service", __name__)
 
@@ -25,6 +26,8 @@ def readyz() -> tuple[Response, int]:
         with services().pool.connection(timeout=2.0) as conn:
             pending = pending_migrations(conn)
     except Exception as exc:  # any database failure means "not ready", not a 500
+        if isinstance(exc, psycopg.OperationalError):
+            database_failed()  # so the next probe does not find the next dead connection
         return jsonify(status="unavailable", error=type(exc).__name__), 503
     if pending:
         return jsonify(status="migrations_pending", pending=[m.version for m in pending]), 503

@@ -19,7 +19,7 @@ def create_app() -> Flask:
     app = Flask(__name__)
     url = os.environ["AUTHSVC_DATABASE_URL"]
     # The same connection options the app gets (authsvc.db.is_direct).
-    pool = create_pool(url, min_size=2, max_size=16, name="ceiling",
+    pool = create_pool(url, min_size=2, max_size=16, name="ceiling", check=False,
                        direct=is_direct(url, os.environ.get("AUTHSVC_DIRECT_DATABASE_URL")))
 
     @app.post("/ceiling")

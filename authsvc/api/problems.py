@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from authsvc.api.replies import Reply, encode_json
 from authsvc.problem_documents import problem_document
 from authsvc.problem_documents import problem_type as problem_type  # openapi.py reads it here
+from authsvc.web import database_failed
 
 logger = logging.getLogger(__name__)
 API_PREFIX = "/api/v1"
@@ -123,6 +124,7 @@ def _on_database_unavailable(exc: psycopg.OperationalError) -> Response:
     logger.warning(
         "api_database_unavailable", extra={"path": request.path, "error": type(exc).__name__}
     )
+    database_failed()
     detail = "The database is unavailable; retry shortly (retrying is safe)."
     reply = problem_reply(
         503, "service_unavailable", detail, headers=(("Retry-After", DATABASE_RETRY_AFTER),)

@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from authsvc import ratelimit
 from authsvc.logs import log_event
 from authsvc.pages.session import signed_in_user
-from authsvc.web import client_ip, db, services
+from authsvc.web import client_ip, database_failed, db, services
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ def _http_error(error: HTTPException) -> Response:
 def _database_unavailable(error: psycopg.OperationalError) -> Response:
     # A restart or failover: nothing was changed, and trying again will work.
     log_event(logger, "database_unavailable", path=request.path, error=type(error).__name__)
+    database_failed()
     response = error_page(
         503,
         "We are briefly unavailable",

@@ -30,7 +30,7 @@ class JsonFormatter(logging.Formatter):
             "message": message,
         }
         for key, value in vars(record).items():
-            if key not in _STANDARD and key[0] != "_":
+            if key not in _STANDARD and not key.startswith("_"):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)

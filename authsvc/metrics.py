@@ -18,7 +18,7 @@ from psycopg import Connection
 
 from authsvc.http_metrics import HttpMetrics
 from authsvc.outbox import STATUSES, admin
-from authsvc.web import bearer_token_matches, db, services
+from authsvc.web import bearer_token_matches, database_failed, db, services
 
 LATENCY_BOUNDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 EVENT_COUNTERS = {
@@ -117,6 +117,7 @@ def metrics() -> Response:
         up = 1
     except Exception:  # a scrape must still answer when the database does not
         outbox, up = [], 0
+        database_failed()  # so the next scrape does not find the next dead connection
     _family(lines, "authsvc_database_up", "gauge", "Whether the outbox figures could be read.")
     lines.append(f"authsvc_database_up {up}")
     lines += outbox

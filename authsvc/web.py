@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import hmac
+import logging
+import threading
 
+import psycopg
 from flask import Flask, Response, current_app, g, request
 from psycopg import Connection
+from psycopg_pool import ConnectionPool
 
+from authsvc.logs import log_event
 from authsvc.services import Services
+
+logger = logging.getLogger(__name__)
+POOL_RECOVERY = "authsvc_pool_recovery"  # app.extensions key
 
 # No scripts at all: the token pages must not be submittable by anything but
 # a person's click, and nothing here needs JavaScript.
@@ -31,15 +39,57 @@ def db() -> Connection:
     return conn
 
 
-def database_failed() -> None:
-    """After a request lost its database connection: drop every other broken one now.
+class PoolRecovery:
+    """Checks the pool once, off the request thread, after a request found its connection dead.
 
     The web pool does not test a connection at each checkout (a round trip
     per request, 15% of a reset's throughput), so after a database restart
     its idle connections are all dead; checking them at the first failure
-    costs that one request, not one per pooled connection.
+    costs about that one request, not one per pooled connection. One check
+    at a time: a burst of failures starts one, not one each.
     """
-    services().pool.check()
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+        self._running = threading.Lock()
+
+    @property
+    def checking(self) -> bool:
+        return self._running.locked()
+
+    def connection_lost(self) -> None:
+        if not self._running.acquire(blocking=False):
+            return  # a check is already under way
+        threading.Thread(target=self._check, name="pool-check", daemon=True).start()
+
+    def _check(self) -> None:
+        try:
+            self._pool.check()
+        finally:
+            self._running.release()
+
+
+def database_failed(conn: Connection | None = None) -> None:
+    """A request's database call failed: if its connection is dead, have the pool checked.
+
+    `conn` defaults to the request's own connection. An error the server
+    answered (a timeout, a deadlock, a pooler's wait for a server) leaves
+    the connection usable, and the pool needs no check.
+    """
+    conn = conn if conn is not None else g.get("db_conn")
+    if conn is not None and not conn.broken and not conn.closed:
+        return
+    recovery: PoolRecovery = current_app.extensions[POOL_RECOVERY]
+    recovery.connection_lost()
+
+
+def _database_unavailable(exc: psycopg.OperationalError) -> Response:
+    # For routes without a blueprint handler of their own (the API's and the
+    # pages' answer in their own formats): provider webhooks, the inbox.
+    log_event(logger, "database_unavailable", path=request.path, error=type(exc).__name__)
+    database_failed()
+    return Response("The database is unavailable; retry shortly.\n", status=503,
+                    content_type="text/plain; charset=utf-8", headers={"Retry-After": "2"})
 
 
 def client_ip() -> str:
@@ -73,3 +123,5 @@ def _security_headers(response: Response) -> Response:
 def install_request_plumbing(app: Flask) -> None:
     app.teardown_appcontext(_return_connection)
     app.after_request(_security_headers)
+    app.extensions[POOL_RECOVERY] = PoolRecovery(app.extensions["authsvc"].pool)
+    app.register_error_handler(psycopg.OperationalError, _database_unavailable)

@@ -7,13 +7,15 @@
 -- at 5,000 jobs queued, growing with the trail (measured in
 -- bench/claim_plan.py's setting; docs/BENCHMARKS.md).
 --
--- The same fact is on the job row itself: only a claim raises
--- attempt_count, and every way a claim ends (an outcome, a release, a
--- redrive) clears lease_owner. So a claim whose row still had a lease owner
--- took over a lease that expired unrecorded: exactly "a claim whose previous
--- event for the job was also a claim". The jobs trigger sees both rows in
--- its transition tables, so counting it is one join of the statement's own
--- rows, whatever the table's size or statistics.
+-- The fact is on the job row itself: only a claim raises attempt_count,
+-- and every way a claim ends (an outcome, a release, a redrive) clears
+-- lease_owner. So a claim whose row still had a lease owner took over a
+-- lease that expired unrecorded. That is 0011's rule ("a claim whose
+-- previous event for the job was also a claim") except where a late
+-- lease_lost row fell between two claims: 0011 missed that expiry, this
+-- counts it. The jobs trigger sees both rows in its transition tables, so
+-- counting is one join of the statement's own rows, whatever the table's
+-- size or statistics.
 
 CREATE OR REPLACE FUNCTION outbox_count_job_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -60,6 +60,10 @@ def test_is_canonical_answers_as_the_parser_does_for_any_text(text):
     "a@example-.com",
     "a@example.com.",
     " a@example.com",
+    "a@example.com\n",
+    "a@example.com\r\n",
+    "x" * 64 + "@" + "a" * 63 + "." + "b" * 63 + "." + "c" * 58 + ".com",  # 255 characters
+    "x@" + "a" * 64 + ".com",  # a label over 63
 ])
 def test_addresses_the_shortcut_leaves_to_the_parser(address):
     assert not _is_plain_canonical(address)
@@ -69,6 +73,7 @@ def test_addresses_the_shortcut_leaves_to_the_parser(address):
 @pytest.mark.parametrize("address", [
     "alice@example.com", "a.b+tag@mail.example.co.uk", "x@inbox.test", "o'neil@example.org",
     "under_score@x-y.example", "a@b.c0d",
+    "x" * 64 + "@" + "a" * 63 + "." + "b" * 63 + "." + "c" * 57 + ".com",  # 254, the most
 ])
 def test_plain_addresses_take_the_shortcut(address):
     assert _is_plain_canonical(address) and _parser_says_canonical(address)

@@ -148,6 +148,25 @@ def test_a_reclaim_after_an_outcome_or_a_release_is_no_expiry(conn):
     assert event_totals(conn).get("lease_expired", 0) == 0
 
 
+def test_an_expiry_after_a_late_lease_lost_still_counts(conn):
+    """A's lease expires, B takes over, A's late outcome is lost, B expires, C takes over."""
+    [job_id] = queue_notices(conn, 1)
+
+    def expire() -> None:
+        conn.execute("UPDATE email_jobs SET lease_expires_at = now() - interval '1 second',"
+                     " next_attempt_at = now() - interval '1 second' WHERE id = %s", (job_id,))
+
+    [a] = claim_batch(conn, "a", 1, 30)
+    expire()
+    claim_batch(conn, "b", 1, 30)
+    assert record_outcomes(conn, [Outcome(a, "sent")]) == [False]  # a lease_lost row
+    expire()
+    [c] = claim_batch(conn, "c", 1, 30)
+    assert record_outcomes(conn, [Outcome(c, "sent")]) == [True]
+    assert event_totals(conn)["lease_expired"] == 2
+
+
+
 _UNDO_0011 = (
     "DROP TRIGGER outbox_count_inserted_jobs ON email_jobs",
     "DROP TRIGGER outbox_count_updated_jobs ON email_jobs",

@@ -126,7 +126,11 @@ def test_the_events_url_answers_one_round_when_served_by_flask(inbox, sink):
 @pytest.mark.parametrize(
     ("text", "code"),
     [("Your code is 123456.", "123456"), ("no code 12345 or 1234567", None),
-     ("order 2024-123456", None), (None, None)],
+     ("order 2024-123456", None), (None, None),
+     # Six digits inside a link's token are not the code that follows it.
+     ("https://x.test/reset?token=WzEs.a859679b.Zx_\n\n    123456\n", "123456"),
+     ("see https://x.test/859679/ then 123456", "123456"),
+     ("id abc859679 and code 123456", "123456")],
 )
 def test_find_code(text, code):
     assert find_code(text) == code

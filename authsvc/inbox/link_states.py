@@ -12,8 +12,10 @@ from authsvc import accounts
 from authsvc.services import Services
 from authsvc.tokens import PURPOSES, TokenError
 
-# Issue 13 puts a code in the emails; until then any lone 6-digit number counts.
-_CODE = re.compile(r"(?<![\d-])\d{6}(?![\d-])")
+# A lone 6-digit number, outside any link: a token in a link can hold six
+# digits in a row (the UI once showed "859679" from a token above the code).
+_CODE = re.compile(r"(?<![\w-])\d{6}(?![\d-])")
+_LINK = re.compile(r"\S+://\S+")
 _STATES = {
     "token_used": "used",
     "token_superseded": "superseded",
@@ -42,7 +44,7 @@ class LinkState:
 
 def find_code(text: str | None) -> str | None:
     """The first 6-digit code in the text part, if any."""
-    match = _CODE.search(text or "")
+    match = _CODE.search(_LINK.sub(" ", text or ""))
     return match.group(0) if match else None
 
 

@@ -168,6 +168,8 @@ def test_an_expiry_after_a_late_lease_lost_still_counts(conn):
 
 
 _UNDO_0011 = (
+    "DROP TRIGGER outbox_count_lease_takeovers ON email_jobs",
+    "DROP FUNCTION outbox_count_lease_takeovers",
     "DROP TRIGGER outbox_count_inserted_jobs ON email_jobs",
     "DROP TRIGGER outbox_count_updated_jobs ON email_jobs",
     "DROP TRIGGER outbox_count_deleted_jobs ON email_jobs",

@@ -89,27 +89,20 @@ def run() -> dict[str, Any]:
                 best_of(ROUNDS, fresh(lambda u, d=driver: peers.pgqueuer_drain(u, JOBS, driver=d))),
                 "peer")
 
-        def mechanics(concurrency: int, batch: int, processes: int = 1) -> float:
-            return fresh(lambda u: drain.mechanics_drain(
-                u, JOBS, concurrency=concurrency, batch=batch, processes=processes))()
+        for system, kind, drain_of, profiles in (
+            ("authsvc worker, mechanics", "mechanics", drain.mechanics_drain, MECHANICS_PROFILES),
+            ("authsvc worker, pipeline to null://", "pipeline", drain.pipeline_drain,
+             PIPELINE_PROFILES),
+        ):
+            def run(concurrency: int, batch: int, processes: int = 1,
+                    drain_of: Callable[..., float] = drain_of) -> float:
+                return fresh(lambda u: drain_of(
+                    u, JOBS, concurrency=concurrency, batch=batch, processes=processes))()
 
-        for concurrency, batch in MECHANICS_PROFILES:
-            add("authsvc worker, mechanics",
-                f"1 process, --concurrency {concurrency} --batch {batch}",
-                mechanics(concurrency, batch), "mechanics-profile")
-        _best_of_both("authsvc worker, mechanics",
-                      _best_profile(drains, "mechanics-profile"), mechanics, add)
-
-        def pipeline(concurrency: int, batch: int, processes: int = 1) -> float:
-            return fresh(lambda u: drain.pipeline_drain(
-                u, JOBS, concurrency=concurrency, batch=batch, processes=processes))()
-
-        for concurrency, batch in PIPELINE_PROFILES:
-            add("authsvc worker, pipeline to null://",
-                f"1 process, --concurrency {concurrency} --batch {batch}",
-                pipeline(concurrency, batch), "pipeline-profile")
-        _best_of_both("authsvc worker, pipeline to null://",
-                      _best_profile(drains, "pipeline-profile"), pipeline, add)
+            for concurrency, batch in profiles:
+                add(system, f"1 process, --concurrency {concurrency} --batch {batch}",
+                    run(concurrency, batch), f"{kind}-profile")
+            _best_of_both(system, kind, _best_profile(drains, f"{kind}-profile"), run, add)
 
         _timed("latency", fresh(sections.latency), results)
         _timed("sink", lambda: [fresh(lambda u, c=c: sections.slow_sink(u, c))()
@@ -125,7 +118,7 @@ def run() -> dict[str, Any]:
     return results
 
 
-def _best_of_both(system: str, profile: tuple[int, int], run: Callable[..., float],
+def _best_of_both(system: str, kind: str, profile: tuple[int, int], run: Callable[..., float],
                   add: Callable[[str, str, float, str], None]) -> None:
     """The best profile at 1 and at 2 processes, alternating, best of ROUNDS each."""
     c, b = profile
@@ -133,7 +126,6 @@ def _best_of_both(system: str, profile: tuple[int, int], run: Callable[..., floa
     for _round in range(ROUNDS):
         for processes in (1, 2):
             best[processes] = max(best[processes], run(c, b, processes))
-    kind = "mechanics" if "mechanics" in system else "pipeline"
     for processes in (1, 2):
         label = f"{processes} process{'es' if processes > 1 else ''}"
         add(system, f"{label}, --concurrency {c} --batch {b} (best of {ROUNDS})",

@@ -30,14 +30,6 @@ from authsvc.embedded import embedded_database_url
 Conn = Connection[TupleRow]
 # psycopg connection options that survive a transaction pooler.
 POOLER_SAFE: dict[str, Any] = {"prepare_threshold": None}
-# ...and for a connection that reaches the server itself: psycopg's default,
-# preparing what runs five times.
-DIRECT_ONLY: dict[str, Any] = {}
-
-
-def connection_options(*, direct: bool) -> dict[str, Any]:
-    """POOLER_SAFE, unless `direct` says no pooler can be in between."""
-    return DIRECT_ONLY if direct else POOLER_SAFE
 
 
 def resolve_database_url(settings: Settings) -> str:
@@ -98,7 +90,8 @@ def create_pool(
         min_size=min_size,
         max_size=max_size,
         name=name,
-        kwargs={"autocommit": True, **connection_options(direct=direct)},
+        # On the server itself, psycopg's default: prepare what runs five times.
+        kwargs={"autocommit": True, **({} if direct else POOLER_SAFE)},
         check=ConnectionPool.check_connection if check else None,
         timeout=10.0,  # a request waiting longer than this for a connection fails
         open=False,

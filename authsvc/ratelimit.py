@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from psycopg import Connection
+from psycopg.pq import TransactionStatus
 
 from authsvc.config import RateLimit
 from authsvc.queries import load_queries
@@ -36,10 +37,26 @@ def _window(limit: RateLimit, now: datetime) -> tuple[datetime, int]:
     return datetime.fromtimestamp(start, UTC), start + limit.window_seconds - epoch
 
 
-def hit(conn: Connection, kind: str, key: str, limit: RateLimit, now: datetime) -> Decision:
-    """Count one event; allowed while the window's count stays within the limit."""
+def hit(
+    conn: Connection, kind: str, key: str, limit: RateLimit, now: datetime,
+    *, wait_for_disk: bool = True,
+) -> Decision:
+    """Count one event; allowed while the window's count stays within the limit.
+
+    `wait_for_disk=False` commits the count without waiting for its WAL
+    flush. A count lost in a crash costs nothing, and the wait is what
+    queues a hot bucket's callers: every hit of one app (or one address's
+    forms) updates the same row and holds it through its commit. Only for
+    a statement that is its own transaction: in a caller's transaction it
+    would make every write of that transaction non-durable.
+    """
+    if not wait_for_disk and (
+        not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE
+    ):
+        raise ValueError("wait_for_disk=False needs an autocommit connection outside a transaction")
     start, retry_after = _window(limit, now)
-    row = conn.execute(Q["hit"], {"bucket": _bucket(kind, key), "window_start": start}).fetchone()
+    params = {"bucket": _bucket(kind, key), "window_start": start, "wait_for_disk": wait_for_disk}
+    row = conn.execute(Q["hit"], params).fetchone()
     count = int(row[0]) if row else 1
     return Decision(count <= limit.limit, retry_after)
 

@@ -41,7 +41,9 @@ def authenticate_caller(conn: Connection) -> Caller:
 
 def enforce_app_rate_limit(conn: Connection, svc: Services, app: App) -> None:
     """Count this call against the app's budget; 429 rate_limited when it is spent."""
-    decision = ratelimit.hit(conn, "app", str(app.id), svc.settings.rate_limit_app, svc.clock())
+    # Every call of one app counts on one row: its commit must not queue them.
+    decision = ratelimit.hit(conn, "app", str(app.id), svc.settings.rate_limit_app, svc.clock(),
+                             wait_for_disk=False)
     if not decision.allowed:
         log_event(logger, "api_rate_limited", app_id=str(app.id), retry_after=decision.retry_after)
         raise ApiProblem(

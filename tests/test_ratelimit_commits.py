@@ -1,0 +1,52 @@
+"""Rate-limit counts that commit without waiting for the disk, and only where that is safe.
+
+An app's API calls (and one address's form posts) all count on one row, and
+each count held that row through its commit's WAL flush, so the calls queued
+behind each other (issue 11). Such a count now commits without the wait; a
+lost count costs nothing. What must never happen is the setting outliving
+that one statement: a later write on the same pooled connection, or the
+rest of a caller's transaction, would then be acknowledged before it is
+durable.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+
+from authsvc import ratelimit
+from authsvc.config import RateLimit
+
+LIMIT = RateLimit(2, 60)
+
+
+def test_a_count_that_does_not_wait_still_counts_and_leaves_the_session_durable(
+        direct_database_url: str, conn: psycopg.Connection) -> None:
+    now = datetime.now(UTC)
+    # The server itself: through a pooler the next statement may meet another backend.
+    with psycopg.connect(direct_database_url, autocommit=True) as own:
+        decisions = [ratelimit.hit(own, "app", "hot", LIMIT, now, wait_for_disk=False).allowed
+                     for _ in range(3)]
+        assert decisions == [True, True, False]
+        assert own.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    # Committed, as any other count: another connection sees all three.
+    assert conn.execute("SELECT sum(hits) FROM rate_limit_counters").fetchone() == (3,)
+
+
+def test_a_count_inside_a_transaction_must_wait_for_the_disk(conn: psycopg.Connection) -> None:
+    now = datetime.now(UTC)
+    with conn.transaction():
+        with pytest.raises(ValueError, match="outside a transaction"):
+            ratelimit.hit(conn, "email_reset", "a@example.com", LIMIT, now, wait_for_disk=False)
+        # The durable form is what a transaction's own counts use.
+        assert ratelimit.hit(conn, "email_reset", "a@example.com", LIMIT, now).allowed
+
+
+def test_a_connection_that_opens_transactions_itself_cannot_skip_the_wait(
+        direct_database_url: str) -> None:
+    with psycopg.connect(direct_database_url) as not_autocommit:
+        with pytest.raises(ValueError, match="autocommit"):
+            ratelimit.hit(not_autocommit, "ip", "192.0.2.1", LIMIT, datetime.now(UTC),
+                          wait_for_disk=False)

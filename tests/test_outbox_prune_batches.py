@@ -24,9 +24,14 @@ def test_prune_deletes_every_old_finished_job_in_batches_and_nothing_else(conn):
     _age(conn, ids[9:10], "pending", 40)  # old but not finished: kept
     _age(conn, ids[10:], "sent", 1)  # finished but recent: kept
 
+    conn.execute("INSERT INTO email_job_events (job_id, event) SELECT id, 'claimed'"
+                 " FROM email_jobs")
     assert prune_jobs(conn, 30 * 86400, batch=2) == 9
     left = [row[0] for row in conn.execute("SELECT id FROM email_jobs ORDER BY id")]
     assert left == ids[9:]
+    # A pruned job's trail goes with it; the kept jobs keep theirs (migrations/0014).
+    trails = [row[0] for row in conn.execute("SELECT job_id FROM email_job_events ORDER BY job_id")]
+    assert trails == ids[9:]
 
 
 def test_each_batch_commits_on_its_own(conn, database_url):

@@ -52,6 +52,27 @@ def test_a_lost_lease_in_a_batch_records_nothing_for_that_row(conn, caplog):
     assert logged["sent"] == 2 and logged["lease_lost"] == 1
 
 
+
+def test_a_lost_lease_whose_job_was_deleted_leaves_no_trail_and_spoils_no_batch(conn):
+    """A stalled worker records after its job was taken over, sent and pruned.
+
+    With the trail's foreign key that lease_lost row failed the whole
+    statement, so every other outcome in the batch went unrecorded (and
+    would be sent again). The trail has no key now (migrations/0014): the
+    row is skipped, the rest are recorded, and no row outlives its job.
+    """
+    ids = queue_notices(conn, 2)
+    stalled = jobs.claim_batch(conn, "host:1:a", 2, lease_seconds=30)
+    conn.execute("DELETE FROM email_jobs WHERE id = %s", (ids[0],))  # as prune would, later
+    outcomes = [Outcome(job, "sent", provider_message_id=f"<m{job.id}@x>") for job in stalled]
+    assert jobs.record_outcomes(conn, outcomes) == [False, True]
+    assert job_status(conn, ids[1])[0] == "sent"
+    assert events(conn, ids[0]) == []  # its claim row went with the job, no lease_lost came
+    orphans = conn.execute("SELECT count(*) FROM email_job_events AS e WHERE NOT EXISTS"
+                           " (SELECT 1 FROM email_jobs AS j WHERE j.id = e.job_id)").fetchone()
+    assert orphans == (0,)
+
+
 def test_every_outcome_kind_in_one_batch(conn):
     """Final, retry, ambiguous and released rows each end up as their own statement did."""
     ids = queue_notices(conn, 4)

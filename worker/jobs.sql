@@ -133,7 +133,10 @@ WITH outcome AS (
                 ELSE o.error END
     FROM outcome AS o
     LEFT JOIN recorded AS r ON r.job_id = o.job_id AND r.attempt = o.attempt
-    WHERE r.job_id IS NOT NULL OR o.event <> 'released'
+    WHERE r.job_id IS NOT NULL
+       -- A lost lease is worth a row only while its job exists: the trail
+       -- has no foreign key (migrations/0014) and no row outlives its job.
+       OR (o.event <> 'released' AND EXISTS (SELECT 1 FROM email_jobs AS g WHERE g.id = o.job_id))
 )
 SELECT job_id, attempt FROM recorded;
 

@@ -14,6 +14,8 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.rows import class_row
 
+from authsvc import ratelimit
+from authsvc.config import RateLimit
 from authsvc.hidden_characters import hides_text
 from authsvc.queries import load_queries
 from authsvc.webhook_secrets import new_webhook_secret, seal_secret
@@ -93,11 +95,36 @@ def register_app(conn: Connection, name: str, redirect_urls: list[str]) -> tuple
     return app, key
 
 
+def _well_formed(key: str) -> bool:
+    return key.startswith(KEY_PREFIX) and len(key) <= 200
+
+
 def find_app_by_key(conn: Connection, key: str) -> App | None:
-    if not key.startswith(KEY_PREFIX) or len(key) > 200:
+    if not _well_formed(key):
         return None
     with conn.cursor(row_factory=class_row(App)) as cur:
         return cur.execute(Q["find_app_by_key_hash"], {"key_hash": _hash_key(key)}).fetchone()
+
+
+def find_app_counting_call(
+    conn: Connection, key: str, limit: RateLimit, now: datetime
+) -> tuple[App, ratelimit.Decision] | None:
+    """The key's app and this call's verdict under `limit` (per key), in one round trip.
+
+    None, and nothing counted, for a malformed, unknown or revoked key.
+    """
+    if not _well_formed(key):
+        return None
+    ratelimit.check_own_transaction(conn)
+    key_hash = _hash_key(key)
+    pending = ratelimit.pending_hit("app_key", key_hash.hex(), limit, now)
+    row = conn.execute(Q["find_app_counting_call"], {
+        "key_hash": key_hash, "bucket": pending.bucket, "window_start": pending.window_start,
+    }).fetchone()
+    if row is None:
+        return None
+    app_id, name, redirect_urls, calls = row
+    return App(app_id, name, redirect_urls), pending.decision(calls)
 
 
 @dataclass(frozen=True)

@@ -37,28 +37,56 @@ def _window(limit: RateLimit, now: datetime) -> tuple[datetime, int]:
     return datetime.fromtimestamp(start, UTC), start + limit.window_seconds - epoch
 
 
+@dataclass(frozen=True)
+class PendingHit:
+    """One event to count: the parameters of rate_limit_hit (migrations/0015) and the verdict.
+
+    For a statement that counts as it does something else (apps.sql
+    find_app_counting_call); `hit` is the statement that only counts.
+    """
+
+    bucket: str
+    window_start: datetime
+    retry_after: int
+    limit: RateLimit
+
+    def decision(self, count: int) -> Decision:
+        return Decision(count <= self.limit.limit, self.retry_after)
+
+
+def pending_hit(kind: str, key: str, limit: RateLimit, now: datetime) -> PendingHit:
+    start, retry_after = _window(limit, now)
+    return PendingHit(_bucket(kind, key), start, retry_after, limit)
+
+
+def check_own_transaction(conn: Connection) -> None:
+    """Refuse a count without the disk wait unless its statement is its own transaction.
+
+    A count committed without waiting for its WAL flush costs nothing if a
+    crash loses it, and the wait is what queues a hot bucket's callers:
+    every hit of one app key (or one address's forms) updates the same row
+    and holds it through its commit. In a caller's transaction, though, the
+    setting would make every write of that transaction non-durable.
+    """
+    if not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+        raise ValueError("wait_for_disk=False needs an autocommit connection outside a transaction")
+
+
 def hit(
     conn: Connection, kind: str, key: str, limit: RateLimit, now: datetime,
     *, wait_for_disk: bool = True,
 ) -> Decision:
     """Count one event; allowed while the window's count stays within the limit.
 
-    `wait_for_disk=False` commits the count without waiting for its WAL
-    flush. A count lost in a crash costs nothing, and the wait is what
-    queues a hot bucket's callers: every hit of one app (or one address's
-    forms) updates the same row and holds it through its commit. Only for
-    a statement that is its own transaction: in a caller's transaction it
-    would make every write of that transaction non-durable.
+    `wait_for_disk=False`: see check_own_transaction.
     """
-    if not wait_for_disk and (
-        not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE
-    ):
-        raise ValueError("wait_for_disk=False needs an autocommit connection outside a transaction")
-    start, retry_after = _window(limit, now)
-    params = {"bucket": _bucket(kind, key), "window_start": start, "wait_for_disk": wait_for_disk}
+    if not wait_for_disk:
+        check_own_transaction(conn)
+    pending = pending_hit(kind, key, limit, now)
+    params = {"bucket": pending.bucket, "window_start": pending.window_start,
+              "wait_for_disk": wait_for_disk}
     row = conn.execute(Q["hit"], params).fetchone()
-    count = int(row[0]) if row else 1
-    return Decision(count <= limit.limit, retry_after)
+    return pending.decision(int(row[0]) if row else 1)
 
 
 def refund(conn: Connection, kind: str, key: str, limit: RateLimit, now: datetime) -> None:

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from authsvc import ratelimit
+from authsvc.app_keys import KEY_PREFIX, find_app_counting_call, register_app, revoke_app
 from authsvc.config import RateLimit
 
 LIMIT = RateLimit(2, 60)
@@ -50,3 +51,26 @@ def test_a_connection_that_opens_transactions_itself_cannot_skip_the_wait(
         with pytest.raises(ValueError, match="autocommit"):
             ratelimit.hit(not_autocommit, "ip", "192.0.2.1", LIMIT, datetime.now(UTC),
                           wait_for_disk=False)
+
+
+def test_an_api_call_is_counted_with_its_key_lookup_and_only_for_a_live_key(
+        conn: psycopg.Connection) -> None:
+    """One round trip looks the key up and counts the call (issue 11).
+
+    A scanner spraying made-up keys, or a revoked app, must not get a
+    counter row per try: only a live key's calls are counted.
+    """
+    now = datetime.now(UTC)
+    with conn.transaction():
+        app, key = register_app(conn, "counted", ["https://app.example/"])
+        revoked, revoked_key = register_app(conn, "revoked", ["https://app.example/"])
+    revoke_app(conn, revoked.id)
+    for stranger in (revoked_key, KEY_PREFIX + "made-up", "not-a-key"):
+        assert find_app_counting_call(conn, stranger, LIMIT, now) is None
+    assert conn.execute("SELECT count(*) FROM rate_limit_counters").fetchone() == (0,)
+
+    verdicts = [find_app_counting_call(conn, key, LIMIT, now) for _ in range(3)]
+    assert [(found[0].id, found[1].allowed) for found in verdicts if found] == [
+        (app.id, True), (app.id, True), (app.id, False)]
+    with conn.transaction(), pytest.raises(ValueError, match="outside a transaction"):
+        find_app_counting_call(conn, key, LIMIT, now)

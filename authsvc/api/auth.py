@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from flask import g, request
 from psycopg import Connection
 
-from authsvc import ratelimit
 from authsvc.api.problems import ApiProblem
-from authsvc.app_keys import App, find_app_by_key
+from authsvc.app_keys import App, find_app_counting_call
 from authsvc.logs import log_event
 from authsvc.services import Services
 
@@ -24,34 +23,35 @@ class Caller:
     api_key: str
 
 
-def authenticate_caller(conn: Connection) -> Caller:
-    """The app whose key is in `Authorization: Bearer …`; 401 unauthorized otherwise."""
+def admit_call(conn: Connection, svc: Services) -> Caller:
+    """The app whose key is in `Authorization: Bearer …`, this call counted against its budget.
+
+    401 unauthorized without a live key (nothing is counted), 429
+    rate_limited when the key's budget is spent. One round trip: the key
+    lookup counts the call (app_keys.find_app_counting_call).
+    """
     scheme, _, key = request.headers.get("Authorization", "").strip().partition(" ")
     key = key.strip()
-    app = find_app_by_key(conn, key) if scheme.lower() == "bearer" and key else None
-    if app is None:
+    limit = svc.settings.rate_limit_app
+    found = (find_app_counting_call(conn, key, limit, svc.clock())
+             if scheme.lower() == "bearer" and key else None)
+    if found is None:
         raise ApiProblem(
             401,
             "unauthorized",
             "Send the app's API key as 'Authorization: Bearer <key>'.",
             headers=(CHALLENGE,),
         )
-    return Caller(app, key)
-
-
-def enforce_app_rate_limit(conn: Connection, svc: Services, app: App) -> None:
-    """Count this call against the app's budget; 429 rate_limited when it is spent."""
-    # Every call of one app counts on one row: its commit must not queue them.
-    decision = ratelimit.hit(conn, "app", str(app.id), svc.settings.rate_limit_app, svc.clock(),
-                             wait_for_disk=False)
+    app, decision = found
     if not decision.allowed:
         log_event(logger, "api_rate_limited", app_id=str(app.id), retry_after=decision.retry_after)
         raise ApiProblem(
             429,
             "rate_limited",
-            f"This app sent more than {svc.settings.rate_limit_app} requests; retry later.",
+            f"This app sent more than {limit} requests; retry later.",
             headers=(("Retry-After", str(max(decision.retry_after, 1))),),
         )
+    return Caller(app, key)
 
 
 def current_caller() -> Caller:

@@ -8,7 +8,7 @@ from flask import Blueprint, Response, g, jsonify, request
 from psycopg import Connection
 
 from authsvc import accounts
-from authsvc.api.auth import authenticate_caller, current_caller, enforce_app_rate_limit
+from authsvc.api.auth import admit_call, current_caller
 from authsvc.api.calls import run_call
 from authsvc.api.openapi import openapi_document
 from authsvc.api.problems import API_PREFIX, install_problem_handlers
@@ -37,10 +37,7 @@ def admit_caller() -> None:
     """Authenticate, count against the app's rate limit, read the Idempotency-Key."""
     if request.endpoint in PUBLIC_ENDPOINTS:
         return
-    conn = db()
-    caller = authenticate_caller(conn)
-    enforce_app_rate_limit(conn, services(), caller.app)
-    g.api_caller = caller
+    g.api_caller = admit_call(db(), services())
     if request.method == "POST":
         g.idempotency_key = read_idempotency_key()
 

@@ -7,6 +7,15 @@ RETURNING id, name, redirect_urls;
 -- The app an API key belongs to; a revoked app's key matches nothing.
 SELECT id, name, redirect_urls FROM apps WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
 
+-- find_app_counting_call --
+-- find_app_by_key_hash, and the call counted against the key's budget in the
+-- same round trip (migrations/0015 rate_limit_hit): only a live key's calls
+-- count, and the count commits without waiting for the disk
+-- (authsvc/ratelimit.py check_own_transaction). Returns the window's total.
+SELECT id, name, redirect_urls,
+       rate_limit_hit(%(bucket)s, %(window_start)s, false) AS calls_in_window
+FROM apps WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
+
 -- list_apps --
 -- Every app, oldest first, for `authsvc apps list`.
 SELECT id, name, redirect_urls, webhook_url, created_at, revoked_at FROM apps ORDER BY created_at, id;

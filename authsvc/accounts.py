@@ -129,25 +129,25 @@ def request_link(
     known and unknown addresses).
     """
     now = svc.clock()
-    # No transaction of its own (a caller's, such as an Idempotency-Key's, is
-    # used as it is): the count, the fresh code tries and the queued link are
-    # one statement each, and none needs another undone. A crash between them
-    # leaves a counted request that queued nothing, which the requester
-    # retries; the version bump and its email are one statement (queue_link).
-    # Two round trips fewer, and a busy server is CPU-bound (issue 11).
-    # Known or not, the same statements run (see outbox.sql queue_link).
-    if not _email_allowed(conn, svc, email, purpose, now):
-        return False
-    # A request for an unknown address queues nothing, so its outcome must
-    # not reach the app as an email.* event: that would tell the app which
-    # addresses have accounts. The app still hears user.* events, which
-    # only the mailbox's holder can cause.
-    payload = {**_link_payload(redirect_url), NO_OUTCOME_EVENTS: True}
-    enqueue_link(
-        conn, email=email, purpose=purpose, issued_at=_issued_at(now),
-        payload=payload, app_id=app_id,
-    )
-    return True
+    # One transaction, so a known address's request is one commit like an
+    # unknown one's (whose count alone is a write): a second commit would
+    # wait for a second WAL flush, and the delay would tell accounts apart
+    # (tests/test_api_timing.py). Not pipelined: psycopg's pipeline mode
+    # cost more client CPU than its round trips saved (issue 11).
+    with conn.transaction():
+        # Known or not, the same statements run (see outbox.sql queue_link).
+        if not _email_allowed(conn, svc, email, purpose, now):
+            return False
+        # A request for an unknown address queues nothing, so its outcome must
+        # not reach the app as an email.* event: that would tell the app which
+        # addresses have accounts. The app still hears user.* events, which
+        # only the mailbox's holder can cause.
+        payload = {**_link_payload(redirect_url), NO_OUTCOME_EVENTS: True}
+        enqueue_link(
+            conn, email=email, purpose=purpose, issued_at=_issued_at(now),
+            payload=payload, app_id=app_id,
+        )
+        return True
 
 
 # The two flows' requests differ only by purpose.

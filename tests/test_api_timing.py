@@ -8,7 +8,9 @@ from __future__ import annotations
 import statistics
 import time
 
+from authsvc import accounts
 from tests.api_support import ApiCaller, register_shop_app
+from tests.worker_support import add_users
 
 ROUNDS = 50
 
@@ -54,3 +56,23 @@ def test_known_and_unknown_emails_take_about_as_long(app_with, conn):
     assert queued == (1 + 2 * (ROUNDS + 3),)  # the known address really took the mail-sending path
 
     print("\n" + "\n".join(lines))
+
+
+def test_a_link_request_commits_its_count_and_its_email_together(conn, svc):
+    """Known or unknown, a link request is one commit.
+
+    The count is a write, so even an unknown address's request commits and
+    waits for the disk once. Had a known address's email been committed on
+    its own, that request would wait for a second WAL flush, and a patient
+    prober could tell accounts by it. One transaction: the count's row and
+    the queued email carry the same xmin.
+    """
+    add_users(conn, 1, "known")
+    for email in ("known1@example.com", "unknown@example.com"):
+        assert accounts.request_password_reset(conn, svc, email=email)
+    [(job_xmin,)] = conn.execute("SELECT xmin::text FROM email_jobs").fetchall()
+    counts = [row[0] for row in conn.execute(
+        "SELECT xmin::text FROM rate_limit_counters WHERE bucket LIKE 'email_reset:%'"
+        " ORDER BY xmin::text::bigint")]
+    assert len(counts) == 2  # one per address
+    assert job_xmin in counts, (job_xmin, counts)

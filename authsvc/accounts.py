@@ -46,14 +46,18 @@ class PasswordRequired(Exception):
     """A contested address is confirmed only together with a new password (SPEC §4a)."""
 
 
-def _email_allowed(
-    conn: Connection, svc: Services, email: str, purpose: str, now: datetime
-) -> bool:
+def _email_budget_kind(purpose: str) -> str:
     # One budget per purpose, so verification requests cannot use up an
     # address's reset emails. Counted for known and unknown addresses alike,
     # so the limit reveals nothing.
+    return f"email_{purpose}"
+
+
+def _email_allowed(
+    conn: Connection, svc: Services, email: str, purpose: str, now: datetime
+) -> bool:
     limit = svc.settings.rate_limit_email
-    allowed = ratelimit.hit(conn, f"email_{purpose}", email, limit, now).allowed
+    allowed = ratelimit.hit(conn, _email_budget_kind(purpose), email, limit, now).allowed
     if allowed:
         # A sent email brings a new code with five fresh tries; an address
         # with nothing to send must get them too, or retired tries would tell
@@ -129,25 +133,23 @@ def request_link(
     known and unknown addresses).
     """
     now = svc.clock()
-    # One transaction, so a known address's request is one commit like an
-    # unknown one's (whose count alone is a write): a second commit would
-    # wait for a second WAL flush, and the delay would tell accounts apart
-    # (tests/test_api_timing.py). Not pipelined: psycopg's pipeline mode
-    # cost more client CPU than its round trips saved (issue 11).
-    with conn.transaction():
-        # Known or not, the same statements run (see outbox.sql queue_link).
-        if not _email_allowed(conn, svc, email, purpose, now):
-            return False
-        # A request for an unknown address queues nothing, so its outcome must
-        # not reach the app as an email.* event: that would tell the app which
-        # addresses have accounts. The app still hears user.* events, which
-        # only the mailbox's holder can cause.
-        payload = {**_link_payload(redirect_url), NO_OUTCOME_EVENTS: True}
-        enqueue_link(
-            conn, email=email, purpose=purpose, issued_at=_issued_at(now),
-            payload=payload, app_id=app_id,
-        )
-        return True
+    # One statement (outbox/producer.sql queue_link): the count, the fresh
+    # code tries and the queued link commit together, so a known address's
+    # request is one commit like an unknown one's (whose count alone is a
+    # write); a second commit would wait for a second WAL flush, and the
+    # delay would tell accounts apart (tests/test_api_timing.py). One round
+    # trip where a transaction of three statements took five (issue 11).
+    # A request for an unknown address queues nothing, so its outcome must
+    # not reach the app as an email.* event: that would tell the app which
+    # addresses have accounts. The app still hears user.* events, which
+    # only the mailbox's holder can cause.
+    budget = ratelimit.pending_hit(_email_budget_kind(purpose), email,
+                                   svc.settings.rate_limit_email, now)
+    return enqueue_link(
+        conn, email=email, purpose=purpose, issued_at=_issued_at(now), budget=budget,
+        code_digest=codes.address_digest(email),
+        payload={**_link_payload(redirect_url), NO_OUTCOME_EVENTS: True}, app_id=app_id,
+    ).allowed
 
 
 # The two flows' requests differ only by purpose.

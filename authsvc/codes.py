@@ -47,7 +47,8 @@ class CodeAttempt:
         return self.claims or TokenClaims(0, self.purpose, 0, DUMMY_ISSUED_AT)
 
 
-def _digest(email: str) -> bytes:
+def address_digest(email: str) -> bytes:
+    """How code_attempts names an address (never the address itself)."""
     return hashlib.sha256(f"code:{email}".encode()).digest()
 
 
@@ -56,7 +57,7 @@ def count_attempt(conn: Connection, email: str, purpose: str, now: datetime) -> 
     params = {
         "email": email,
         "purpose": purpose,
-        "digest": _digest(email),
+        "digest": address_digest(email),
         "now": now,
         "max_attempts": MAX_ATTEMPTS,
     }
@@ -70,7 +71,7 @@ def give_back_attempt(conn: Connection, email: str, attempt: CodeAttempt) -> Non
     """Return a try that found the right code but failed for another reason."""
     params = {
         "purpose": attempt.purpose,
-        "digest": _digest(email),
+        "digest": address_digest(email),
         "version": attempt.version or 0,
     }
     conn.execute(Q["give_back_code_attempt"], params)
@@ -78,7 +79,8 @@ def give_back_attempt(conn: Connection, email: str, attempt: CodeAttempt) -> Non
 
 def forget_unissued_attempts(conn: Connection, email: str, purpose: str) -> None:
     """A new email was allowed: an address without a code gets five fresh tries too."""
-    conn.execute(Q["forget_unissued_code_attempts"], {"purpose": purpose, "digest": _digest(email)})
+    params = {"purpose": purpose, "digest": address_digest(email)}
+    conn.execute(Q["forget_unissued_code_attempts"], params)
 
 
 def prune_code_attempts(conn: Connection, now: datetime, keep: timedelta) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from authsvc.outbox.rules import NOTIFY_CHANNEL, TEMPLATES
 from authsvc.queries import load_queries
+from authsvc.ratelimit import PendingHit
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
 
@@ -52,18 +54,32 @@ def enqueue_email(
     return int(row[0])
 
 
+@dataclass(frozen=True)
+class LinkRequest:
+    """What a link request's statement did (queue_link)."""
+
+    allowed: bool  # within the address's email budget
+    job_id: int | None  # None: no account to send to, or over the budget
+    version: int | None
+
+
 def enqueue_link(
     conn: Connection,
     *,
     email: str,
     purpose: str,
     issued_at: datetime,
+    budget: PendingHit,
+    code_digest: bytes,
     payload: dict[str, Any] | None = None,
     app_id: UUID | None = None,
-) -> tuple[int, int] | None:
-    """Bump `email`'s `purpose` version and queue its link; (job id, version) or None.
+) -> LinkRequest:
+    """Count a link request; within `budget`, bump `email`'s `purpose` version and queue its link.
 
-    None when the address has no account, or (for verify) is already verified.
+    One statement, one commit, whatever the address (queue_link). Within the
+    budget the address also gets fresh code tries (`code_digest`:
+    codes.address_digest). Nothing is queued when the address has no
+    account, or (for verify) is already verified.
     """
     if purpose not in ("reset", "verify"):
         raise ValueError(f"unknown link purpose {purpose!r}")
@@ -74,7 +90,12 @@ def enqueue_link(
         "payload": Jsonb(payload or {}),
         "channel": NOTIFY_CHANNEL,
         "app_id": app_id,
+        "bucket": budget.bucket,
+        "window_start": budget.window_start,
+        "limit": budget.limit.limit,
+        "digest": code_digest,
     }
     row = conn.execute(Q["queue_link"], params).fetchone()
-    return (int(row[0]), int(row[1])) if row else None
-
+    assert row is not None  # the budget row is always there
+    allowed, job_id, version = row[0], row[1], row[2]
+    return LinkRequest(bool(allowed), job_id, version)

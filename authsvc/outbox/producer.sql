@@ -11,12 +11,21 @@ RETURNING id;
 SELECT pg_notify(%(channel)s, '');
 
 -- queue_link --
--- Retire the address's outstanding links of one purpose and queue the email
--- with the new one, in a single statement. Matches nothing when the address
--- has no account (or, for verify, is already verified): one round trip
--- either way, so a request for an unknown address takes as long as for a
--- known one. Returns the job id and the new version.
-WITH bumped AS (
+-- A link request in one statement, so one commit whether or not the address
+-- has an account (a second commit would wait for a second WAL flush, and a
+-- prober could time it). The address's email budget is counted for every
+-- request (migrations/0015 rate_limit_hit). Within it, the address gets
+-- fresh code tries (0016) and its outstanding links of the purpose are
+-- retired as the email with the new one is queued; that part matches
+-- nothing when the address has no account (or, for verify, is already
+-- verified), so a request for an unknown address runs the same statement
+-- as for a known one. Returns whether the budget allowed the request, and
+-- the job id and new version (NULL when nothing was queued).
+WITH budget AS (
+    SELECT rate_limit_hit(%(bucket)s, %(window_start)s, true) <= %(limit)s AS allowed
+), fresh_tries AS (
+    SELECT code_attempts_forget_unissued(%(purpose)s, %(digest)s) FROM budget WHERE allowed
+), bumped AS (
     UPDATE users
     SET reset_version = reset_version + (%(purpose)s = 'reset')::int,
         verify_version = verify_version + (%(purpose)s = 'verify')::int,
@@ -25,6 +34,7 @@ WITH bumped AS (
         signup_count = CASE WHEN %(purpose)s = 'verify' THEN greatest(signup_count, 2)
                             ELSE signup_count END
     WHERE email = %(email)s AND (%(purpose)s = 'reset' OR email_verified_at IS NULL)
+      AND (SELECT allowed FROM budget)
     RETURNING id, email,
               CASE WHEN %(purpose)s = 'reset' THEN reset_version ELSE verify_version END AS version
 ), queued AS (
@@ -34,5 +44,7 @@ WITH bumped AS (
            %(app_id)s::uuid FROM bumped
     RETURNING id, token_version
 )
-SELECT id, token_version, pg_notify(%(channel)s, '') FROM queued;
-
+SELECT b.allowed, q.id, q.token_version,
+       (SELECT count(*) FROM fresh_tries) AS fresh_tries,
+       CASE WHEN q.id IS NOT NULL THEN pg_notify(%(channel)s, '') END
+FROM budget AS b LEFT JOIN queued AS q ON true;

@@ -41,9 +41,9 @@ WHERE purpose = %(purpose)s AND address_digest = %(digest)s AND version = %(vers
 -- forget_unissued_code_attempts --
 -- A new email was allowed for the address: where it has no code (no account,
 -- or nothing to send), its "no code" count starts afresh, as a known
--- account's does with its new version, so the two stay indistinguishable.
-DELETE FROM code_attempts
-WHERE purpose = %(purpose)s AND address_digest = %(digest)s AND version = 0;
+-- account's does with its new version, so the two stay indistinguishable
+-- (migrations/0016; outbox/producer.sql queue_link calls it too).
+SELECT code_attempts_forget_unissued(%(purpose)s, %(digest)s);
 
 -- prune_code_attempts --
 -- Counts older than every link lifetime belong to codes that expired.

@@ -1,6 +1,10 @@
 """A separate load process: N threads POSTing JSON over keep-alive connections for S seconds.
 
-Run: python -m bench.http_load PORT PATH KEY CONCURRENCY SECONDS  (prints one JSON line)
+Run: python -m bench.http_load PORT PATH KEY CONCURRENCY SECONDS [WARMUP]  (prints one JSON line)
+
+With WARMUP, the same connections first send requests for that many seconds
+and only what follows is measured: the steady state, not the opening of 16
+connections and the server's first requests on them.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from collections import Counter
 def main() -> None:
     port, path, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     concurrency, seconds = int(sys.argv[4]), float(sys.argv[5])
+    warmup = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
     latencies: list[float] = []
     statuses: Counter[int] = Counter()
     lock = threading.Lock()
     start = threading.Barrier(concurrency + 1)
-    stop_at = [0.0]
+    measure_from, stop_at = [0.0], [0.0]
 
     def run(worker: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -35,8 +40,9 @@ def main() -> None:
             conn.request("POST", path, body, headers)
             reply = conn.getresponse()
             reply.read()
-            mine.append(time.perf_counter() - began)
-            seen[reply.status] += 1
+            if began >= measure_from[0]:
+                mine.append(time.perf_counter() - began)
+                seen[reply.status] += 1
             i += 1
         with lock:
             latencies.extend(mine)
@@ -45,12 +51,12 @@ def main() -> None:
     threads = [threading.Thread(target=run, args=(n,)) for n in range(concurrency)]
     for thread in threads:
         thread.start()
-    stop_at[0] = time.perf_counter() + seconds
-    began = time.perf_counter()
+    measure_from[0] = time.perf_counter() + warmup
+    stop_at[0] = measure_from[0] + seconds
     start.wait()
     for thread in threads:
         thread.join()
-    elapsed = time.perf_counter() - began
+    elapsed = time.perf_counter() - measure_from[0]  # to the last measured reply
     ordered = sorted(latencies)
 
     def pct(q: float) -> float:

@@ -3,7 +3,9 @@
 Each function takes a connection from the caller (so the JSON API can put
 its idempotency record in the same transaction) and opens its own
 `conn.transaction()` block, which nests as a savepoint when the caller
-already has one. Email is only ever queued here, never sent.
+already has one; a link request is a single statement instead, which is a
+transaction of its own or part of the caller's. Email is only ever queued
+here, never sent.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from psycopg import Connection
 
 from authsvc import codes, events, ratelimit, sessions, users
 from authsvc.logs import log_event
-from authsvc.outbox import NO_OUTCOME_EVENTS, enqueue_email, enqueue_link
+from authsvc.outbox import NO_OUTCOME_EVENTS, count_and_queue_link, enqueue_email
 from authsvc.passwords import check_policy
 from authsvc.services import Services
 from authsvc.sessions import SessionUser
@@ -143,9 +145,9 @@ def request_link(
     # not reach the app as an email.* event: that would tell the app which
     # addresses have accounts. The app still hears user.* events, which
     # only the mailbox's holder can cause.
-    budget = ratelimit.pending_hit(_email_budget_kind(purpose), email,
+    budget = ratelimit.hit_for(_email_budget_kind(purpose), email,
                                    svc.settings.rate_limit_email, now)
-    return enqueue_link(
+    return count_and_queue_link(
         conn, email=email, purpose=purpose, issued_at=_issued_at(now), budget=budget,
         code_digest=codes.address_digest(email),
         payload={**_link_payload(redirect_url), NO_OUTCOME_EVENTS: True}, app_id=app_id,

@@ -117,14 +117,13 @@ def find_app_counting_call(
         return None
     ratelimit.check_own_transaction(conn)
     key_hash = _hash_key(key)
-    pending = ratelimit.pending_hit("app_key", key_hash.hex(), limit, now)
-    row = conn.execute(Q["find_app_counting_call"], {
-        "key_hash": key_hash, "bucket": pending.bucket, "window_start": pending.window_start,
-    }).fetchone()
+    counted = ratelimit.hit_for("app_key", key_hash.hex(), limit, now)
+    row = conn.execute(Q["find_app_counting_call"],
+                       {"key_hash": key_hash, **counted.params()}).fetchone()
     if row is None:
         return None
-    app_id, name, redirect_urls, calls = row
-    return App(app_id, name, redirect_urls), pending.decision(calls)
+    app_id, name, redirect_urls, within = row
+    return App(app_id, name, redirect_urls), counted.decision(within)
 
 
 @dataclass(frozen=True)

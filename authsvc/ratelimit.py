@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from psycopg import Connection
-from psycopg.pq import TransactionStatus
+from psycopg.pq import PipelineStatus, TransactionStatus
 
 from authsvc.config import RateLimit
 from authsvc.queries import load_queries
@@ -38,25 +38,28 @@ def _window(limit: RateLimit, now: datetime) -> tuple[datetime, int]:
 
 
 @dataclass(frozen=True)
-class PendingHit:
-    """One event to count: the parameters of rate_limit_hit (migrations/0015) and the verdict.
+class RateLimitHit:
+    """One event to count in a bucket's window: rate_limit_hit's arguments (migrations/0015).
 
-    For a statement that counts as it does something else (apps.sql
-    find_app_counting_call); `hit` is the statement that only counts.
+    `hit` is the statement that only counts; apps.sql find_app_counting_call
+    and outbox/producer.sql queue_link count as they do something else.
     """
 
     bucket: str
     window_start: datetime
-    retry_after: int
-    limit: RateLimit
+    limit: int  # events allowed per window
+    retry_after: int  # seconds until the window resets
 
-    def decision(self, count: int) -> Decision:
-        return Decision(count <= self.limit.limit, self.retry_after)
+    def params(self) -> dict[str, object]:
+        return {"bucket": self.bucket, "window_start": self.window_start, "limit": self.limit}
+
+    def decision(self, within: bool) -> Decision:
+        return Decision(within, self.retry_after)
 
 
-def pending_hit(kind: str, key: str, limit: RateLimit, now: datetime) -> PendingHit:
+def hit_for(kind: str, key: str, limit: RateLimit, now: datetime) -> RateLimitHit:
     start, retry_after = _window(limit, now)
-    return PendingHit(_bucket(kind, key), start, retry_after, limit)
+    return RateLimitHit(_bucket(kind, key), start, limit.limit, retry_after)
 
 
 def check_own_transaction(conn: Connection) -> None:
@@ -65,11 +68,15 @@ def check_own_transaction(conn: Connection) -> None:
     A count committed without waiting for its WAL flush costs nothing if a
     crash loses it, and the wait is what queues a hot bucket's callers:
     every hit of one app key (or one address's forms) updates the same row
-    and holds it through its commit. In a caller's transaction, though, the
-    setting would make every write of that transaction non-durable.
+    and holds it through its commit. In a caller's transaction, though, or
+    in a pipeline (whose statements share one implicit transaction up to
+    the next sync), the setting would make every other write there
+    non-durable.
     """
-    if not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
-        raise ValueError("wait_for_disk=False needs an autocommit connection outside a transaction")
+    if (not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE
+            or conn.info.pipeline_status != PipelineStatus.OFF):
+        raise ValueError("wait_for_disk=False needs an autocommit connection outside a transaction"
+                         " and outside a pipeline")
 
 
 def hit(
@@ -82,11 +89,10 @@ def hit(
     """
     if not wait_for_disk:
         check_own_transaction(conn)
-    pending = pending_hit(kind, key, limit, now)
-    params = {"bucket": pending.bucket, "window_start": pending.window_start,
-              "wait_for_disk": wait_for_disk}
-    row = conn.execute(Q["hit"], params).fetchone()
-    return pending.decision(int(row[0]) if row else 1)
+    counted = hit_for(kind, key, limit, now)
+    row = conn.execute(Q["hit"], {**counted.params(), "wait_for_disk": wait_for_disk}).fetchone()
+    assert row is not None  # the function returns one row
+    return counted.decision(bool(row[0]))
 
 
 def refund(conn: Connection, kind: str, key: str, limit: RateLimit, now: datetime) -> None:

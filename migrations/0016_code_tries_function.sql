@@ -2,7 +2,7 @@
 -- link request can do it in the statement that counts the request and
 -- queues its email (issue 11: outbox/producer.sql queue_link, one round
 -- trip and one commit where there were five and one). codes.sql calls it
--- too, for a signup: the rule is written once. PL/pgSQL keeps its plan.
+-- too, for a signup: the DELETE is written once. PL/pgSQL keeps its plan.
 CREATE FUNCTION code_attempts_forget_unissued(tries_purpose text, tries_digest bytea)
 RETURNS void LANGUAGE plpgsql VOLATILE AS $$
 BEGIN

@@ -36,6 +36,24 @@ def test_a_count_that_does_not_wait_still_counts_and_leaves_the_session_durable(
     assert conn.execute("SELECT sum(hits) FROM rate_limit_counters").fetchone() == (3,)
 
 
+def test_only_the_counting_statement_skips_the_disk_wait(direct_database_url: str) -> None:
+    """The count's own transaction commits without the wait; the next one waits again."""
+    now = datetime.now(UTC)
+    with psycopg.connect(direct_database_url, autocommit=True) as own:
+        for wait, mode in ((False, "off"), (True, "on")):
+            row = own.execute("SELECT rate_limit_hit('app:x', %s, 10, %s),"
+                              " current_setting('synchronous_commit')", (now, wait)).fetchone()
+            assert row == (True, mode)
+        assert own.execute("SHOW synchronous_commit").fetchone() == ("on",)
+
+
+def test_a_count_in_a_pipeline_must_wait_for_the_disk(direct_database_url: str) -> None:
+    """A pipeline's statements share one implicit transaction up to the next sync."""
+    with psycopg.connect(direct_database_url, autocommit=True) as own, own.pipeline():
+        with pytest.raises(ValueError, match="outside a pipeline"):
+            ratelimit.hit(own, "ip", "192.0.2.1", LIMIT, datetime.now(UTC), wait_for_disk=False)
+
+
 def test_a_count_inside_a_transaction_must_wait_for_the_disk(conn: psycopg.Connection) -> None:
     now = datetime.now(UTC)
     with conn.transaction():

@@ -12,7 +12,7 @@ import pytest
 
 from authsvc import accounts, ratelimit, users
 from authsvc.codes import address_digest
-from authsvc.outbox import enqueue_link
+from authsvc.outbox import count_and_queue_link
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.worker_support import (
@@ -187,10 +187,11 @@ def job_ids(conn) -> list[int]:
 def test_link_that_expired_before_sending_is_not_sent(database_url, conn, svc, settings, smtp):
     conn.execute("INSERT INTO users (email, password_hash) VALUES ('cy@example.com', 'x')")
     issued_at = svc.clock() - timedelta(seconds=settings.reset_ttl + 1)
-    budget = ratelimit.pending_hit("email_reset", "cy@example.com", settings.rate_limit_email,
+    budget = ratelimit.hit_for("email_reset", "cy@example.com", settings.rate_limit_email,
                                    svc.clock())
-    job_id = enqueue_link(conn, email="cy@example.com", purpose="reset", issued_at=issued_at,
-                          budget=budget, code_digest=address_digest("cy@example.com")).job_id
+    job_id = count_and_queue_link(
+        conn, email="cy@example.com", purpose="reset", issued_at=issued_at, budget=budget,
+        code_digest=address_digest("cy@example.com")).job_id
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 
     assert smtp.messages == []

@@ -73,6 +73,35 @@ def test_a_lost_lease_whose_job_was_deleted_leaves_no_trail_and_spoils_no_batch(
     assert orphans == (0,)
 
 
+
+def test_a_lost_lease_recorded_while_its_job_is_being_pruned_leaves_no_trail(
+        conn, direct_database_url):
+    """The prune's DELETE is still open when the stalled worker records its outcome.
+
+    The record must wait for it and then find no job; reading the job from
+    its snapshot instead would write a lease_lost row that the prune's trail
+    delete never saw, a row outliving its job.
+    """
+    [job_id] = queue_notices(conn, 1)
+    [stalled] = jobs.claim_batch(conn, "host:1:a", 1, lease_seconds=30)
+    outcome: list[list[bool]] = []
+    with psycopg.connect(direct_database_url, autocommit=True) as pruner, \
+            psycopg.connect(direct_database_url, autocommit=True) as recorder:
+        recorder_pid = recorder.info.backend_pid
+        with pruner.transaction():
+            pruner.execute("DELETE FROM email_jobs WHERE id = %s", (job_id,))
+            recording = threading.Thread(target=lambda: outcome.append(
+                jobs.record_outcomes(recorder, [Outcome(stalled, "sent")])))
+            recording.start()
+            wait_until(lambda: conn.execute(
+                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                (recorder_pid,)).fetchone() == (True,), what="the record to wait for the prune")
+        recording.join(10)
+        assert not recording.is_alive()
+    assert outcome == [[False]]
+    assert conn.execute("SELECT count(*) FROM email_job_events").fetchone() == (0,)
+
+
 def test_every_outcome_kind_in_one_batch(conn):
     """Final, retry, ambiguous and released rows each end up as their own statement did."""
     ids = queue_notices(conn, 4)

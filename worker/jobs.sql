@@ -136,7 +136,10 @@ WITH outcome AS (
     WHERE r.job_id IS NOT NULL
        -- A lost lease is worth a row only while its job exists: the trail
        -- has no foreign key (migrations/0014) and no row outlives its job.
-       OR (o.event <> 'released' AND EXISTS (SELECT 1 FROM email_jobs AS g WHERE g.id = o.job_id))
+       -- KEY SHARE, as the key's own check took: a concurrent prune's DELETE
+       -- is waited for (and then there is no job), workers' updates are not.
+       OR (o.event <> 'released' AND EXISTS (
+           SELECT 1 FROM email_jobs AS g WHERE g.id = o.job_id FOR KEY SHARE))
 )
 SELECT job_id, attempt FROM recorded;
 

@@ -1,4 +1,4 @@
-"""Bearer app keys and the per-app rate limit: who is calling, and may they."""
+"""Bearer app keys and the per-key rate limit: who is calling, and may they."""
 
 from __future__ import annotations
 

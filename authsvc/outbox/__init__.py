@@ -9,10 +9,14 @@
 The worker's claim (worker/jobs.sql) uses the same due predicate.
 """
 
-from authsvc.outbox.producer import enqueue_email, enqueue_link
+from authsvc.outbox.producer import count_and_queue_link, enqueue_email
 from authsvc.outbox.rules import NO_OUTCOME_EVENTS, NOTIFY_CHANNEL, STATUSES, TEMPLATES
 
 __all__ = [
-    "NOTIFY_CHANNEL", "NO_OUTCOME_EVENTS", "STATUSES", "TEMPLATES", "enqueue_email",
-    "enqueue_link",
+    "NOTIFY_CHANNEL",
+    "NO_OUTCOME_EVENTS",
+    "STATUSES",
+    "TEMPLATES",
+    "count_and_queue_link",
+    "enqueue_email",
 ]

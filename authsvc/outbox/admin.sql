@@ -96,7 +96,7 @@ SELECT id, 'redriven', token_version, %(note)s FROM redriven
 RETURNING job_id;
 
 -- prune_jobs --
--- Delete up to %(batch)s finished jobs (and, by cascade, their trails) created before
+-- Delete up to %(batch)s finished jobs (and, by trigger, their trails: 0014) created before
 -- the cutoff, oldest first: one short transaction per batch, never a table's worth of locks.
 DELETE FROM email_jobs
 WHERE id IN (

@@ -1,4 +1,8 @@
-"""The producer side of the outbox: queue an email in the caller's transaction."""
+"""The producer side of the outbox: queue an email in the caller's transaction.
+
+A link request is counted against the address's email budget in the same
+statement that queues it (count_and_queue_link), so it commits once either way.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from authsvc.outbox.rules import NOTIFY_CHANNEL, TEMPLATES
 from authsvc.queries import load_queries
-from authsvc.ratelimit import PendingHit
+from authsvc.ratelimit import RateLimitHit
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
 
@@ -63,13 +67,13 @@ class LinkRequest:
     version: int | None
 
 
-def enqueue_link(
+def count_and_queue_link(
     conn: Connection,
     *,
     email: str,
     purpose: str,
     issued_at: datetime,
-    budget: PendingHit,
+    budget: RateLimitHit,
     code_digest: bytes,
     payload: dict[str, Any] | None = None,
     app_id: UUID | None = None,
@@ -90,12 +94,10 @@ def enqueue_link(
         "payload": Jsonb(payload or {}),
         "channel": NOTIFY_CHANNEL,
         "app_id": app_id,
-        "bucket": budget.bucket,
-        "window_start": budget.window_start,
-        "limit": budget.limit.limit,
         "digest": code_digest,
+        **budget.params(),
     }
     row = conn.execute(Q["queue_link"], params).fetchone()
-    assert row is not None  # the budget row is always there
-    allowed, job_id, version = row[0], row[1], row[2]
+    assert row is not None  # the budget's row is always there
+    allowed, job_id, version, _fresh_tries = row[:4]
     return LinkRequest(bool(allowed), job_id, version)

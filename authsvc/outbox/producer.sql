@@ -22,8 +22,10 @@ SELECT pg_notify(%(channel)s, '');
 -- as for a known one. Returns whether the budget allowed the request, and
 -- the job id and new version (NULL when nothing was queued).
 WITH budget AS (
-    SELECT rate_limit_hit(%(bucket)s, %(window_start)s, true) <= %(limit)s AS allowed
+    SELECT rate_limit_hit(%(bucket)s, %(window_start)s, %(limit)s, true) AS allowed
 ), fresh_tries AS (
+    -- A SELECT in WITH runs only if something reads it: the final SELECT's
+    -- count does. Dropping that column would silently stop the fresh tries.
     SELECT code_attempts_forget_unissued(%(purpose)s, %(digest)s) FROM budget WHERE allowed
 ), bumped AS (
     UPDATE users

@@ -1,7 +1,7 @@
 -- hit --
--- Count one event in the bucket's current window; returns the window's total
--- (migrations/0015 rate_limit_hit, which apps.sql also calls).
-SELECT rate_limit_hit(%(bucket)s, %(window_start)s, %(wait_for_disk)s);
+-- Count one event in the bucket's current window; true while within the limit
+-- (migrations/0015 rate_limit_hit, which apps.sql and producer.sql also call).
+SELECT rate_limit_hit(%(bucket)s, %(window_start)s, %(limit)s, %(wait_for_disk)s);
 
 -- refund --
 -- Take back one event from the bucket's current window.

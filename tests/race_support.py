@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 import psycopg
 
+from testkit.waiting import wait_until
+
 
 def race(database_url: str, runners: int, attempt: Callable[[psycopg.Connection, int], str],
          timeout: float = 60.0) -> list[str]:
@@ -39,3 +41,10 @@ def run_in_threads(target: Callable[[], None], count: int, timeout: float = 60.0
     for thread in threads:
         thread.join(timeout)
     assert not any(t.is_alive() for t in threads), "a thread did not finish in time"
+
+
+def wait_until_waiting_on_a_lock(observer: psycopg.Connection, pid: int, what: str) -> None:
+    """Block until backend `pid` waits on a lock, as `observer` sees it in pg_stat_activity."""
+    wait_until(lambda: observer.execute(
+        "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+        (pid,)).fetchone() == (True,), what=what)

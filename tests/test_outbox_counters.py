@@ -27,7 +27,7 @@ from authsvc.outbox.admin import (
     redrive_job,
     send_latency,
 )
-from testkit.waiting import wait_until
+from tests.race_support import wait_until_waiting_on_a_lock
 from tests.worker_support import queue_notices
 from worker.jobs import Outcome, claim_batch, record_outcomes
 
@@ -123,9 +123,7 @@ def test_two_scrapes_folding_at_once_never_read_a_total_that_went_back(direct_da
             outbox_stats(first)  # folds the sends, still uncommitted, holding the fold lock
             scrape = threading.Thread(target=lambda: seen.append(outbox_stats(second)))
             scrape.start()
-            wait_until(lambda: conn.execute(
-                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                (second_pid,)).fetchone() == (True,), what="the second fold to wait")
+            wait_until_waiting_on_a_lock(conn, second_pid, "the second fold to wait")
         scrape.join(10)
         assert not scrape.is_alive()
     assert seen[0].sent == 3

@@ -13,6 +13,7 @@ import pytest
 from authsvc.db import create_pool
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
+from tests.race_support import wait_until_waiting_on_a_lock
 from tests.worker_support import events, job_status, queue_notices, start_worker_process
 from worker import jobs
 from worker.completer import Completer
@@ -93,9 +94,7 @@ def test_a_lost_lease_recorded_while_its_job_is_being_pruned_leaves_no_trail(
             recording = threading.Thread(target=lambda: outcome.append(
                 jobs.record_outcomes(recorder, [Outcome(stalled, "sent")])))
             recording.start()
-            wait_until(lambda: conn.execute(
-                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                (recorder_pid,)).fetchone() == (True,), what="the record to wait for the prune")
+            wait_until_waiting_on_a_lock(conn, recorder_pid, "the record to wait for the prune")
         recording.join(10)
         assert not recording.is_alive()
     assert outcome == [[False]]

@@ -59,12 +59,11 @@ def enqueue_email(
 
 
 @dataclass(frozen=True)
-class LinkRequest:
+class QueuedLink:
     """What a link request's statement did (queue_link)."""
 
     allowed: bool  # within the address's email budget
     job_id: int | None  # None: no account to send to, or over the budget
-    version: int | None
 
 
 def count_and_queue_link(
@@ -77,7 +76,7 @@ def count_and_queue_link(
     code_digest: bytes,
     payload: dict[str, Any] | None = None,
     app_id: UUID | None = None,
-) -> LinkRequest:
+) -> QueuedLink:
     """Count a link request; within `budget`, bump `email`'s `purpose` version and queue its link.
 
     One statement, one commit, whatever the address (queue_link). Within the
@@ -99,5 +98,5 @@ def count_and_queue_link(
     }
     row = conn.execute(Q["queue_link"], params).fetchone()
     assert row is not None  # the budget's row is always there
-    allowed, job_id, version, _fresh_tries = row[:4]
-    return LinkRequest(bool(allowed), job_id, version)
+    allowed, job_id, _fresh_tries, _notified = row
+    return QueuedLink(bool(allowed), job_id)

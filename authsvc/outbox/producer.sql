@@ -19,8 +19,8 @@ SELECT pg_notify(%(channel)s, '');
 -- retired as the email with the new one is queued; that part matches
 -- nothing when the address has no account (or, for verify, is already
 -- verified), so a request for an unknown address runs the same statement
--- as for a known one. Returns whether the budget allowed the request, and
--- the job id and new version (NULL when nothing was queued).
+-- as for a known one. Returns whether the budget allowed the request and
+-- the job id (NULL when nothing was queued).
 WITH budget AS (
     SELECT rate_limit_hit(%(bucket)s, %(window_start)s, %(limit)s, true) AS allowed
 ), fresh_tries AS (
@@ -44,9 +44,9 @@ WITH budget AS (
                             app_id)
     SELECT %(purpose)s, email, %(payload)s, id, %(purpose)s, version, %(issued_at)s,
            %(app_id)s::uuid FROM bumped
-    RETURNING id, token_version
+    RETURNING id
 )
-SELECT b.allowed, q.id, q.token_version,
+SELECT b.allowed, q.id,
        (SELECT count(*) FROM fresh_tries) AS fresh_tries,
        CASE WHEN q.id IS NOT NULL THEN pg_notify(%(channel)s, '') END
 FROM budget AS b LEFT JOIN queued AS q ON true;

@@ -165,6 +165,20 @@ def test_an_expiry_after_a_late_lease_lost_still_counts(conn):
 
 
 
+def test_a_statement_over_sent_and_newly_sent_rows_counts_only_the_new_sends(conn):
+    """The histogram reads the new rows alone unless a statement also found sent rows (0017)."""
+    ids = queue_notices(conn, 3)
+    conn.execute("UPDATE email_jobs SET status = 'sent', sent_at = created_at + interval '1 s'"
+                 " WHERE id = %s", (ids[0],))
+    # One operator statement: a job already sent (counted at 1 s) and two becoming sent.
+    conn.execute("UPDATE email_jobs SET status = 'sent', sent_at = created_at + interval '3 s',"
+                 " provider_message_id = 'by-hand' WHERE id = ANY(%s)", (ids,))
+    assert assert_exact(conn).sent == 3
+    latency = send_latency(conn, LATENCY_BOUNDS)
+    assert (latency.sent, latency.total_seconds) == (3, 7.0)
+    assert event_totals(conn).get("lease_expired", 0) == 0
+
+
 def _histogram_calls(conn: psycopg.Connection) -> int:
     """Executions of outbox_latency_deltas as a function (not inlined) in this transaction."""
     row = conn.execute("SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions"
@@ -202,7 +216,7 @@ _UNDO_0011 = (
     "DROP FUNCTION outbox_count_job_changes, outbox_count_events, outbox_latency_deltas,"
     " outbox_latency_bounds",
     "DROP TABLE outbox_counters, outbox_counter_deltas",
-    "DELETE FROM schema_migrations WHERE version IN ('0011', '0012', '0013')",
+    "DELETE FROM schema_migrations WHERE version IN ('0011', '0012', '0013', '0017')",
 )
 
 
@@ -218,7 +232,7 @@ def test_the_migration_seeds_the_counters_from_an_outbox_that_already_has_histor
                  " (%(a)s, 'claimed', 1), (%(a)s, 'claimed', 2), (%(a)s, 'sent', 2)",
                  {"a": ids[0]})
 
-    assert [m.version for m in upgrade(database_url)] == ["0011", "0012", "0013"]
+    assert [m.version for m in upgrade(database_url)] == ["0011", "0012", "0013", "0017"]
 
     assert_exact(conn)
     assert event_totals(conn) == {"claimed": 2, "sent": 1, "lease_expired": 1}

@@ -55,6 +55,10 @@ SELECT * FROM claimed ORDER BY id;
 -- statement. The owner is one string per process, so a process that claimed
 -- a job again after its own lease expired holds it under the same owner: the
 -- attempt (incremented by every claim) tells the claims apart.
+-- The arrays go in binary (placeholders ending in b, not s): psycopg's text
+-- form quotes every element and formats every timestamp, 0.46 ms of the
+-- completer's CPU for 50 outcomes against 0.16 ms (the timestamps alone
+-- 0.19 against 0.02), on the path every outcome waits on.
 -- Final events (sent, failed, superseded, expired, suppressed) end the job; retry and
 -- ambiguous put it back after its backoff; released hands it back due now,
 -- the attempt it did not make uncounted. An outcome whose lease is gone
@@ -62,9 +66,9 @@ SELECT * FROM claimed ORDER BY id;
 -- none: nothing was attempted).
 WITH outcome AS (
     SELECT * FROM unnest(
-        %(job_ids)s::bigint[], %(owners)s::text[], %(attempts)s::integer[],
-        %(events)s::text[], %(provider_message_ids)s::text[], %(errors)s::text[],
-        %(delays)s::float8[], %(lease_expires)s::timestamptz[], %(token_versions)s::integer[]
+        %(job_ids)b::bigint[], %(owners)b::text[], %(attempts)b::integer[],
+        %(events)b::text[], %(provider_message_ids)b::text[], %(errors)b::text[],
+        %(delays)b::float8[], %(lease_expires)b::timestamptz[], %(token_versions)b::integer[]
     ) AS o(job_id, owner, attempt, event, provider_message_id, error, delay_seconds,
            lease_expires_at, token_version)
 ), recorded AS (
@@ -90,7 +94,7 @@ WITH outcome AS (
       -- Said twice on purpose: the join alone let the planner scan every
       -- pending row (a 5,000-row outbox took 2 ms a batch, growing with the
       -- backlog); the array fetches exactly these rows by primary key.
-      AND j.id = ANY (%(job_ids)s::bigint[])
+      AND j.id = ANY (%(job_ids)b::bigint[])
     RETURNING o.job_id, o.attempt, o.event, j.kind, j.app_id, j.user_id, j.recipient, j.template,
               j.payload
 ), app_events AS (

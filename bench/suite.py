@@ -109,8 +109,9 @@ def run() -> dict[str, Any]:
                                 for c in (1, 20, 50)], results)
 
         def claims() -> Any:
-            with fresh_database(base) as pending, fresh_database(base) as retained:
-                return sections.claim_latency(pending, retained)
+            with fresh_database(base) as reference, fresh_database(base) as pending, \
+                    fresh_database(base) as retained:
+                return sections.claim_latency(reference, pending, retained)
 
         _timed("claims", claims, results)
         _timed("http", fresh(lambda u: sections.http_resets(u, rounds=ROUNDS)), results)
@@ -155,7 +156,11 @@ def verdicts(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
     sink50 = next(s for s in r["sink"] if s["concurrency"] == 50)
     claims = {c["case"]: c for c in r["claims"]["cases"]}
     base = claims["1,000 pending"]["p50_ms"]
-    worst = max(c["p50_ms"] for c in claims.values())
+    # Each big case against the 1k reference measured beside it (sections.claim_latency);
+    # runs from before that compared every case with the one 1k figure.
+    worst_case = max((c for c in claims.values() if c["case"] != "1,000 pending"),
+                     key=lambda c: c.get("ratio", c["p50_ms"] / base))
+    worst_ratio = worst_case.get("ratio", worst_case["p50_ms"] / base)
     http = r["http"]
     rss = r["rss"]
     return [
@@ -173,7 +178,8 @@ def verdicts(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
          f"{sink50['rate']:.0f} of {sink50['ideal']:.0f} emails/s ({sink50['of_ideal']:.0%})",
          sink50["of_ideal"] >= 0.9),
         ("5. claim p50 at 1M pending and beside 1M sent within 1.5x of 1k",
-         f"1k {base:.2f} ms; worst {worst:.2f} ms ({worst / base:.2f}x)", worst <= 1.5 * base),
+         f"1k {base:.2f} ms; worst {worst_case['case']}: {worst_case['p50_ms']:.2f} ms,"
+         f" {worst_ratio:.2f}x the 1k reference", worst_ratio <= 1.5),
         ("6. HTTP resets ≥ 40 % of the one-INSERT ceiling, p99 ≤ 50 ms",
          f"{http['resets']['rps']:,.0f} req/s vs {http['ceiling']['rps']:,.0f}"
          f" ({http['ratio']:.0%}), p99 {http['resets']['p99_ms']:.1f} ms",
@@ -251,9 +257,14 @@ def write_report(r: dict[str, Any], command: str) -> str:
               "|---|---|---|---|---|---|"]
     lines += [f"| {s['concurrency']} | {s['batch']} | {s['emails']} | {s['rate']:.1f} |"
               f" {s['ideal']:.0f} | {s['of_ideal']:.0%} |" for s in r["sink"]]
-    lines += ["", "## Claim latency (claim_batch of 32, rolled back, 100 rounds)", "",
-              "| outbox | p50 ms | p95 ms |", "|---|---|---|"]
+    lines += ["", "## Claim latency (claim_batch of 32, rolled back)", "",
+              "Each big outbox is measured in 10 blocks of 20 claims, alternating with blocks",
+              "on a 1k-pending reference database, so a noisy moment slows both; its ratio",
+              "is to the reference's p50 from those blocks.", "",
+              "| outbox | p50 ms | p95 ms | reference p50 ms | ratio |", "|---|---|---|---|---|"]
     lines += [f"| {c['case']} | {c['p50_ms']:.2f} | {c['p95_ms']:.2f} |"
+              f" {c['reference_p50_ms']:.2f} | {c['ratio']:.2f}x |" if "ratio" in c else
+              f"| {c['case']} | {c['p50_ms']:.2f} | {c['p95_ms']:.2f} | | |"
               for c in r["claims"]["cases"]]
     for case, plan in r["claims"]["plans"].items():
         lines += ["", f"<details><summary>plan: {case}</summary>", "", "```", *plan, "```",

@@ -19,11 +19,11 @@ from authsvc.queries import load_queries
 
 ROOT = Path(__file__).resolve().parent.parent
 SQL_FILES = sorted(p for folder in ("authsvc", "worker") for p in (ROOT / folder).rglob("*.sql"))
-_PARAM = re.compile(r"%\((\w+)\)s")
+_PARAM = re.compile(r"%\((\w+)\)[sbt]")  # psycopg's formats: auto, binary, text
 
 
 def as_prepared(query: str) -> str:
-    """psycopg's %(name)s placeholders as PREPARE's $n (one number per name)."""
+    """psycopg's %(name)s (and %(name)b, %(name)t) placeholders as PREPARE's $n, one per name."""
     numbers: dict[str, int] = {}
 
     def number(match: re.Match[str]) -> str:
@@ -48,8 +48,8 @@ def queries_not_matching(conn: psycopg.Connection) -> dict[str, str]:
 
 
 def test_the_placeholders_become_numbered_parameters():
-    query = "SELECT %(a)s, %(b)s, %(a)s WHERE x LIKE 'p%%'"
-    assert as_prepared(query) == "SELECT $1, $2, $1 WHERE x LIKE 'p%'"
+    query = "SELECT %(a)s, %(b)s, %(a)s, %(c)b WHERE x LIKE 'p%%'"
+    assert as_prepared(query) == "SELECT $1, $2, $1, $3 WHERE x LIKE 'p%'"
 
 
 def test_every_named_query_prepares_against_a_freshly_migrated_database(empty_database_url):

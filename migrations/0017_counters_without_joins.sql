@@ -15,9 +15,10 @@
 --   * the rows that became sent are the new sent rows, unless the
 --     statement also found sent rows (an operator's UPDATE of sent jobs):
 --     only then is the join asked which rows were sent before;
---   * a takeover is a claim (the one statement that sets lease_owner) of a
---     row that still had a lease owner: with no owner before, or none
---     after, there is none.
+--   * a takeover (0012) is a row whose attempt_count rose while it still
+--     had a lease owner: with no owner before, or no new attempt above the
+--     lowest an owned row had (an outcome statement keeps every attempt),
+--     there is none.
 --
 -- What is counted is unchanged (tests/test_outbox_counters.py).
 CREATE OR REPLACE FUNCTION outbox_count_job_changes() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -66,8 +67,9 @@ END $$;
 CREATE OR REPLACE FUNCTION outbox_count_lease_takeovers() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM old_jobs WHERE lease_owner IS NOT NULL)
-       OR NOT EXISTS (SELECT 1 FROM new_jobs WHERE lease_owner IS NOT NULL) THEN
-        RETURN NULL;  -- a claim of unleased rows, or an outcome (it clears the owner)
+       OR (SELECT max(attempt_count) FROM new_jobs)
+          <= (SELECT min(attempt_count) FROM old_jobs WHERE lease_owner IS NOT NULL) THEN
+        RETURN NULL;  -- a claim of unleased rows, or an outcome (no attempt rises)
     END IF;
     INSERT INTO outbox_counter_deltas (name, delta)
     SELECT 'events_lease_expired', count(*) FROM old_jobs AS o JOIN new_jobs AS n USING (id)

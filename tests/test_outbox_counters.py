@@ -179,6 +179,59 @@ def test_a_statement_over_sent_and_newly_sent_rows_counts_only_the_new_sends(con
     assert event_totals(conn).get("lease_expired", 0) == 0
 
 
+def test_a_retry_or_a_release_leaves_the_job_counters_alone(conn):
+    queue_notices(conn, 2)
+    claimed = claim_batch(conn, "counter-test", 2, 30)
+    outbox_stats(conn)  # fold what the inserts and the claim left
+    assert all(record_outcomes(conn, [Outcome(claimed[0], "retry", delay_seconds=60),
+                                      Outcome(claimed[1], "released")]))
+    names = sorted(r[0] for r in conn.execute("SELECT name FROM outbox_counter_deltas"))
+    assert names == ["events_released", "events_retry"]  # no jobs_* row, no histogram
+    assert assert_exact(conn).pending == 2
+
+
+def test_one_statement_that_swaps_final_statuses_keeps_the_counts_exact(conn):
+    ids = queue_notices(conn, 4)
+    conn.execute("UPDATE email_jobs SET status = 'sent', sent_at = now() WHERE id = ANY(%s)",
+                 (ids[:2],))
+    conn.execute("UPDATE email_jobs SET status = 'failed' WHERE id = ANY(%s)", (ids[2:],))
+    # sent -> failed, failed -> sent, and an untouched status, all in one statement.
+    conn.execute("UPDATE email_jobs SET status = CASE WHEN id = %(a)s THEN 'failed'"
+                 " WHEN id = %(b)s THEN 'sent' ELSE status END, sent_at = coalesce(sent_at, now())"
+                 " WHERE id = ANY(%(all)s)", {"a": ids[0], "b": ids[2], "all": ids})
+    stats = assert_exact(conn)
+    assert (stats.sent, stats.failed) == (2, 2)
+    assert send_latency(conn, LATENCY_BOUNDS).sent == 3  # ids[2] became sent; ids[0] was
+
+
+def test_an_insert_of_pending_and_final_jobs_counts_the_final_ones(conn):
+    conn.execute("INSERT INTO email_jobs (template, recipient, status, sent_at) VALUES"
+                 " ('password_changed', 'a@example.com', 'pending', NULL),"
+                 " ('password_changed', 'b@example.com', 'sent', now()),"
+                 " ('password_changed', 'c@example.com', 'failed', NULL)")
+    stats = assert_exact(conn)
+    assert (stats.pending, stats.sent, stats.failed) == (1, 1, 1)
+    assert send_latency(conn, LATENCY_BOUNDS).sent == 1
+
+
+def test_a_claim_of_one_expired_lease_and_one_fresh_job_counts_one_expiry(conn):
+    expired_id, _fresh_id = queue_notices(conn, 2)
+    claim_batch(conn, "first", 1, 30)  # the oldest: expired_id
+    conn.execute("UPDATE email_jobs SET lease_expires_at = now() - interval '1 second',"
+                 " next_attempt_at = now() - interval '1 second' WHERE id = %s", (expired_id,))
+    assert len(claim_batch(conn, "second", 2, 30)) == 2
+    assert event_totals(conn)["lease_expired"] == 1
+
+
+def test_a_hand_made_attempt_raise_on_a_leased_job_counts_as_an_expiry(conn):
+    """0012's rule is the attempt rising on an owned row, whatever the statement sets."""
+    [job_id] = queue_notices(conn, 1)
+    claim_batch(conn, "first", 1, 30)
+    conn.execute("UPDATE email_jobs SET attempt_count = attempt_count + 1, lease_owner = NULL,"
+                 " lease_expires_at = NULL WHERE id = %s", (job_id,))
+    assert event_totals(conn)["lease_expired"] == 1
+
+
 def _histogram_calls(conn: psycopg.Connection) -> int:
     """Executions of outbox_latency_deltas as a function (not inlined) in this transaction."""
     row = conn.execute("SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -255,3 +255,21 @@ def test_sigterm_like_stop_releases_claimed_but_unsent_jobs(database_url, conn, 
         "SELECT count(DISTINCT job_id) FROM email_job_events WHERE event = 'released'"
     ).fetchone()
     assert released[0] == 10 - sent and len(job_ids_) == 10
+
+
+def test_a_claim_whose_columns_do_not_match_claimed_job_is_refused(conn):
+    """Claimed rows are built by position (worker/jobs.py): a reordered RETURNING fails loudly."""
+    with conn.cursor(row_factory=jobs._claimed_job_row) as cur, \
+            pytest.raises(RuntimeError, match="ClaimedJob has"):
+        cur.execute("SELECT 1 AS template, 2 AS id").fetchall()
+
+
+def test_a_claimed_job_and_its_outcome_never_show_the_sealed_webhook_secret():
+    job = jobs.ClaimedJob(7, "email.delivered", "https://app.example/h", {}, None, None, None,
+                          None, 1, "w1", datetime.now(UTC), None, False, kind="webhook",
+                          webhook_url="https://app.example/h",
+                          webhook_secret=b"sealed-secret-bytes")
+    assert job.webhook_secret == b"sealed-secret-bytes"
+    for shown in (repr(job), repr(jobs.Outcome(job, "sent")), str(job)):
+        assert "sealed-secret-bytes" not in shown
+        assert "webhook_url='https://app.example/h'" in shown

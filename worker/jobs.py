@@ -37,7 +37,9 @@ class ClaimedJob(NamedTuple):
     rather than a frozen dataclass because a claim builds one per row: the
     dataclass's keyword __init__ (through psycopg's class_row) cost about
     12 µs of the worker's single-GIL CPU per email, a fifth of it in the
-    drain benchmark; positional construction costs under 1 µs.
+    drain benchmark; positional construction costs under 1 µs. Never log
+    or serialise a job whole: as a tuple it would carry webhook_secret past
+    the repr that hides it.
     """
 
     id: int

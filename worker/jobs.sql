@@ -55,16 +55,19 @@ SELECT * FROM claimed ORDER BY id;
 -- statement. The owner is one string per process, so a process that claimed
 -- a job again after its own lease expired holds it under the same owner: the
 -- attempt (incremented by every claim) tells the claims apart.
--- The arrays go in binary (placeholders ending in b, not s): psycopg's text
--- form quotes every element and formats every timestamp, 0.46 ms of the
--- completer's CPU for 50 outcomes against 0.16 ms (the timestamps alone
--- 0.19 against 0.02), on the path every outcome waits on.
 -- Final events (sent, failed, superseded, expired, suppressed) end the job; retry and
 -- ambiguous put it back after its backoff; released hands it back due now,
 -- the attempt it did not make uncounted. An outcome whose lease is gone
 -- changes nothing and leaves a lease_lost row instead (a lost release leaves
 -- none: nothing was attempted).
 WITH outcome AS (
+    -- The arrays go in binary (placeholders ending in b, not s): psycopg's
+    -- text form quotes every element and formats every timestamp. Adapting
+    -- the nine arrays for 50 outcomes took 0.46 ms of the completer's CPU in
+    -- text and takes 0.16 ms in binary (the timestamps alone 0.19 and 0.02);
+    -- the whole call's CPU went from 0.72 to 0.42-0.55 ms, on the path every
+    -- outcome waits on. An array of only NULLs (errors on a batch of sends)
+    -- still goes as text of unknown type; the casts here type every array.
     SELECT * FROM unnest(
         %(job_ids)b::bigint[], %(owners)b::text[], %(attempts)b::integer[],
         %(events)b::text[], %(provider_message_ids)b::text[], %(errors)b::text[],

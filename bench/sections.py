@@ -97,19 +97,27 @@ def _claim_samples(conn: psycopg.Connection, rounds: int) -> list[float]:
     return samples
 
 
-def _beside_reference(conn: psycopg.Connection, reference: psycopg.Connection,
-                      blocks: int = 10, rounds: int = 20) -> tuple[list[float], list[float]]:
+CLAIM_BLOCKS, CLAIMS_PER_BLOCK = 10, 20  # each big case beside the reference (below)
+
+
+def _beside_reference(conn: psycopg.Connection, reference: psycopg.Connection
+                      ) -> tuple[list[float], list[float]]:
     """Claims on `conn` and on the 1k-pending reference, in alternating blocks.
 
     A noisy second on this shared machine then slows both sides alike
     instead of one case: measured one after the other, the p50 of a case
     moved by up to 0.7 ms (a third of it) between runs of the same code.
+    Both tables start vacuumed (every claim is rolled back, but its row
+    versions stay), and the two take turns going first.
     """
+    for side in (conn, reference):
+        side.execute("VACUUM email_jobs")
     case: list[float] = []
     ref: list[float] = []
-    for _ in range(blocks):
-        ref += _claim_samples(reference, rounds)
-        case += _claim_samples(conn, rounds)
+    for block in range(CLAIM_BLOCKS):
+        turns = [(reference, ref), (conn, case)]
+        for side, samples in turns if block % 2 == 0 else turns[::-1]:
+            samples += _claim_samples(side, CLAIMS_PER_BLOCK)
     return case, ref
 
 
@@ -150,7 +158,7 @@ def claim_latency(url_reference: str, url_pending: str, url_retained: str) -> di
     with psycopg.connect(url_reference, autocommit=True) as reference, \
             psycopg.connect(url_pending, autocommit=True) as conn:
         _queue_due(reference, 1, 1_000)
-        add("1,000 pending", _claim_samples(reference, 200))
+        add("1,000 pending", _claim_samples(reference, CLAIM_BLOCKS * CLAIMS_PER_BLOCK))
         results["plans"]["1,000 pending"] = _plan(reference)
         have = 0
         for target in (100_000, 1_000_000):

@@ -177,9 +177,10 @@ def verdicts(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
         ("4. 200 ms sink at --concurrency 50 ≥ 90 % of ideal",
          f"{sink50['rate']:.0f} of {sink50['ideal']:.0f} emails/s ({sink50['of_ideal']:.0%})",
          sink50["of_ideal"] >= 0.9),
-        ("5. claim p50 at 1M pending and beside 1M sent within 1.5x of 1k",
-         f"1k {base:.2f} ms; worst {worst_case['case']}: {worst_case['p50_ms']:.2f} ms,"
-         f" {worst_ratio:.2f}x the 1k reference", worst_ratio <= 1.5),
+        ("5. claim p50 at 100k and 1M pending and beside 1M sent within 1.5x of 1k",
+         f"worst {worst_case['case']}: {worst_case['p50_ms']:.2f} ms against"
+         f" {worst_case.get('reference_p50_ms', base):.2f} ms for the 1k reference beside it"
+         f" ({worst_ratio:.2f}x)", worst_ratio <= 1.5),
         ("6. HTTP resets ≥ 40 % of the one-INSERT ceiling, p99 ≤ 50 ms",
          f"{http['resets']['rps']:,.0f} req/s vs {http['ceiling']['rps']:,.0f}"
          f" ({http['ratio']:.0%}), p99 {http['resets']['p99_ms']:.1f} ms",
@@ -257,10 +258,12 @@ def write_report(r: dict[str, Any], command: str) -> str:
               "|---|---|---|---|---|---|"]
     lines += [f"| {s['concurrency']} | {s['batch']} | {s['emails']} | {s['rate']:.1f} |"
               f" {s['ideal']:.0f} | {s['of_ideal']:.0%} |" for s in r["sink"]]
+    blocks, per_block = sections.CLAIM_BLOCKS, sections.CLAIMS_PER_BLOCK
     lines += ["", "## Claim latency (claim_batch of 32, rolled back)", "",
-              "Each big outbox is measured in 10 blocks of 20 claims, alternating with blocks",
-              "on a 1k-pending reference database, so a noisy moment slows both; its ratio",
-              "is to the reference's p50 from those blocks.", "",
+              f"The 1k-pending reference alone: {blocks * per_block} claims. Each big outbox:",
+              f"{blocks} blocks of {per_block} claims, taking turns with blocks on the reference",
+              "database, so a noisy moment slows both; its ratio is to the reference's p50",
+              "from those blocks.", "",
               "| outbox | p50 ms | p95 ms | reference p50 ms | ratio |", "|---|---|---|---|---|"]
     lines += [f"| {c['case']} | {c['p50_ms']:.2f} | {c['p95_ms']:.2f} |"
               f" {c['reference_p50_ms']:.2f} | {c['ratio']:.2f}x |" if "ratio" in c else

@@ -22,6 +22,7 @@ from authsvc import codes, events, ratelimit, sessions, users
 from authsvc.logs import log_event
 from authsvc.outbox import NO_OUTCOME_EVENTS, count_and_queue_link, enqueue_email
 from authsvc.passwords import check_policy
+from authsvc.ratelimit import RateLimitHit
 from authsvc.services import Services
 from authsvc.sessions import SessionUser
 from authsvc.tokens import TokenClaims, TokenError, is_code_shaped
@@ -48,24 +49,12 @@ class PasswordRequired(Exception):
     """A contested address is confirmed only together with a new password (SPEC §4a)."""
 
 
-def _email_budget_kind(purpose: str) -> str:
+def _email_budget(svc: Services, email: str, purpose: str, now: datetime) -> RateLimitHit:
     # One budget per purpose, so verification requests cannot use up an
     # address's reset emails. Counted for known and unknown addresses alike,
-    # so the limit reveals nothing.
-    return f"email_{purpose}"
-
-
-def _email_allowed(
-    conn: Connection, svc: Services, email: str, purpose: str, now: datetime
-) -> bool:
-    limit = svc.settings.rate_limit_email
-    allowed = ratelimit.hit(conn, _email_budget_kind(purpose), email, limit, now).allowed
-    if allowed:
-        # A sent email brings a new code with five fresh tries; an address
-        # with nothing to send must get them too, or retired tries would tell
-        # which addresses have accounts.
-        codes.forget_unissued_attempts(conn, email, purpose)
-    return allowed
+    # so the limit reveals nothing; within it the address's code tries start
+    # afresh (migrations/0018 email_budget_hit).
+    return ratelimit.hit_for(f"email_{purpose}", email, svc.settings.rate_limit_email, now)
 
 
 def _link_payload(redirect_url: str | None) -> dict[str, str]:
@@ -99,7 +88,8 @@ def sign_up(
     now = svc.clock()
     with conn.transaction():
         user = users.register_signup(conn, email, password_hash)
-        if not _email_allowed(conn, svc, email, "verify", now):
+        if not codes.count_email(conn, _email_budget(svc, email, "verify", now), email,
+                                 "verify").allowed:
             return  # the earlier links are retired all the same
         if user.verified:
             enqueue_email(
@@ -145,10 +135,9 @@ def request_link(
     # not reach the app as an email.* event: that would tell the app which
     # addresses have accounts. The app still hears user.* events, which
     # only the mailbox's holder can cause.
-    budget = ratelimit.hit_for(_email_budget_kind(purpose), email,
-                                   svc.settings.rate_limit_email, now)
     return count_and_queue_link(
-        conn, email=email, purpose=purpose, issued_at=_issued_at(now), budget=budget,
+        conn, email=email, purpose=purpose, issued_at=_issued_at(now),
+        budget=_email_budget(svc, email, purpose, now),
         code_digest=codes.address_digest(email),
         payload={**_link_payload(redirect_url), NO_OUTCOME_EVENTS: True}, app_id=app_id,
     ).allowed

@@ -15,6 +15,7 @@ from pathlib import Path
 from psycopg import Connection
 
 from authsvc.queries import load_queries
+from authsvc.ratelimit import Decision, RateLimitHit
 from authsvc.tokens import DUMMY_ISSUED_AT, TokenClaims
 
 Q = load_queries(Path(__file__).parent / "sql" / "codes.sql")
@@ -77,10 +78,12 @@ def give_back_attempt(conn: Connection, email: str, attempt: CodeAttempt) -> Non
     conn.execute(Q["give_back_code_attempt"], params)
 
 
-def forget_unissued_attempts(conn: Connection, email: str, purpose: str) -> None:
-    """A new email was allowed: an address without a code gets five fresh tries too."""
-    params = {"purpose": purpose, "digest": address_digest(email)}
-    conn.execute(Q["forget_unissued_code_attempts"], params)
+def count_email(conn: Connection, budget: RateLimitHit, email: str, purpose: str) -> Decision:
+    """Count an email to `email` against `budget`; within it, its code tries start afresh."""
+    params = {**budget.params(), "purpose": purpose, "digest": address_digest(email)}
+    row = conn.execute(Q["email_budget_hit"], params).fetchone()
+    assert row is not None  # the function returns one row
+    return budget.decision(bool(row[0]))
 
 
 def prune_code_attempts(conn: Connection, now: datetime, keep: timedelta) -> int:

@@ -41,8 +41,9 @@ def _window(limit: RateLimit, now: datetime) -> tuple[datetime, int]:
 class RateLimitHit:
     """One event to count in a bucket's window: rate_limit_hit's arguments (migrations/0015).
 
-    `hit` is the statement that only counts; apps.sql find_app_counting_call
-    and outbox/producer.sql queue_link count as they do something else.
+    `hit` is the statement that only counts; apps.sql find_app_counting_call,
+    codes.sql email_budget_hit and outbox/producer.sql queue_link count as
+    they do something else.
     """
 
     bucket: str

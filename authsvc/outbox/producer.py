@@ -98,5 +98,5 @@ def count_and_queue_link(
     }
     row = conn.execute(Q["queue_link"], params).fetchone()
     assert row is not None  # the budget's row is always there
-    allowed, job_id, _fresh_tries, _notified = row
+    allowed, job_id, _notified = row
     return QueuedLink(bool(allowed), job_id)

@@ -14,19 +14,16 @@ SELECT pg_notify(%(channel)s, '');
 -- A link request in one statement, so one commit whether or not the address
 -- has an account (a second commit would wait for a second WAL flush, and a
 -- prober could time it). The address's email budget is counted for every
--- request (migrations/0015 rate_limit_hit). Within it, the address gets
--- fresh code tries (0016) and its outstanding links of the purpose are
--- retired as the email with the new one is queued; that part matches
+-- request, and within it the address gets fresh code tries (migrations/0018
+-- email_budget_hit, which signups call too); its outstanding links of the
+-- purpose are retired as the email with the new one is queued; that part matches
 -- nothing when the address has no account (or, for verify, is already
 -- verified), so a request for an unknown address runs the same statement
 -- as for a known one. Returns whether the budget allowed the request and
 -- the job id (NULL when nothing was queued).
 WITH budget AS (
-    SELECT rate_limit_hit(%(bucket)s, %(window_start)s, %(limit)s, true) AS allowed
-), fresh_tries AS (
-    -- A SELECT in WITH runs only if something reads it: the final SELECT's
-    -- count does. Dropping that column would silently stop the fresh tries.
-    SELECT code_attempts_forget_unissued(%(purpose)s, %(digest)s) FROM budget WHERE allowed
+    SELECT email_budget_hit(%(bucket)s, %(window_start)s, %(limit)s, %(purpose)s, %(digest)s)
+           AS allowed
 ), bumped AS (
     UPDATE users
     SET reset_version = reset_version + (%(purpose)s = 'reset')::int,
@@ -46,7 +43,5 @@ WITH budget AS (
            %(app_id)s::uuid FROM bumped
     RETURNING id
 )
-SELECT b.allowed, q.id,
-       (SELECT count(*) FROM fresh_tries) AS fresh_tries,
-       CASE WHEN q.id IS NOT NULL THEN pg_notify(%(channel)s, '') END
+SELECT b.allowed, q.id, CASE WHEN q.id IS NOT NULL THEN pg_notify(%(channel)s, '') END
 FROM budget AS b LEFT JOIN queued AS q ON true;

@@ -38,12 +38,13 @@ UPDATE code_attempts SET attempts = attempts - 1
 WHERE purpose = %(purpose)s AND address_digest = %(digest)s AND version = %(version)s
   AND attempts > 0;
 
--- forget_unissued_code_attempts --
--- A new email was allowed for the address: where it has no code (no account,
--- or nothing to send), its "no code" count starts afresh, as a known
--- account's does with its new version, so the two stay indistinguishable
--- (migrations/0016; outbox/producer.sql queue_link calls it too).
-SELECT code_attempts_forget_unissued(%(purpose)s, %(digest)s);
+-- email_budget_hit --
+-- One email to the address counted against its budget; true while within it.
+-- Then, where the address has no code (no account, or nothing to send), its
+-- "no code" count starts afresh, as a known account's does with its new
+-- version, so the two stay indistinguishable (migrations/0018;
+-- outbox/producer.sql queue_link calls it too).
+SELECT email_budget_hit(%(bucket)s, %(window_start)s, %(limit)s, %(purpose)s, %(digest)s);
 
 -- prune_code_attempts --
 -- Counts older than every link lifetime belong to codes that expired.

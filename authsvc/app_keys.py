@@ -56,6 +56,29 @@ def validate_redirect_url(url: str) -> str:
     return url
 
 
+def _path_escapes(path: str) -> bool:
+    """Whether some layer of decoding of `path` could resolve outside it.
+
+    A browser resolves dot segments (also percent-encoded ones) before it
+    requests the page, so /app/../admin would leave the allowed path; a proxy
+    or framework that decodes once more turns %252e%252e into .. as well, so
+    every layer is checked, down to where decoding changes nothing. Servlet
+    containers drop ";params" first, so "..;" climbs too. An empty segment
+    (//) or a backslash is read by some servers as a new root or a separator.
+    """
+    layer = path
+    while True:
+        if "\\" in layer or "//" in layer:
+            return True
+        segments = (segment.split(";")[0] for segment in layer.split("/"))
+        if any(segment in {".", ".."} for segment in segments):
+            return True
+        decoded = unquote(layer)
+        if decoded == layer:  # each pass shortens the text, so this ends
+            return False
+        layer = decoded
+
+
 def is_allowed_redirect(url: str, allowlist: list[str]) -> bool:
     """Exact scheme, host and port match, and path within an allowed path.
 
@@ -67,11 +90,7 @@ def is_allowed_redirect(url: str, allowlist: list[str]) -> bool:
     except ValueError:
         return False
     target = urlsplit(url)
-    # A browser resolves dot segments (also percent-encoded ones) before it
-    # requests the page, so /app/../admin would leave the allowed path.
-    # Servlet containers also drop ";params" first, so "..;" climbs too.
-    segments = (segment.split(";")[0] for segment in unquote(target.path).split("/"))
-    if any(segment in {".", ".."} for segment in segments):
+    if _path_escapes(target.path):
         return False
     for allowed in allowlist:
         rule = urlsplit(allowed)

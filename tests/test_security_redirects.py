@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from authsvc.app_keys import is_allowed_redirect
+from authsvc.app_keys import is_allowed_redirect, register_app
+from tests.api_support import assert_problem
 
 ALLOWLIST = ["https://ok.example.com/app", "http://localhost:3000/"]
 
@@ -83,6 +84,26 @@ DOT_SEGMENTS = [
     )
 ]
 
+# A dot segment, an empty segment or a backslash hidden under more than one
+# layer of percent-encoding: a server (or proxy) that decodes once more than the
+# browser did walks out of the allowed path.
+ENCODED_TRICKS = [
+    "https://ok.example.com/app/%252e%252e/admin",
+    "https://ok.example.com/app/%252E%252e/%252e%252e/evil",
+    "https://ok.example.com/app/.%252e/admin",
+    "https://ok.example.com/app/%25252e%25252e/admin",
+    "https://ok.example.com/app/%252e",
+    "https://ok.example.com/app/%252e%252e;x/admin",
+    "https://ok.example.com/app//evil.net/x",
+    "https://ok.example.com/app/x//y",
+    "https://ok.example.com/app/%2f/evil",
+    "https://ok.example.com/app/%2fevil.net",
+    "https://ok.example.com/app/%252f%252fevil.net",
+    "https://ok.example.com/app/%5c..%5cadmin",
+    "https://ok.example.com/app/%255c..%255cadmin",
+    "https://ok.example.com/app/x%5cy",
+]
+
 FRIENDLY = [
     "https://ok.example.com/app",
     "https://ok.example.com/app/",
@@ -90,10 +111,17 @@ FRIENDLY = [
     "HTTPS://OK.Example.COM/app/welcome",  # scheme and host are case-insensitive
     "http://localhost:3000/",
     "http://localhost:3000/verified",
+    # Percent-encoding that hides no dot segment, empty segment or backslash.
+    "https://ok.example.com/app/a%20b",
+    "https://ok.example.com/app/100%25",
+    "https://ok.example.com/app/%7Euser/x.y",
+    "https://ok.example.com/app/...",
+    "https://ok.example.com/app/.well-known",
+    "https://ok.example.com/app/welcome?next=//evil.net&dir=..%2F",
 ]
 
 
-@pytest.mark.parametrize("url", HOSTILE + DOT_SEGMENTS)
+@pytest.mark.parametrize("url", HOSTILE + DOT_SEGMENTS + ENCODED_TRICKS)
 def test_hostile_redirect_targets_are_refused(url: str) -> None:
     assert not is_allowed_redirect(url, ALLOWLIST)
 
@@ -101,6 +129,22 @@ def test_hostile_redirect_targets_are_refused(url: str) -> None:
 @pytest.mark.parametrize("url", FRIENDLY)
 def test_targets_inside_the_allowlist_are_accepted(url: str) -> None:
     assert is_allowed_redirect(url, ALLOWLIST)
+
+
+@pytest.mark.parametrize("url", ENCODED_TRICKS[:2] + ENCODED_TRICKS[6:7] + ENCODED_TRICKS[12:13])
+def test_the_api_answers_redirect_not_allowed_for_encoded_tricks(url: str, conn, client) -> None:
+    _app, key = register_app(conn, "tenant", ["https://ok.example.com/app"])
+    for path, body in (
+        ("/api/v1/password-resets", {"email": "a@example.com", "redirect_url": url}),
+        ("/api/v1/signups", {"email": "b@example.com", "password": "a fine passphrase 9",
+                             "redirect_url": url}),
+    ):
+        reply = client.post(path, json=body, headers={"Authorization": f"Bearer {key}"})
+        assert_problem(reply, 400, "redirect_not_allowed")
+    fine = {"email": "a@example.com", "redirect_url": "https://ok.example.com/app/a%20b"}
+    reply = client.post("/api/v1/password-resets", json=fine,
+                        headers={"Authorization": f"Bearer {key}"})
+    assert reply.status_code == 202, reply.get_json()
 
 
 def test_empty_allowlist_accepts_nothing() -> None:

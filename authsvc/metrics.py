@@ -16,6 +16,7 @@ from flask import Blueprint, Flask, Response, current_app, g, request
 from flask.blueprints import BlueprintSetupState
 from psycopg import Connection
 
+from authsvc.bearer import CHALLENGE, UNAUTHORIZED_BODY
 from authsvc.http_metrics import HttpMetrics
 from authsvc.outbox import STATUSES, admin
 from authsvc.web import bearer_token_matches, database_failed, db, services
@@ -106,10 +107,10 @@ def metrics() -> Response:
     token = services().settings.metrics_token
     if token and not bearer_token_matches(token):
         return Response(
-            "send Authorization: Bearer <AUTHSVC_METRICS_TOKEN>\n",
+            UNAUTHORIZED_BODY,
             status=401,
             content_type="text/plain; charset=utf-8",
-            headers={"WWW-Authenticate": 'Bearer realm="authsvc metrics"'},
+            headers={"WWW-Authenticate": CHALLENGE},
         )
     lines: list[str] = [web_metrics(current_app).exposition().rstrip("\n")]
     try:

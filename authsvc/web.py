@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import logging
 import threading
 
@@ -11,6 +10,7 @@ from flask import Flask, Response, current_app, g, request
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
+from authsvc.bearer import authorization_presents
 from authsvc.logs import log_event
 from authsvc.services import Services
 
@@ -100,10 +100,7 @@ def client_ip() -> str:
 
 def bearer_token_matches(expected: str) -> bool:
     """Whether the request carries `Authorization: Bearer <expected>` (constant-time)."""
-    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        presented.strip().encode("utf-8", "surrogateescape"), expected.encode()
-    )
+    return authorization_presents(request.headers.get("Authorization", ""), expected)
 
 
 def _return_connection(_exc: BaseException | None) -> None:

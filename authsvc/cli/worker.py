@@ -117,7 +117,7 @@ def _number_option(
     type=click.IntRange(1, 65535),
     default=None,
     help="Serve this worker's own metrics on 127.0.0.1:PORT/metrics"
-    " (--processes N: PORT..PORT+N-1).",
+    " (--processes N: PORT..PORT+N-1), behind AUTHSVC_METRICS_TOKEN when set.",
 )
 def worker(
     concurrency: int,
@@ -132,10 +132,11 @@ def worker(
     metrics_port: int | None,
 ) -> None:
     """Send queued emails: claim due outbox jobs under a lease and deliver them."""
+    # Before any child starts: a refused configuration is said once, not once per child.
+    settings = settings_or_exit()
     if processes > 1:
         params = click.get_current_context().params
         raise SystemExit(_supervise(processes, _child_argv(params), metrics_port))
-    settings = settings_or_exit()
     url = database_url_or_exit(settings)
     configure_logging()
     _require_current_schema(url, wait_for_database)
@@ -158,7 +159,7 @@ def worker(
     metrics = WorkerMetrics()
     if metrics_port is not None:
         try:
-            metrics.serve(metrics_port)
+            metrics.serve(metrics_port, token=settings.metrics_token)
         except OSError as exc:
             message = f"cannot serve metrics on port {metrics_port}: {exc}"
             raise click.ClickException(message) from None

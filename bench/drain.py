@@ -38,7 +38,8 @@ class _StubRenderer:
         return None
 
     def render(self, job: ClaimedJob) -> OutgoingEmail:
-        return OutgoingEmail(job.id, "a@b", job.recipient, f"<authsvc-job-{job.id}@b>", _DATA)
+        return OutgoingEmail(job.id, job.public_id, "a@b", job.recipient,
+                             f"<authsvc-job-{job.public_id}@b>", _DATA)
 
 
 class _NoopMailer:

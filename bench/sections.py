@@ -49,7 +49,11 @@ def latency(url: str, rate: float = 20.0, seconds: float = 15.0) -> dict[str, An
                     with conn.transaction():
                         job_id = enqueue_email(conn, template="password_changed",
                                                recipient=f"u{i}@example.com")
-                    committed[f"<authsvc-job-{job_id}@localhost>"] = time.time()
+                        # Mail names the job by its public id; read before the commit,
+                        # which the clock below starts from.
+                        public_id = conn.execute("SELECT public_id FROM email_jobs WHERE id = %s",
+                                                 (job_id,)).fetchone()[0]  # type: ignore[index]
+                    committed[f"<authsvc-job-{public_id}@localhost>"] = time.time()
                 messages = smtp.wait_for(count + 1, timeout=60)
         finally:
             worker.send_signal(signal.SIGTERM)

@@ -34,7 +34,7 @@ class AcceptKiller:
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
-        self.killed_jobs: dict[int, int] = {}  # job id → pid of the worker killed sending it
+        self.killed_jobs: dict[str, int] = {}  # public job id → pid of the worker killed sending it
         self._armed = threading.Event()
         self._lock = threading.Lock()
 
@@ -43,7 +43,7 @@ class AcceptKiller:
         self._armed.set()
 
     def on_accept(self, peer: tuple[str, int], delivered: Delivered) -> None:
-        if not self._armed.is_set() or delivered.job_id is None:
+        if not self._armed.is_set() or delivered.public_job_id is None:
             return
         with self._lock:
             if not self._armed.is_set():
@@ -53,7 +53,7 @@ class AcceptKiller:
                 return  # not found (already gone): try the next acceptance
             self._armed.clear()
             self.fleet.kill_worker(pid, signal.SIGKILL)
-            self.killed_jobs[delivered.job_id] = pid
+            self.killed_jobs[delivered.public_job_id] = pid
 
     def _sender_pid(self, port: int) -> int | None:
         for pid in self.fleet.worker_pids():
@@ -72,8 +72,8 @@ def start_provider(seed: int) -> LocalResend:
 
 def receipts(provider: LocalResend) -> list[Receipt]:
     """What the provider delivered (one per idempotency key), in the SMTP sink's terms."""
-    return [Receipt(message_id=f"<authsvc-job-{d.job_id}@provider>", recipient=",".join(d.to),
-                    token=d.token, received_at=d.accepted_at)
+    return [Receipt(message_id=f"<authsvc-job-{d.public_job_id}@provider>",
+                    recipient=",".join(d.to), token=d.token, received_at=d.accepted_at)
             for d in provider.snapshot()]
 
 

@@ -12,7 +12,8 @@ import psycopg
 from chaos.load import ApiClient
 from chaos.smtp import Receipt
 
-_JOB_ID = re.compile(r"<authsvc-job-(\d+)@")
+# Mail names a job by its public id (migrations/0019); the trail by its internal one.
+_PUBLIC_JOB_ID = re.compile(r"<authsvc-job-([0-9a-f-]{36})@")
 # Outcomes a worker records while it holds a lease; a killed worker records none.
 _OUTCOMES = {"sent", "failed", "superseded", "expired", "suppressed", "retry", "ambiguous",
              "released", "lease_lost"}
@@ -129,13 +130,14 @@ def reconcile(
     jobs = _load_jobs(conn, stuck_after_seconds)
     versions = _current_versions(conn)
     report.jobs = len(jobs)
+    internal = _internal_ids(conn)
     by_job: dict[int, list[Receipt]] = defaultdict(list)
     for receipt in receipts:
-        match = _JOB_ID.search(receipt.message_id)
-        if not match or int(match.group(1)) not in jobs:
+        job_id = _job_of(receipt, internal)
+        if job_id is None or job_id not in jobs:
             report.problems.append(f"mail with an unknown Message-ID: {receipt.message_id!r}")
             continue
-        by_job[int(match.group(1))].append(receipt)
+        by_job[job_id].append(receipt)
 
     if report.jobs != report.accepted:
         report.problems.append(f"{report.accepted} requests accepted but {report.jobs} jobs queued")
@@ -178,7 +180,7 @@ def reconcile(
 
 
 def count_crash_window(
-    conn: psycopg.Connection, report: Report, killed_jobs: dict[int, int]
+    conn: psycopg.Connection, report: Report, killed_jobs: dict[str, int]
 ) -> None:
     """Provider mode: sends the provider accepted whose worker was killed before recording.
 
@@ -187,7 +189,9 @@ def count_crash_window(
     duplicates; `report.duplicates` counts jobs delivered more than once.
     """
     confirmed = 0
-    for job_id, pid in killed_jobs.items():
+    internal = _internal_ids(conn)
+    for public_id, pid in killed_jobs.items():
+        job_id = internal.get(public_id)
         trail = conn.execute("SELECT event, lease_owner FROM email_job_events"
                              " WHERE job_id = %s ORDER BY id", (job_id,)).fetchall()
         if _killed_claims(trail, {pid}):
@@ -204,13 +208,14 @@ def check_redemptions(
     versions = _current_versions(conn)
     jobs = {r[0]: r[1:] for r in conn.execute(
         "SELECT id, user_id, purpose, token_version FROM email_jobs WHERE purpose IS NOT NULL")}
+    internal = _internal_ids(conn)
     stale: list[tuple[str, str]] = []
     current: dict[tuple[int, str], str] = {}
     for receipt in receipts:
-        match = _JOB_ID.search(receipt.message_id)
-        if not match or receipt.token is None or int(match.group(1)) not in jobs:
+        job_id = _job_of(receipt, internal)
+        if job_id is None or receipt.token is None or job_id not in jobs:
             continue
-        user_id, purpose, version = jobs[int(match.group(1))]
+        user_id, purpose, version = jobs[job_id]
         if version < versions[(user_id, purpose)]:
             stale.append((purpose, receipt.token))
         else:
@@ -252,3 +257,14 @@ def _confirm(client: ApiClient, purpose: str, token: str) -> tuple[int, dict]:
             break
         time.sleep(0.2)  # the Retry-After a client would honour, shortened
     return status, reply
+
+
+def _internal_ids(conn: psycopg.Connection) -> dict[str, int]:
+    """Public job id (as mail carries it) -> internal id (as the trail has it)."""
+    return {str(public_id): job_id for public_id, job_id in conn.execute(
+        "SELECT public_id, id FROM email_jobs WHERE public_id IS NOT NULL")}
+
+
+def _job_of(receipt: Receipt, internal: dict[str, int]) -> int | None:
+    match = _PUBLIC_JOB_ID.search(receipt.message_id)
+    return internal.get(match.group(1)) if match else None

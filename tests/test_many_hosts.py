@@ -250,13 +250,15 @@ def test_a_cut_off_worker_host_hands_its_job_to_the_other_host(hosts_unavailable
                 "SELECT count(DISTINCT lease_owner) FROM email_job_events"
                 " WHERE job_id = %s AND event = 'claimed'", (first_job,)
             ).fetchone()
-            ids = [row[0] for row in conn.execute("SELECT id FROM email_jobs ORDER BY id")]
+            ids = [str(row[0]) for row in conn.execute("SELECT public_id FROM email_jobs")]
+            first_public = str(conn.execute("SELECT public_id FROM email_jobs WHERE id = %s",
+                                            (first_job,)).fetchone()[0])  # type: ignore[index]
         by_id: dict[str, list[str]] = {}
         for host, message_id in receipts.got:
             by_id.setdefault(message_id, []).append(host)
         expected = {f"<authsvc-job-{i}@hosts.test>" for i in ids}
         assert set(by_id) == expected, "a job was lost"
-        first_id = f"<authsvc-job-{first_job}@hosts.test>"
+        first_id = f"<authsvc-job-{first_public}@hosts.test>"
         assert by_id[first_id] == ["w1", "w2"], "the cut-off host's job went to the other host"
         assert owners == (2,)
         assert all(hosts_ == ["w2"] for mid, hosts_ in by_id.items() if mid != first_id)

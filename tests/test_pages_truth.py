@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from uuid import uuid4
 
 import pytest
 
@@ -107,7 +108,8 @@ def test_the_page_and_the_email_give_a_link_the_same_lifetime(client, settings, 
     page = text_of(client.get(f"/check-email?sent={sent}"))
     now = datetime.now(UTC)
     job = ClaimedJob(
-        id=1, template=purpose, recipient="ann@example.com", payload={}, user_id=7,
+        id=1, public_id=uuid4(), template=purpose, recipient="ann@example.com", payload={},
+        user_id=7,
         purpose=purpose, token_version=1, issued_at=now, attempt_count=1, lease_owner="h:1:x",
         lease_expires_at=now, current_version=1, ambiguous_before=False,
     )

@@ -29,7 +29,7 @@ from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.pg import TestDatabases, with_database
 from tests.race_support import run_in_threads
-from tests.worker_support import queue_notices, running, worker
+from tests.worker_support import message_id_of, queue_notices, running, worker
 
 pytestmark = pytest.mark.e2e  # every test here runs PgBouncer (a process)
 
@@ -70,7 +70,7 @@ def test_worker_through_a_transaction_pooler_sends_every_job(pooled_url, conn, s
 
     assert w.failure is None
     assert {m.message_id for m in smtp.messages} == {
-        f"<authsvc-job-{i}@localhost>" for i in job_ids
+        message_id_of(conn, i) for i in job_ids
     }
     assert conn.execute("SELECT status, count(*) FROM email_jobs GROUP BY status").fetchall() == [
         ("sent", 120)

@@ -7,6 +7,7 @@ import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
+from uuid import uuid4
 
 import pytest
 
@@ -20,6 +21,8 @@ from tests.worker_support import (
     delivery,
     events,
     job_status,
+    message_id_of,
+    public_id_of,
     queue_notices,
     running,
     smtp_factory,
@@ -49,7 +52,7 @@ def test_racing_workers_send_each_job_exactly_once(database_url, conn, settings,
 
     received = Counter(m.message_id for m in smtp.messages)
     assert len(received) == 500 and set(received.values()) == {1}
-    assert {f"<authsvc-job-{i}@localhost>" for i in job_ids} == set(received)
+    assert {message_id_of(conn, i) for i in job_ids} == set(received)
     statuses = conn.execute("SELECT status, count(*) FROM email_jobs GROUP BY status").fetchall()
     assert statuses == [("sent", 500)]
     claims = conn.execute(
@@ -158,7 +161,7 @@ def test_two_quick_resets_send_one_email_with_the_newest_link(
     ).fetchall()
     assert (older[1], newer[1]) == ("superseded", "sent")
     assert [e[0] for e in events(conn, older[0])] == ["claimed", "superseded"]
-    assert resets[0].header("X-Authsvc-Job") == str(newer[0])
+    assert resets[0].header("X-Authsvc-Job") == public_id_of(conn, newer[0])
     # The link in the email works.
     token = link_token(resets[0].text)
     accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
@@ -170,7 +173,7 @@ def test_link_email_states_expiry_and_honours_redirect_url(database_url, conn, s
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 
     [message] = smtp.messages
-    assert message.message_id == f"<authsvc-job-{job_ids(conn)[0]}@localhost>"
+    assert message.message_id == message_id_of(conn, job_ids(conn)[0])
     assert "valid for 24 hours" in message.text and "expires at" in message.text
     link = next(w for w in message.text.split() if "token=" in w)
     assert link.startswith("https://app.example/welcome?lang=en&token=")
@@ -220,7 +223,7 @@ def test_delivering_one_claimed_job_twice_leaves_one_sent_row(conn, pool, settin
         "SELECT status, sent_at, provider_message_id FROM email_jobs WHERE id = %s", (job_id,)
     ).fetchone()
     assert first == again and first[0] == "sent"
-    assert first[2] == f"<authsvc-job-{job_id}@localhost>"
+    assert first[2] == message_id_of(conn, job_id)
     assert {m.message_id for m in smtp.messages} == {first[2]}
     assert [e[0] for e in events(conn, job_id)].count("sent") == 1
 
@@ -265,8 +268,8 @@ def test_a_claim_whose_columns_do_not_match_claimed_job_is_refused(conn):
 
 
 def test_a_claimed_job_and_its_outcome_never_show_the_sealed_webhook_secret():
-    job = jobs.ClaimedJob(7, "email.delivered", "https://app.example/h", {}, None, None, None,
-                          None, 1, "w1", datetime.now(UTC), None, False, kind="webhook",
+    job = jobs.ClaimedJob(7, uuid4(), "email.delivered", "https://app.example/h", {}, None, None,
+                          None, None, 1, "w1", datetime.now(UTC), None, False, kind="webhook",
                           webhook_url="https://app.example/h",
                           webhook_secret=b"sealed-secret-bytes")
     assert job.webhook_secret == b"sealed-secret-bytes"

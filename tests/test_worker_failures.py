@@ -10,6 +10,7 @@ from tests.worker_support import (
     events,
     job_status,
     make_due,
+    message_id_of,
     queue_notices,
     smtp_factory,
 )
@@ -114,7 +115,7 @@ def test_disconnect_after_final_dot_is_retried_once_with_the_same_message_id(
     smtp.script("accept_then_drop")
     deliverer = delivery(pool, settings)
     assert _deliver_twice(conn, pool, deliverer, smtp.url, job_id) == ("ambiguous", "sent")
-    assert [m.message_id for m in smtp.messages] == [f"<authsvc-job-{job_id}@localhost>"] * 2
+    assert [m.message_id for m in smtp.messages] == [message_id_of(conn, job_id)] * 2
     assert [e[0] for e in events(conn, job_id)] == ["claimed", "ambiguous", "claimed", "sent"]
 
 

@@ -6,6 +6,7 @@ import random
 from datetime import UTC, datetime
 from email import policy
 from email.parser import BytesParser
+from uuid import UUID
 
 import jinja2
 import pytest
@@ -19,6 +20,7 @@ from worker.mime import build_message, legacy_message
 from worker.render import compile_template
 
 TEMPLATES = ["verify", "reset", "account_exists", "password_changed"]
+PUBLIC_ID = UUID("0b7e6f1c-3d2a-4c5e-9f80-1a2b3c4d5e6f")
 LONG = "a-rather-long-local-part-that-makes-the-to-header-fold@" + "sub." * 6 + "example.com"
 
 
@@ -26,7 +28,7 @@ def _job(template: str, recipient: str, job_id: int = 41) -> ClaimedJob:
     now = datetime.now(UTC)
     link = template in ("verify", "reset")
     return ClaimedJob(
-        id=job_id, template=template, recipient=recipient,
+        id=job_id, public_id=PUBLIC_ID, template=template, recipient=recipient,
         payload={"redirect_url": "https://app.example/in?a=1&b=<2>"} if link else {},
         user_id=7 if link else None, purpose=template if link else None,
         token_version=3 if link else None, issued_at=now if link else None,
@@ -85,8 +87,8 @@ def test_the_test_inbox_reads_the_message(env, template):
     settings = load_settings(env)
     email = renderer(settings).render(_job(template, "ann@example.com"))
     parsed = parse_message(email.data)
-    assert parsed.subject and parsed.message_id == "<authsvc-job-41@localhost>"
-    assert parsed.text and parsed.html and parsed.headers["x-authsvc-job"] == ["41"]
+    assert parsed.subject and parsed.message_id == f"<authsvc-job-{PUBLIC_ID}@localhost>"
+    assert parsed.text and parsed.html and parsed.headers["x-authsvc-job"] == [str(PUBLIC_ID)]
     if template in ("verify", "reset"):
         assert any("token=" in link for link in parsed.links)
         assert "a=1&b=%3C2%3E&token=" in parsed.text, "the text part is not HTML-escaped"

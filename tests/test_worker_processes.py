@@ -19,6 +19,7 @@ from testkit.waiting import wait_until
 from tests.worker_support import (
     events,
     job_status,
+    message_id_of,
     queue_notices,
     start_worker_process,
     stop_process,
@@ -50,7 +51,7 @@ def test_sigkill_after_smtp_accepted_resends_with_same_message_id(conn, env, tmp
         finally:
             assert stop_process(second) == 0
 
-    assert [m.message_id for m in smtp.messages] == [f"<authsvc-job-{job_id}@localhost>"] * 2
+    assert [m.message_id for m in smtp.messages] == [message_id_of(conn, job_id)] * 2
     trail = events(conn, job_id)
     assert [e[0] for e in trail] == ["claimed", "claimed", "sent"]
     assert trail[0][1] == first_owner and trail[1][1] != first_owner
@@ -86,7 +87,7 @@ def test_sigterm_mid_batch_exits_0_and_leaves_nothing_leased(conn, env, tmp_path
         finisher = start_worker_process(env, tmp_path / "once.log", "--once")
         assert finisher.wait(30) == 0
     received = sorted(m.message_id for m in smtp.messages)
-    assert received == sorted(f"<authsvc-job-{i}@localhost>" for i in job_ids)
+    assert received == sorted(message_id_of(conn, i) for i in job_ids)
     assert conn.execute("SELECT max(attempt_count) FROM email_jobs").fetchone() == (1,)
 
 

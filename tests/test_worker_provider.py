@@ -15,7 +15,7 @@ import pytest
 
 from authsvc.config import load_settings, parse_http_provider_url
 from testkit.waiting import wait_until
-from tests.worker_support import delivery, job_status, queue_notices, renderer
+from tests.worker_support import delivery, job_status, public_id_of, queue_notices, renderer
 from tools import local_resend
 from tools.local_resend import LocalResend
 from worker import jobs
@@ -57,7 +57,7 @@ def test_accepted_send_is_recorded_sent_with_the_providers_id(conn, pool, settin
                        (job_id,)).fetchone()
     assert row == ("sent", accepted.id)
     [request] = provider.requests
-    assert request["headers"]["idempotency-key"] == f"authsvc-job-{job_id}"
+    assert request["headers"]["idempotency-key"] == f"authsvc-job-{public_id_of(conn, job_id)}"
     assert request["headers"]["authorization"] == f"Bearer {provider.api_key}"
 
 
@@ -101,7 +101,7 @@ def test_a_timeout_is_retried_with_the_same_key_and_delivered_once(conn, pool, s
     first_id = provider.snapshot()[0].id
     assert mailer.send(email) == first_id  # the first answer, again
     keys = [r["headers"]["idempotency-key"] for r in provider.requests]
-    assert keys == [f"authsvc-job-{email.job_id}"] * 2
+    assert keys == [f"authsvc-job-{email.public_job_id}"] * 2
     assert len(provider.snapshot()) == 1 and provider.replays == 1
 
 
@@ -181,7 +181,7 @@ def test_the_request_body_is_resends_documented_shape(conn, pool, settings, prov
     assert body["to"] == [email.recipient]
     assert body["subject"] == "Your password was changed"
     assert body["text"].strip() and body["html"].lstrip().startswith("<")
-    assert body["headers"] == {"X-Authsvc-Job": str(email.job_id)}
+    assert body["headers"] == {"X-Authsvc-Job": str(email.public_job_id)}
     for tag in body["tags"]:
         assert re.fullmatch(r"[A-Za-z0-9_-]{1,256}", tag["name"])
         assert re.fullmatch(r"[A-Za-z0-9_-]{1,256}", tag["value"])

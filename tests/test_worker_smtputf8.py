@@ -6,6 +6,8 @@ one job's problem, recorded on that job, while the others are delivered.
 
 from __future__ import annotations
 
+from uuid import uuid4
+
 import pytest
 
 from authsvc.outbox import enqueue_email
@@ -16,6 +18,7 @@ from tests.worker_support import (
     delivery,
     events,
     job_status,
+    message_id_of,
     queue_notices,
     running,
     smtp_factory,
@@ -71,7 +74,7 @@ def test_non_ascii_recipient_is_sent_with_smtputf8_and_the_worker_keeps_going(
             assert_still_running(conn, w, smtp, 4)
 
     [to_joerg] = [m for m in received if m.rcpt_tos == [JOERG]]
-    assert to_joerg.message_id == f"<authsvc-job-{joerg}@localhost>"
+    assert to_joerg.message_id == message_id_of(conn, joerg)
     # The header carries the address as UTF-8, not as an RFC 2047 encoded-word.
     assert f"\r\nTo: {JOERG}\r\n".encode() in to_joerg.data
     provider_id = conn.execute(
@@ -79,7 +82,7 @@ def test_non_ascii_recipient_is_sent_with_smtputf8_and_the_worker_keeps_going(
     ).fetchone()[0]
     assert provider_id == to_joerg.message_id
     assert {m.message_id for m in received} == {
-        f"<authsvc-job-{j}@localhost>" for j in [joerg, *others]
+        message_id_of(conn, j) for j in [joerg, *others]
     }
 
 
@@ -108,11 +111,11 @@ def test_non_ascii_recipient_fails_the_job_when_the_server_lacks_smtputf8(
 def test_an_address_the_session_cannot_encode_is_a_permanent_failure_of_that_message():
     """Any encoding error in the SMTP session is this message's fault, not the process's."""
     unencodable = OutgoingEmail(  # a lone surrogate: not even UTF-8 can carry it
-        1, "noreply@localhost", "j\udcf6rg@example.com", "<authsvc-job-1@localhost>",
+        1, uuid4(), "noreply@localhost", "j\udcf6rg@example.com", "<authsvc-job-1@localhost>",
         b"Subject: x\r\n\r\nbody\r\n",
     )
     fine = OutgoingEmail(
-        2, "noreply@localhost", "ann@example.com", "<authsvc-job-2@localhost>",
+        2, uuid4(), "noreply@localhost", "ann@example.com", "<authsvc-job-2@localhost>",
         b"Subject: y\r\n\r\nbody\r\n",
     )
     with SmtpDouble(smtputf8=True) as smtp:

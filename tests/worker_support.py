@@ -129,3 +129,14 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 20.0) -> int
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
     return process.wait(timeout=timeout)
+
+
+def message_id_of(conn: psycopg.Connection, job_id: int, domain: str = "localhost") -> str:
+    """The Message-ID the worker gives a job's email: it names the job by its public id."""
+    return f"<authsvc-job-{public_id_of(conn, job_id)}@{domain}>"
+
+
+def public_id_of(conn: psycopg.Connection, job_id: int) -> str:
+    row = conn.execute("SELECT public_id FROM email_jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row is not None and row[0] is not None
+    return str(row[0])

@@ -49,7 +49,7 @@ class Delivered:
 
     id: str
     idempotency_key: str | None
-    job_id: int | None  # from the X-Authsvc-Job header
+    public_job_id: str | None  # from the X-Authsvc-Job header
     to: tuple[str, ...]
     subject: str
     text: str
@@ -284,7 +284,7 @@ def _delivered(body: dict[str, Any], key: str | None, now: float) -> Delivered:
     job = body.get("headers", {}).get("X-Authsvc-Job")
     return Delivered(
         id=str(uuid.uuid4()), idempotency_key=key,
-        job_id=int(job) if isinstance(job, str) and job.isdigit() else None,
+        public_job_id=job if isinstance(job, str) and job else None,
         to=tuple([to] if isinstance(to, str) else to), subject=str(body.get("subject", "")),
         text=str(body.get("text", "")), html=str(body.get("html", "")), body=body,
         accepted_at=now,

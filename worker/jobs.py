@@ -42,7 +42,8 @@ class ClaimedJob(NamedTuple):
     the repr that hides it.
     """
 
-    id: int
+    id: int  # internal and ordered: never in anything an outsider sees
+    public_id: UUID  # stable per job, unordered: Message-ID, X-Authsvc-Job, provider keys, events
     template: str
     recipient: str
     payload: dict[str, Any]

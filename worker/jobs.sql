@@ -23,7 +23,7 @@ WITH due AS (
         next_attempt_at = now() + make_interval(secs => %(lease_seconds)s),
         attempt_count = j.attempt_count + 1
     WHERE j.id = ANY (ARRAY(SELECT id FROM due))
-    RETURNING j.id, j.template, j.recipient, j.payload, j.user_id, j.purpose,
+    RETURNING j.id, j.public_id, j.template, j.recipient, j.payload, j.user_id, j.purpose,
               j.token_version, j.issued_at, j.attempt_count, j.lease_owner,
               j.lease_expires_at,
               (SELECT CASE j.purpose WHEN 'reset' THEN u.reset_version
@@ -98,8 +98,8 @@ WITH outcome AS (
       -- pending row (a 5,000-row outbox took 2 ms a batch, growing with the
       -- backlog); the array fetches exactly these rows by primary key.
       AND j.id = ANY (%(job_ids)b::bigint[])
-    RETURNING o.job_id, o.attempt, o.event, j.kind, j.app_id, j.user_id, j.recipient, j.template,
-              j.payload
+    RETURNING o.job_id, j.public_id, o.attempt, o.event, j.kind, j.app_id, j.user_id, j.recipient,
+              j.template, j.payload
 ), app_events AS (
     -- An email an app's call queued tells that app how it ended, in this same
     -- statement: the outcome and its event commit together or not at all.
@@ -116,7 +116,8 @@ WITH outcome AS (
                                         'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
                    'data', jsonb_strip_nulls(jsonb_build_object(
                        'email', jsonb_build_object(
-                           'id', r.job_id::text,
+                           -- The public id: the internal one would count everyone's emails.
+                           'id', r.public_id::text,
                            'to', r.recipient,
                            'flow', CASE WHEN r.template IN ('reset', 'password_changed')
                                         THEN 'password_reset' ELSE 'verification' END),

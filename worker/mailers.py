@@ -17,6 +17,7 @@ import ssl
 import time
 from dataclasses import dataclass
 from typing import Protocol
+from uuid import UUID
 
 from authsvc.config import SmtpTarget
 
@@ -59,7 +60,8 @@ def needs_smtputf8(*addresses: str) -> bool:
 
 @dataclass(frozen=True)
 class OutgoingEmail:
-    job_id: int
+    job_id: int  # internal, for logs and the trail
+    public_job_id: UUID  # what the message and the provider see (Message-ID, idempotency key)
     sender: str  # bare address, for the envelope
     recipient: str
     message_id: str
@@ -78,7 +80,7 @@ class OutgoingEmail:
     @property
     def idempotency_key(self) -> str:
         """Derived from the job, never the attempt, so every retry carries the same key."""
-        return f"authsvc-job-{self.job_id}"
+        return f"authsvc-job-{self.public_job_id}"
 
 
 class Mailer(Protocol):

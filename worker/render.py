@@ -11,6 +11,7 @@ from datetime import datetime
 from email.utils import format_datetime, parseaddr
 from functools import lru_cache
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+from uuid import UUID
 
 import jinja2
 from jinja2 import nodes
@@ -62,9 +63,9 @@ def message_domain(mail_from: str) -> str:
     return address.rpartition("@")[2] or "localhost"
 
 
-def message_id_for(job_id: int, domain: str) -> str:
+def message_id_for(public_job_id: UUID, domain: str) -> str:
     """Stable per job, never per attempt: a re-send carries the same Message-ID."""
-    return f"<authsvc-job-{job_id}@{domain}>"
+    return f"<authsvc-job-{public_job_id}@{domain}>"
 
 
 Render = Callable[[Mapping[str, object]], str]
@@ -179,8 +180,8 @@ class Renderer:
             ("To", job.recipient),
             ("Subject", SUBJECTS[job.template]),
             ("Date", format_datetime(self.clock())),
-            ("Message-ID", message_id_for(job.id, self.domain)),
-            ("X-Authsvc-Job", str(job.id)),
+            ("Message-ID", message_id_for(job.public_id, self.domain)),
+            ("X-Authsvc-Job", str(job.public_id)),
         ]
         if job.token_version is not None:
             headers.append(("X-Authsvc-Token-Version", str(job.token_version)))
@@ -194,10 +195,10 @@ class Renderer:
             data = build_message(headers, text, html, utf8=utf8)
         except UnicodeError as exc:
             raise TemplateError(f"{job.template}: cannot encode the message: {exc}") from None
-        message_id = message_id_for(job.id, self.domain)
+        message_id = message_id_for(job.public_id, self.domain)
         # Same on every attempt (no Date): a provider compares a retried
         # request's body with the first one under the same idempotency key.
         extra = tuple((k, v) for k, v in headers if k.startswith("X-Authsvc-"))
-        return OutgoingEmail(job.id, self.sender, job.recipient, message_id, data,
+        return OutgoingEmail(job.id, job.public_id, self.sender, job.recipient, message_id, data,
                              from_header=self.settings.mail_from, subject=SUBJECTS[job.template],
                              text=text, html=html, headers=extra)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from uuid import UUID
 
 from psycopg import Connection
 from psycopg.rows import class_row
@@ -56,6 +57,7 @@ class JobDetail(JobSummary):
     token_version: int | None
     issued_at: datetime | None
     provider_message_id: str | None
+    public_id: UUID | None  # in the email's Message-ID and X-Authsvc-Job; None for old jobs
 
 
 @dataclass(frozen=True)

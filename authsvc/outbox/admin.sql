@@ -73,7 +73,7 @@ LIMIT %(limit)s;
 -- One job with every column an operator may need.
 SELECT id, status, template, recipient, attempt_count, created_at, next_attempt_at,
        lease_owner, lease_expires_at, sent_at, last_error, user_id, purpose,
-       token_version, issued_at, provider_message_id
+       token_version, issued_at, provider_message_id, public_id
 FROM email_jobs WHERE id = %(job_id)s;
 
 -- job_events --

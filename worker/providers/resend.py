@@ -40,7 +40,7 @@ class ResendMailer(HttpProviderMailer):
             "subject": email.subject,
             "text": email.text,
             "html": email.html,
-            "tags": [{"name": "authsvc_job", "value": str(email.job_id)}],
+            "tags": [{"name": "authsvc_job", "value": str(email.public_job_id)}],
         }
         if email.headers:
             body["headers"] = dict(email.headers)

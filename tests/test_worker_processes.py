@@ -20,6 +20,7 @@ from tests.worker_support import (
     events,
     job_status,
     message_id_of,
+    public_id_of,
     queue_notices,
     start_worker_process,
     stop_process,
@@ -201,6 +202,18 @@ def test_outbox_commands_show_trail_redrive_and_prune(conn, env, tmp_path):
         assert missing.exit_code != 0 and "no outbox job 999999" in missing.output
         assert "Traceback" not in missing.output
 
+        # The id an email shows (its Message-ID's) finds the same job.
+        public_id = public_id_of(conn, job_id)
+        by_public = runner.invoke(main, ["outbox", "show", public_id], env=env)
+        assert by_public.exit_code == 0 and by_public.output == shown_now(runner, env, job_id)
+        assert f"public_id            {public_id}" in by_public.output
+        unknown = runner.invoke(main, ["outbox", "show", str(uuid.uuid4())], env=env)
+        assert unknown.exit_code != 0 and "no outbox job" in unknown.output
+        for nonsense in ("0", "12abc", "authsvc-job-x", "9" * 30):
+            refused = runner.invoke(main, ["outbox", "redrive", nonsense], env=env)
+            assert refused.exit_code == 2 and "neither a job id" in refused.output, nonsense
+            assert "Traceback" not in refused.output
+
         bad = runner.invoke(main, ["outbox", "prune", "--older-than", "soon"], env=env)
         assert bad.exit_code == 2 and "duration" in bad.output
 
@@ -233,3 +246,9 @@ def test_worker_refuses_an_unmigrated_database_with_a_clear_message(env, test_da
         with psycopg.connect(test_databases.server_url, autocommit=True) as admin:
             drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
             admin.execute(drop.format(sql.Identifier(name)))
+
+
+def shown_now(runner, env, job_id: int) -> str:  # type: ignore[no-untyped-def]
+    from authsvc.cli import main
+
+    return runner.invoke(main, ["outbox", "show", str(job_id)], env=env).output

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from uuid import UUID
 
 import click
 import psycopg
@@ -27,6 +28,29 @@ def _connection() -> Iterator[psycopg.Connection]:
     # Driver errors become one line at the `authsvc` group (cli/startup.py).
     with connect(url, connect_timeout=10) as conn:
         yield conn
+
+
+class JobReference(click.ParamType):
+    """A job's id as `outbox list` shows it, or the public id its email carries."""
+
+    name = "job"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> int | UUID:
+        text = str(value).strip()
+        if text.isascii() and text.isdigit() and 0 < int(text) < 2**63:
+            return int(text)
+        try:
+            return UUID(text)
+        except ValueError:
+            self.fail(f"{text!r} is neither a job id nor a job's public id (a UUID)", param, ctx)
+
+
+def _job_id_or_exit(conn: psycopg.Connection, reference: int | UUID) -> int:
+    job_id = admin.job_id_of(conn, reference)
+    if job_id is None:
+        raise click.ClickException(f"no outbox job {reference}")
+    return job_id
 
 
 def _when(value: datetime | None) -> str:
@@ -65,10 +89,11 @@ def outbox_list(status: str | None, limit: int) -> None:
 
 
 @outbox.command("show")
-@click.argument("job_id", type=click.IntRange(1))
-def outbox_show(job_id: int) -> None:
-    """A job and its lease audit trail."""
+@click.argument("reference", metavar="ID", type=JobReference())
+def outbox_show(reference: int | UUID) -> None:
+    """A job and its lease audit trail (ID: the job's id, or the public id in its email)."""
     with _connection() as conn:
+        job_id = _job_id_or_exit(conn, reference)
         job = admin.find_job(conn, job_id)
         if job is None:
             raise click.ClickException(f"no outbox job {job_id}")
@@ -89,10 +114,11 @@ def outbox_show(job_id: int) -> None:
 
 
 @outbox.command("redrive")
-@click.argument("job_id", type=click.IntRange(1))
-def outbox_redrive(job_id: int) -> None:
-    """Queue a failed job again with fresh attempts."""
+@click.argument("reference", metavar="ID", type=JobReference())
+def outbox_redrive(reference: int | UUID) -> None:
+    """Queue a failed job again with fresh attempts (ID: as for `show`)."""
     with _connection() as conn:
+        job_id = _job_id_or_exit(conn, reference)
         if not admin.redrive_job(conn, job_id):
             job = admin.find_job(conn, job_id)
             if job is None:

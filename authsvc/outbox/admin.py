@@ -177,6 +177,14 @@ def find_job(conn: Connection, job_id: int) -> JobDetail | None:
         return cur.execute(Q["find_job"], {"job_id": job_id}).fetchone()
 
 
+def job_id_of(conn: Connection, reference: int | UUID) -> int | None:
+    """The internal id of a job named by either id: the operator's or the one its email shows."""
+    if isinstance(reference, int):
+        return reference
+    row = conn.execute(Q["job_by_public_id"], {"public_id": reference}).fetchone()
+    return int(row[0]) if row else None
+
+
 def job_events(conn: Connection, job_id: int) -> list[JobEvent]:
     """The audit trail of one job, oldest first."""
     with conn.cursor(row_factory=class_row(JobEvent)) as cur:

@@ -76,6 +76,10 @@ SELECT id, status, template, recipient, attempt_count, created_at, next_attempt_
        token_version, issued_at, provider_message_id, public_id
 FROM email_jobs WHERE id = %(job_id)s;
 
+-- job_by_public_id --
+-- The internal id of the job an email names (Message-ID, X-Authsvc-Job).
+SELECT id FROM email_jobs WHERE public_id = %(public_id)s;
+
 -- job_events --
 -- A job's audit trail, oldest first.
 SELECT id, event, lease_owner, lease_expires_at, attempt, token_version, provider_message_id,

@@ -18,7 +18,8 @@ from uuid import UUID
 
 from psycopg import Connection
 
-from authsvc import codes, events, ratelimit, sessions, users
+from authsvc import account_apps, codes, events, ratelimit, sessions, users
+from authsvc.app_keys import App
 from authsvc.logs import log_event
 from authsvc.outbox import NO_OUTCOME_EVENTS, count_and_queue_link, enqueue_email
 from authsvc.passwords import check_policy
@@ -57,8 +58,14 @@ def _email_budget(svc: Services, email: str, purpose: str, now: datetime) -> Rat
     return ratelimit.hit_for(f"email_{purpose}", email, svc.settings.rate_limit_email, now)
 
 
-def _link_payload(redirect_url: str | None) -> dict[str, str]:
-    return {"redirect_url": redirect_url} if redirect_url else {}
+def _email_payload(app: App | None, redirect_url: str | None = None) -> dict[str, str]:
+    """What a queued email carries for rendering: the link target and the asking app's name.
+
+    Every email an app's call queues names that app (worker/render.py), so a
+    person can tell who asked even when the link opens authsvc's own pages.
+    """
+    payload = {"redirect_url": redirect_url} if redirect_url else {}
+    return payload | ({"app_name": app.name} if app else {})
 
 
 def _issued_at(now: datetime) -> datetime:
@@ -73,7 +80,7 @@ def sign_up(
     email: str,
     password: str,
     redirect_url: str | None = None,
-    app_id: UUID | None = None,
+    app: App | None = None,
 ) -> None:
     """Create an account (or record another signup for it) and queue its email.
 
@@ -81,6 +88,8 @@ def sign_up(
     if the address is verified, else a fresh verification link. Whoever signs
     up, the password stays unusable until someone redeems a link sent to the
     address; a second signup makes the address contested (users.sql).
+    `app`: the app whose API call this is; the account becomes its when this
+    signup creates it, and `redirect_url` applies only to its own accounts.
     """
     check_policy(password, email)
     # Hash before touching the row: every branch costs one argon2 hash.
@@ -88,12 +97,18 @@ def sign_up(
     now = svc.clock()
     with conn.transaction():
         user = users.register_signup(conn, email, password_hash)
+        if app is None or not account_apps.note_signup(
+            conn, user_id=user.id, app_id=app.id, now=now
+        ):
+            redirect_url = None  # another app's or the pages' account: our pages
+        app_id = app.id if app else None
         if not codes.count_email(conn, _email_budget(svc, email, "verify", now), email,
                                  "verify").allowed:
             return  # the earlier links are retired all the same
         if user.verified:
             enqueue_email(
-                conn, template="account_exists", recipient=email, user_id=user.id, app_id=app_id
+                conn, template="account_exists", recipient=email, user_id=user.id,
+                payload=_email_payload(app), app_id=app_id,
             )
             return
         enqueue_email(
@@ -104,7 +119,7 @@ def sign_up(
             purpose="verify",
             token_version=user.verify_version,
             issued_at=_issued_at(now),
-            payload=_link_payload(redirect_url),
+            payload=_email_payload(app, redirect_url),
             app_id=app_id,
         )
 
@@ -116,13 +131,14 @@ def request_link(
     purpose: str,
     email: str,
     redirect_url: str | None = None,
-    app_id: UUID | None = None,
+    app: App | None = None,
 ) -> bool:
     """Queue a fresh `purpose` link: reset for any account, verify for an unverified one.
 
     Silent otherwise. False when the address's email limit held it back
     (callers must not tell the requester: the answer would then differ for
-    known and unknown addresses).
+    known and unknown addresses). `redirect_url` applies only when the
+    account belongs to `app` (queue_link decides, in the same statement).
     """
     now = svc.clock()
     # One statement (outbox/producer.sql queue_link): the count, the fresh
@@ -139,7 +155,8 @@ def request_link(
         conn, email=email, purpose=purpose, issued_at=_issued_at(now),
         budget=_email_budget(svc, email, purpose, now),
         code_digest=codes.address_digest(email),
-        payload={**_link_payload(redirect_url), NO_OUTCOME_EVENTS: True}, app_id=app_id,
+        payload={**_email_payload(app, redirect_url), NO_OUTCOME_EVENTS: True},
+        app_id=app.id if app else None,
     ).allowed
 
 
@@ -186,11 +203,18 @@ def _address_proven(conn: Connection, user: User) -> None:
     ratelimit.clear(conn, "login", user.email)
 
 
-def _tell_flow_app(
-    conn: Connection, user: User, purpose: str, version: int, event_type: str, now: datetime
+def _flow_completed(
+    conn: Connection, user: User, purpose: str, version: int, event_type: str, now: datetime,
+    *, first_proof: bool,
 ) -> UUID | None:
-    """Queue `event_type` for the app that sent this link, if one did; returns that app's id."""
+    """The app that sent this link, if one did: the account becomes its, and it hears `event_type`.
+
+    Returns that app's id. One app for both, so an app hears user.* events
+    exactly for the flows that made an account its own (SPEC §9, §14).
+    """
     app_id = events.flow_app(conn, user_id=user.id, purpose=purpose, version=version)
+    account_apps.note_completed_flow(conn, user_id=user.id, app_id=app_id,
+                                     first_proof=first_proof, now=now)
     events.queue_event(
         conn, app_id=app_id, event_type=event_type, data=events.user_data(user.id, user.email),
         user_id=user.id, now=now,
@@ -229,7 +253,9 @@ def _redeem_verify(
             raise _stale_link_error(conn, claims, latest)
         users.record_redemption(conn, redeemed.id, "verify", claims.version, now)
         _address_proven(conn, redeemed)
-        _tell_flow_app(conn, redeemed, "verify", claims.version, "user.verified", now)
+        # Only an unproven address redeems a verify link (redeem_verify_link).
+        _flow_completed(conn, redeemed, "verify", claims.version, "user.verified", now,
+                        first_proof=True)
     return redeemed
 
 
@@ -253,8 +279,9 @@ def _redeem_reset(
             raise _stale_link_error(conn, claims, users.find_user_by_id(conn, user.id))
         users.record_redemption(conn, redeemed.id, "reset", claims.version, now)
         _address_proven(conn, redeemed)
-        app_id = _tell_flow_app(
-            conn, redeemed, "reset", claims.version, "user.password_changed", now
+        app_id = _flow_completed(
+            conn, redeemed, "reset", claims.version, "user.password_changed", now,
+            first_proof=not user.verified,
         )
         enqueue_email(
             conn, template="password_changed", recipient=redeemed.email, user_id=redeemed.id,

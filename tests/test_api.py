@@ -40,7 +40,9 @@ def test_signup_queues_verification_with_redirect(api, conn):
     assert response.headers["Cache-Control"] == "no-store"
     assert_documented(response, "POST", "/signups")
     row = conn.execute("SELECT template, recipient, payload FROM email_jobs").fetchall()
-    assert row == [("verify", "ann@example.com", {"redirect_url": ALLOWED_REDIRECT})]
+    # A new account is the app's (SPEC §14), so its redirect applies; the email names the app.
+    assert row == [("verify", "ann@example.com",
+                    {"redirect_url": ALLOWED_REDIRECT, "app_name": "shop"})]
 
 
 def test_signup_for_existing_account_answers_the_same(api, conn, svc):

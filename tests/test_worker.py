@@ -12,6 +12,7 @@ from uuid import uuid4
 import pytest
 
 from authsvc import accounts, ratelimit, users
+from authsvc.app_keys import register_app
 from authsvc.codes import address_digest
 from authsvc.outbox import count_and_queue_link
 from testkit.smtp_double import SmtpDouble
@@ -168,8 +169,10 @@ def test_two_quick_resets_send_one_email_with_the_newest_link(
 
 
 def test_link_email_states_expiry_and_honours_redirect_url(database_url, conn, svc, settings, smtp):
+    # The redirect applies because the signup creates the account through this app (SPEC §14).
+    app, _key = register_app(conn, "shop", ["https://app.example/welcome"])
     accounts.sign_up(conn, svc, email="bo@example.com", password="correct horse battery",
-                     redirect_url="https://app.example/welcome?lang=en")
+                     redirect_url="https://app.example/welcome?lang=en", app=app)
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 
     [message] = smtp.messages

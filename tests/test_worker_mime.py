@@ -103,7 +103,7 @@ def test_templates_compiled_once_render_as_jinja_does(name):
                                      undefined=jinja2.StrictUndefined)
     context = {key: f"<{key}> & \"'x'\"" for key in
                ("recipient", "base_url", "reset_url", "login_url", "link", "expires_at",
-                "valid_for", "code", "code_url")}
+                "valid_for", "code", "code_url", "requested_by")}
     assert compile_template(environment, name)(context) == (
         environment.get_template(name).render(context)
     )

@@ -6,6 +6,8 @@ on the row; no usable token is ever stored.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from email.utils import format_datetime, parseaddr
@@ -21,6 +23,7 @@ from authsvc.addresses import is_canonical
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings
 from authsvc.durations import describe_duration
+from authsvc.hidden_characters import hides_text
 from authsvc.resources import templates_dir
 from authsvc.tokens import TokenClaims, TokenCodec
 from worker.jobs import ClaimedJob
@@ -35,6 +38,41 @@ SUBJECTS = {
 }
 LINK_PATHS = {"verify": "/verify", "reset": "/reset/confirm"}
 CODE_PATHS = {"verify": "/verify/code", "reset": "/reset/code"}
+
+
+# What a mail client would make a link of in an app's name: a scheme's colon,
+# a path's slashes, an address's @, and a dot inside a word (a host name);
+# the Unicode full stops browsers read as dots count as dots. A dot before a
+# space or at the end ("Shop Inc.") stays.
+_LINK_PUNCTUATION = re.compile(r"[:/\\@]|[.\u3002](?=\S)")
+MAX_APP_NAME_SHOWN = 100
+
+
+def shown_app_name(name: str) -> str:
+    """An app's name as an email may show it: one line of plain words, never a link.
+
+    App names are set by operators, but the email goes to someone who did
+    not choose that app, so the name is treated as untrusted text: NFKC
+    first (fullwidth and other compatibility forms of ':', '/', '@', '.'
+    become the ASCII ones), then hidden, control and line-breaking
+    characters and the link punctuation above become spaces. HTML escaping
+    is the template's (autoescape).
+    """
+    plain = "".join(" " if hides_text(c) else c for c in unicodedata.normalize("NFKC", name))
+    words = _LINK_PUNCTUATION.sub(" ", plain).split()
+    return " ".join(words)[:MAX_APP_NAME_SHOWN].strip()
+
+
+def requested_by(job: ClaimedJob, base_url: str) -> str:
+    """The sentence that names who asked for this email (SPEC §14 "Whose account").
+
+    An app's API call: that app, by name, whether or not the link opens its
+    pages. Otherwise authsvc's own pages at `base_url`.
+    """
+    if job.app_id is None:
+        return f"Requested on {base_url}."
+    name = shown_app_name(str(job.payload.get("app_name") or ""))
+    return f"Requested through the app “{name}”." if name else "Requested through an app."
 
 
 class TemplateError(Exception):
@@ -141,6 +179,7 @@ class Renderer:
             "base_url": base,
             "reset_url": base + "/reset",
             "login_url": base + "/login",
+            "requested_by": requested_by(job, base),
         }
         if job.purpose is not None:
             assert job.user_id is not None and job.token_version is not None

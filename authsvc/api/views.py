@@ -60,7 +60,7 @@ def signups() -> Response:
             email=str(values["email"]),
             password=str(values["password"]),
             redirect_url=redirect_url,
-            app_id=current_caller().app.id,
+            app=current_caller().app,
         )
         return json_reply(202, {"status": "verification_sent"})
 
@@ -75,7 +75,7 @@ def _link_request(request_link: Callable[..., bool]) -> Response:
     def call(conn: Connection) -> Reply:
         request_link(
             conn, services(), email=str(values["email"]), redirect_url=redirect_url,
-            app_id=current_caller().app.id,
+            app=current_caller().app,
         )
         return json_reply(202, {"status": "accepted"})
 

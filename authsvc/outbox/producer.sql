@@ -39,8 +39,12 @@ WITH budget AS (
 ), queued AS (
     INSERT INTO email_jobs (template, recipient, payload, user_id, purpose, token_version, issued_at,
                             app_id)
-    SELECT %(purpose)s, email, %(payload)s, id, %(purpose)s, version, %(issued_at)s,
-           %(app_id)s::uuid FROM bumped
+    -- An app's redirect_url applies only to its own accounts (migrations/0021):
+    -- any other account's link opens authsvc's pages.
+    SELECT %(purpose)s, email,
+           CASE WHEN account_belongs_to_app(id, %(app_id)s::uuid) THEN %(payload)s::jsonb
+                ELSE %(payload)s::jsonb - 'redirect_url' END,
+           id, %(purpose)s, version, %(issued_at)s, %(app_id)s::uuid FROM bumped
     RETURNING id
 )
 SELECT b.allowed, q.id, CASE WHEN q.id IS NOT NULL THEN pg_notify(%(channel)s, '') END

@@ -1,0 +1,215 @@
+"""App-steered links: an app's redirect_url applies only to accounts that belong to it.
+
+The attack: an app registered with its own redirect URL asks a reset for an
+account another app (or the web pages) created. Were its redirect honoured,
+the account holder would get a genuine email whose link and "type the code
+at" page are on the attacker's site, and one click would hand the account
+over. An account belongs to the app it signed up through and to every app
+through which it completed a flow (SPEC §14 "Whose account"); for any other
+account the email uses authsvc's own pages and names the app that asked.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+import psycopg
+import pytest
+
+from authsvc import accounts
+from authsvc.app_keys import register_app
+from authsvc.config import Settings
+from authsvc.services import Services
+from testkit.smtp_double import Received, SmtpDouble
+from tests.api_support import ALLOWED_REDIRECT, SIGNUP_PASSWORD, ApiCaller
+from tests.worker_support import worker
+
+EVIL_REDIRECT = "https://evil.example/steal"
+ANN = "ann@example.com"
+
+
+@pytest.fixture
+def evil(api: ApiCaller, conn: psycopg.Connection) -> ApiCaller:
+    """A second app, with an allowlisted redirect of its own."""
+    app, key = register_app(conn, "Evil Corp", [EVIL_REDIRECT])
+    return ApiCaller(api.client, app, key)
+
+
+class Mailbox:
+    """Runs the worker once per look and returns what it sent since the last look."""
+
+    def __init__(self, database_url: str, settings: Settings, svc: Services,
+                 smtp: SmtpDouble) -> None:
+        self.database_url, self.settings, self.svc, self.smtp = database_url, settings, svc, smtp
+        self.seen = 0
+
+    def new(self) -> list[Received]:
+        worker(self.database_url, self.settings, self.smtp.url, self.svc.clock, once=True).run()
+        fresh = self.smtp.messages[self.seen:]
+        self.seen = len(self.smtp.messages)
+        return fresh
+
+    def one(self) -> Received:
+        [message] = self.new()
+        return message
+
+
+@pytest.fixture
+def mailbox(database_url: str, settings: Settings, svc: Services, smtp: SmtpDouble) -> Mailbox:
+    return Mailbox(database_url, settings, svc, smtp)
+
+
+def _html(message: Received) -> str:
+    body = message.message.get_body(preferencelist=("html",))
+    assert body is not None
+    return str(body.get_content())
+
+
+def _link(message: Received) -> str:
+    return next(word for word in message.text.split() if "token=" in word)
+
+
+def _token(message: Received) -> str:
+    return parse_qs(urlsplit(_link(message)).query)["token"][0]
+
+
+def _assert_own_pages(message: Received, settings: Settings, purpose: str,
+                      app_name: str) -> None:
+    """The link and the code page are authsvc's, nothing points at the app, the app is named."""
+    paths = {"verify": ("/verify", "/verify/code"), "reset": ("/reset/confirm", "/reset/code")}
+    link_path, code_path = paths[purpose]
+    assert _link(message).startswith(f"{settings.base_url}{link_path}?token=")
+    assert f"at {settings.base_url}{code_path}:" in " ".join(message.text.split())
+    html = _html(message)
+    for part in (message.text, html):
+        assert "evil.example" not in part
+        assert "allowed.example.com" not in part
+    assert f"Requested through the app “{app_name}”." in " ".join(message.text.split())
+    assert f"Requested through the app “{app_name}”." in html
+
+
+def _assert_app_pages(message: Received, redirect: str, app_name: str) -> None:
+    assert _link(message).startswith(redirect + "?token=")
+    assert f"at {redirect}:" in " ".join(message.text.split())
+    assert f"Requested through the app “{app_name}”." in " ".join(message.text.split())
+
+
+def test_another_apps_reset_for_an_account_an_app_created_uses_authsvcs_pages(
+    api, evil, mailbox, settings
+):
+    api.sign_up(ANN)
+    mailbox.new()
+    response = evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    assert response.status_code == 202  # the same answer: nothing tells the app it was ignored
+    _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
+
+
+def test_another_apps_reset_for_an_account_made_on_the_pages_uses_authsvcs_pages(
+    conn, svc, evil, mailbox, settings
+):
+    accounts.sign_up(conn, svc, email=ANN, password=SIGNUP_PASSWORD)  # what /signup does
+    mailbox.new()
+    evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
+
+
+def test_another_apps_resend_and_signup_for_an_unconfirmed_account_use_authsvcs_pages(
+    api, evil, mailbox, settings
+):
+    api.sign_up(ANN)
+    mailbox.new()
+    evil.post("/verifications", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    _assert_own_pages(mailbox.one(), settings, "verify", "Evil Corp")
+    evil.post("/signups", {"email": ANN, "password": "evil long passphrase",
+                           "redirect_url": EVIL_REDIRECT})
+    _assert_own_pages(mailbox.one(), settings, "verify", "Evil Corp")
+
+
+def test_an_account_an_app_created_gets_that_apps_redirect(api, evil, mailbox):
+    signup = {"email": ANN, "password": SIGNUP_PASSWORD, "redirect_url": EVIL_REDIRECT}
+    assert evil.post("/signups", signup).status_code == 202
+    _assert_app_pages(mailbox.one(), EVIL_REDIRECT, "Evil Corp")
+    evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    _assert_app_pages(mailbox.one(), EVIL_REDIRECT, "Evil Corp")
+    # Still nobody else's: the first app's redirect does not apply to it.
+    api.post("/password-resets", {"email": ANN, "redirect_url": ALLOWED_REDIRECT})
+    assert "allowed.example.com" not in mailbox.one().text
+
+
+def test_completing_a_flow_an_app_started_makes_the_account_that_apps(
+    api, evil, conn, svc, mailbox, settings
+):
+    api.sign_up(ANN)
+    accounts.confirm_verification(conn, svc, token=_token(mailbox.one()))
+    evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    reset = mailbox.one()
+    _assert_own_pages(reset, settings, "reset", "Evil Corp")
+    # The holder completes the reset the second app asked for, on authsvc's page.
+    accounts.reset_password(conn, svc, token=_token(reset), password="a new long passphrase")
+    mailbox.new()  # the "password changed" notice
+    evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    _assert_app_pages(mailbox.one(), EVIL_REDIRECT, "Evil Corp")
+    # And the first app's account it stays (it completed the verification through it).
+    api.post("/password-resets", {"email": ANN, "redirect_url": ALLOWED_REDIRECT})
+    _assert_app_pages(mailbox.one(), ALLOWED_REDIRECT, "shop")
+
+
+def test_an_app_that_signed_up_an_address_first_loses_it_when_another_apps_flow_proves_it(
+    api, evil, conn, svc, mailbox, settings
+):
+    """The pre-account trick: create the victim's account through your app before they do."""
+    evil.post("/signups", {"email": ANN, "password": "evil long passphrase",
+                           "redirect_url": EVIL_REDIRECT})
+    mailbox.new()  # the holder ignores it
+    api.post("/signups", {"email": ANN, "password": SIGNUP_PASSWORD,
+                          "redirect_url": ALLOWED_REDIRECT})
+    verify = mailbox.one()
+    _assert_own_pages(verify, settings, "verify", "shop")  # not the shop's account yet
+    accounts.confirm_verification(conn, svc, token=_token(verify), password="owner passphrase 1")
+    evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
+    api.post("/password-resets", {"email": ANN, "redirect_url": ALLOWED_REDIRECT})
+    _assert_app_pages(mailbox.one(), ALLOWED_REDIRECT, "shop")
+
+
+def test_the_relation_is_written_with_the_signup_and_the_completed_flow(api, evil, conn, svc,
+                                                                       mailbox):
+    api.sign_up(ANN)
+    rows = conn.execute("SELECT u.email, a.name FROM account_apps AS m JOIN users AS u"
+                        " ON u.id = m.user_id JOIN apps AS a ON a.id = m.app_id").fetchall()
+    assert rows == [(ANN, "shop")]
+    accounts.confirm_verification(conn, svc, token=_token(mailbox.one()))
+    evil.post("/password-resets", {"email": ANN})
+    accounts.reset_password(conn, svc, token=_token(mailbox.one()), password="a new passphrase 2")
+    names = {r[0] for r in conn.execute("SELECT a.name FROM account_apps AS m"
+                                        " JOIN apps AS a ON a.id = m.app_id")}
+    assert names == {"shop", "Evil Corp"}
+
+
+HOSTILE_NAMES = [
+    "<b>Shop</b><a href=\"https://evil.example/x\">click</a>",
+    "Shop\r\nBcc: victim@evil.example\r\n\r\nhttps://evil.example/steal",
+    "Shop — reset at https://evil.example/steal now",
+    "Shop www.evil.example evil.example/steal owner@evil.example",
+    "Shop\u202e\u200belgoog.evil.example",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_an_app_name_cannot_inject_markup_headers_or_links(conn, svc, api, mailbox, settings,
+                                                           name):
+    app, key = register_app(conn, name, [])
+    hostile = ApiCaller(api.client, app, key)
+    api.sign_up(ANN)
+    mailbox.new()
+    hostile.post("/password-resets", {"email": ANN})
+    message = mailbox.one()
+    html = _html(message)
+    assert "<b>" not in html and "href=\"https://evil" not in html
+    assert message.header("Bcc") is None
+    assert sorted(message.message.keys()) == sorted(mailbox.smtp.messages[0].message.keys())
+    for part in (message.text, html):
+        assert "evil.example" not in part and "://evil" not in part and "@evil" not in part
+        assert "\u202e" not in part and "\u200b" not in part
+    shown = next(line for line in message.text.splitlines() if "Requested through" in line)
+    assert shown.startswith("Requested through the app “") and shown.endswith("”.")

@@ -1,8 +1,9 @@
 """The code_attempts table: how many tries an address has had at its current code.
 
 Codes themselves are derived (authsvc.tokens) and never stored; this module
-only counts tries, five per (purpose, address, version), and finds the email
-whose claims a typed code must match. Addresses are kept as digests.
+only counts tries, five per (purpose, address) until an email allowed by the
+address's budget starts them afresh, and finds the email whose claims a typed
+code must match. Addresses are kept as digests.
 """
 
 from __future__ import annotations
@@ -70,16 +71,17 @@ def count_attempt(conn: Connection, email: str, purpose: str, now: datetime) -> 
 
 def give_back_attempt(conn: Connection, email: str, attempt: CodeAttempt) -> None:
     """Return a try that found the right code but failed for another reason."""
-    params = {
-        "purpose": attempt.purpose,
-        "digest": address_digest(email),
-        "version": attempt.version or 0,
-    }
+    params = {"purpose": attempt.purpose, "digest": address_digest(email)}
     conn.execute(Q["give_back_code_attempt"], params)
 
 
 def count_email(conn: Connection, budget: RateLimitHit, email: str, purpose: str) -> Decision:
-    """Count an email to `email` against `budget`; within it, its code tries start afresh."""
+    """Count an email to `email` against `budget`; within it, its code tries start afresh.
+
+    Tries start afresh nowhere else (migrations/0020 email_budget_hit, which
+    link requests call too): known or unknown, confirmed or not, an address
+    gets five fresh tries exactly when an email to it is allowed.
+    """
     params = {**budget.params(), "purpose": purpose, "digest": address_digest(email)}
     row = conn.execute(Q["email_budget_hit"], params).fetchone()
     assert row is not None  # the function returns one row
@@ -89,8 +91,9 @@ def count_email(conn: Connection, budget: RateLimitHit, email: str, purpose: str
 def prune_code_attempts(conn: Connection, now: datetime, keep: timedelta) -> int:
     """Drop counts older than `keep` (the longest link lifetime): their codes expired.
 
-    A count is created at or after its email's issued_at, so one older than
-    every lifetime belongs to a code that can no longer redeem; a "no code"
-    count (version 0) dropped this way guards nothing.
+    Every email that carries a code is allowed by the budget, which drops the
+    address's count, so a count is younger than the address's current code:
+    one older than every lifetime belongs to a code that can no longer
+    redeem (or to an address that has none, for which it guards nothing).
     """
     return conn.execute(Q["prune_code_attempts"], {"before": now - keep}).rowcount

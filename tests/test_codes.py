@@ -308,9 +308,9 @@ def test_the_emails_carry_the_code_for_their_link(database_url, conn, svc, setti
 def test_the_worker_prunes_counts_older_than_every_lifetime(database_url, conn, settings):
     longest = max(settings.reset_ttl, settings.verify_ttl)
     conn.execute(
-        "INSERT INTO code_attempts (purpose, address_digest, version, attempts, created_at)"
-        " VALUES ('verify', '\\x01', 1, 5, now() - make_interval(secs => %s + 60)),"
-        " ('reset', '\\x02', 1, 5, now() - make_interval(secs => %s - 60))",
+        "INSERT INTO code_attempts (purpose, address_digest, attempts, created_at)"
+        " VALUES ('verify', '\\x01', 5, now() - make_interval(secs => %s + 60)),"
+        " ('reset', '\\x02', 5, now() - make_interval(secs => %s - 60))",
         (longest, longest),
     )
 

@@ -9,9 +9,10 @@ import psycopg
 import pytest
 
 from authsvc import accounts
+from authsvc.codes import address_digest, count_attempt
 from authsvc.config import load_settings
 from authsvc.db import connect, create_pool
-from authsvc.migrate import LOCK_KEY, applied_versions, upgrade
+from authsvc.migrate import LOCK_KEY, applied_versions, available_migrations, upgrade
 from authsvc.resources import migrations_dir
 from authsvc.services import build_services
 from authsvc.tokens import TokenClaims
@@ -95,3 +96,37 @@ def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(
             first.execute("INSERT INTO schema_migrations (version, name) VALUES ('0000', 'x')")
         waiting.join(timeout=10)
     assert seen == [{"0000"}]
+
+
+def test_tries_counted_per_version_become_one_count_per_address_and_none_are_gained(
+    empty_database_url,
+):
+    """0020 counts tries per (purpose, address): each address keeps its most tries
+    of any version (an upgrade must not hand out fresh guesses) and its latest
+    start (no count is pruned sooner than before)."""
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        for migration in available_migrations():
+            if migration.version >= "0020":
+                break
+            with conn.transaction():
+                conn.execute(migration.path.read_text(encoding="utf-8"))  # type: ignore[arg-type]
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                             (migration.version, migration.name))
+        ann, bo = address_digest("ann@example.com"), address_digest("bo@example.com")
+        at = [datetime(2026, 3, 1, hour, 0, tzinfo=UTC) for hour in (10, 11, 12)]
+        conn.execute(
+            "INSERT INTO code_attempts (purpose, address_digest, version, attempts, created_at)"
+            " VALUES ('verify', %(ann)s, 0, 2, %(t0)s), ('verify', %(ann)s, 3, 5, %(t1)s),"
+            " ('verify', %(ann)s, 4, 1, %(t2)s), ('reset', %(ann)s, 1, 3, %(t1)s),"
+            " ('verify', %(bo)s, 0, 4, %(t0)s)",
+            {"ann": ann, "bo": bo, "t0": at[0], "t1": at[1], "t2": at[2]},
+        )
+    upgrade(empty_database_url)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT purpose, address_digest, attempts, created_at FROM code_attempts"
+            " ORDER BY purpose, attempts"
+        ).fetchall()
+        assert rows == [("reset", ann, 3, at[1]), ("verify", bo, 4, at[0]),
+                        ("verify", ann, 5, at[2])]
+        assert count_attempt(conn, "ann@example.com", "verify", at[2]).exhausted

@@ -3,11 +3,14 @@
 -- address has an account (same work, same time). Finds the email that
 -- carried the account's current version of this purpose (none: the code is
 -- used, superseded, or was never sent; for verify, also none once the
--- address is proven), then takes one of the five tries for that version
--- (version 0 when there is no code). Returns one row: the target's user id,
--- version and issued_at (NULL when there is none) and the try's number, NULL
--- when the tries were already used up. The upsert's row lock serialises
--- concurrent tries, so the cap holds under any concurrency.
+-- address is proven), and takes one of the address's five tries for this
+-- purpose. The tries belong to the address, not to a version: only an email
+-- allowed by its budget starts them afresh (migrations/0020
+-- email_budget_hit), so nothing but the requests themselves decides the
+-- answer to a wrong code. Returns one row: the target's user id, version and
+-- issued_at (NULL when there is none) and the try's number, NULL when the
+-- tries were already used up. The upsert's row lock serialises concurrent
+-- tries, so the cap holds under any concurrency.
 WITH target AS (
     SELECT u.id AS user_id, j.token_version AS version, j.issued_at
     FROM (VALUES (1)) AS one (x)
@@ -21,9 +24,9 @@ WITH target AS (
         ORDER BY id DESC LIMIT 1
     ) j ON true
 ), counted AS (
-    INSERT INTO code_attempts (purpose, address_digest, version, attempts, created_at)
-    SELECT %(purpose)s, %(digest)s, coalesce(target.version, 0), 1, %(now)s FROM target
-    ON CONFLICT (purpose, address_digest, version)
+    INSERT INTO code_attempts (purpose, address_digest, attempts, created_at)
+    VALUES (%(purpose)s, %(digest)s, 1, %(now)s)
+    ON CONFLICT (purpose, address_digest)
     DO UPDATE SET attempts = code_attempts.attempts + 1
     WHERE code_attempts.attempts < %(max_attempts)s
     RETURNING attempts
@@ -35,15 +38,12 @@ FROM target;
 -- The code was right but the call failed for another reason (a password was
 -- needed, or too weak): that try does not count against the five.
 UPDATE code_attempts SET attempts = attempts - 1
-WHERE purpose = %(purpose)s AND address_digest = %(digest)s AND version = %(version)s
-  AND attempts > 0;
+WHERE purpose = %(purpose)s AND address_digest = %(digest)s AND attempts > 0;
 
 -- email_budget_hit --
--- One email to the address counted against its budget; true while within it.
--- Then, where the address has no code (no account, or nothing to send), its
--- "no code" count starts afresh, as a known account's does with its new
--- version, so the two stay indistinguishable (migrations/0018;
--- outbox/producer.sql queue_link calls it too).
+-- One email to the address counted against its budget; true while within it,
+-- and then the address's code tries of this purpose start afresh, account or
+-- not (migrations/0020; outbox/producer.sql queue_link calls it too).
 SELECT email_budget_hit(%(bucket)s, %(window_start)s, %(limit)s, %(purpose)s, %(digest)s);
 
 -- prune_code_attempts --

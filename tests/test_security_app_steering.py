@@ -19,6 +19,7 @@ import pytest
 from authsvc import accounts
 from authsvc.app_keys import register_app
 from authsvc.config import Settings
+from authsvc.migrate import available_migrations, upgrade
 from authsvc.services import Services
 from testkit.smtp_double import Received, SmtpDouble
 from tests.api_support import ALLOWED_REDIRECT, SIGNUP_PASSWORD, ApiCaller
@@ -213,3 +214,72 @@ def test_an_app_name_cannot_inject_markup_headers_or_links(conn, svc, api, mailb
         assert "\u202e" not in part and "\u200b" not in part
     shown = next(line for line in message.text.splitlines() if "Requested through" in line)
     assert shown.startswith("Requested through the app “") and shown.endswith("”.")
+
+
+def _database_before_0021(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        for migration in available_migrations():
+            if migration.version >= "0021":
+                break
+            with conn.transaction():
+                conn.execute(migration.path.read_text(encoding="utf-8"))  # type: ignore[arg-type]
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                             (migration.version, migration.name))
+
+
+def test_the_migration_gives_existing_accounts_only_the_apps_the_outbox_proves(
+    empty_database_url,
+):
+    """0021 backfills from completed flows (a redeemed link an app's call sent) and, for
+    accounts nobody proved yet, the creating signup's app; pending emails lose a redirect
+    the new rule would refuse and gain the asking app's name."""
+    _database_before_0021(empty_database_url)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        def app(name: str) -> object:
+            return conn.execute("INSERT INTO apps (name, key_hash) VALUES (%s, %s) RETURNING id",
+                                (name, name.encode())).fetchone()[0]
+
+        def user(email: str, verified: bool) -> int:
+            return conn.execute(
+                "INSERT INTO users (email, password_hash, verify_version, email_verified_at)"
+                " VALUES (%s, 'x', 1, CASE WHEN %s THEN now() END) RETURNING id",
+                (email, verified)).fetchone()[0]
+
+        def job(user_id: int, purpose: str, version: int, app_id: object, status: str = "sent",
+                redeemed: bool = False, payload: str = "{}") -> int:
+            if redeemed:
+                conn.execute("INSERT INTO token_redemptions (user_id, purpose, version)"
+                             " VALUES (%s, %s, %s)", (user_id, purpose, version))
+            return conn.execute(
+                "INSERT INTO email_jobs (template, recipient, payload, user_id, purpose,"
+                " token_version, issued_at, app_id, status) VALUES (%s, 'x@example.com', %s, %s,"
+                " %s, %s, now(), %s, %s) RETURNING id",
+                (purpose, payload, user_id, purpose, version, app_id, status)).fetchone()[0]
+
+        shop, evil = app("shop"), app("evil")
+        confirmed = user("confirmed@example.com", True)  # signed up and confirmed via the shop
+        job(confirmed, "verify", 1, shop, redeemed=True)
+        waiting = user("waiting@example.com", False)  # signed up via the shop, not confirmed
+        job(waiting, "verify", 1, shop)
+        grabbed = user("grabbed@example.com", True)  # evil signed it up, the shop's flow proved it
+        job(grabbed, "verify", 1, evil)
+        job(grabbed, "verify", 2, shop, redeemed=True)
+        reset = user("reset@example.com", True)  # made on the pages, reset through evil
+        job(reset, "reset", 1, evil, redeemed=True)
+        steered = job(confirmed, "reset", 1, evil, status="pending",
+                      payload='{"redirect_url": "https://evil.example/steal"}')
+        own = job(confirmed, "reset", 2, shop, status="pending",
+                  payload='{"redirect_url": "https://shop.example/in"}')
+    upgrade(empty_database_url)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT u.email, a.name FROM account_apps AS m"
+                            " JOIN users AS u ON u.id = m.user_id JOIN apps AS a ON a.id = m.app_id"
+                            " ORDER BY 1, 2").fetchall()
+        assert rows == [("confirmed@example.com", "shop"), ("grabbed@example.com", "shop"),
+                        ("reset@example.com", "evil"), ("waiting@example.com", "shop")]
+        payloads = dict(conn.execute("SELECT id, payload FROM email_jobs WHERE id IN (%s, %s)",
+                                     (steered, own)).fetchall())
+        assert payloads == {
+            steered: {"app_name": "evil"},
+            own: {"redirect_url": "https://shop.example/in", "app_name": "shop"},
+        }

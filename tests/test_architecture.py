@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,110 @@ def test_the_token_codec_is_built_in_one_place():
         if "TokenCodec(" in path.read_text(encoding="utf-8")
     ]
     assert built == ["authsvc/services.py"]
+
+
+# The same rules over the whole import graph: a module may not reach what it
+# may not import through any chain, including the package __init__ files an
+# import runs first (importing authsvc.cli.worker runs authsvc/cli/__init__.py).
+PROJECT_PACKAGES = ("authsvc", "worker")
+WEB_ONLY = re.compile(r"^(flask|flask_wtf|werkzeug|authsvc\.(api|pages|inbox|web|flask_app))(\.|$)")
+SENDS_MAIL = re.compile(r"^(smtplib|aiosmtplib|worker)(\.|$)")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Project module -> every module its import statements load (external ones as named)."""
+    files = {_module_name(p): p for pkg in PROJECT_PACKAGES for p in _modules(pkg)}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                targets.add(base)
+                # `from pkg import mod` loads pkg.mod when it is a module.
+                targets.update(f"{base}.{a.name}" for a in node.names
+                               if f"{base}.{a.name}" in files)
+        loaded: set[str] = set()
+        for target in targets:
+            parts = target.split(".")
+            # Importing a.b.c runs a/__init__, a/b/__init__, then a/b/c.
+            loaded.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        graph[name] = {t for t in loaded if t != name}
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> dict[str, str]:
+    """Everything `start` loads, each with the module that first imported it (for the message)."""
+    seen: dict[str, str] = {}
+    parts = start.split(".")
+    todo = [".".join(parts[: i + 1]) for i in range(len(parts))]
+    while todo:
+        current = todo.pop()
+        for target in graph.get(current, ()):
+            if target not in seen:
+                seen[target] = current
+                todo.append(target)
+    return seen
+
+
+def _chain(seen: dict[str, str], start: str, end: str) -> str:
+    path = [end]
+    while path[-1] in seen and path[-1] != start:
+        path.append(seen[path[-1]])
+    return " <- ".join(path)
+
+
+@pytest.mark.parametrize("start", ["worker.loop", "authsvc.cli.worker", "worker.delivery"])
+def test_the_worker_never_reaches_flask_through_any_chain(start):
+    graph = _import_graph()
+    assert start in graph
+    seen = _reachable(graph, start)
+    bad = sorted(_chain(seen, start, m) for m in seen if WEB_ONLY.match(m))
+    assert bad == []
+
+
+@pytest.mark.parametrize("start", ["authsvc.api", "authsvc.pages", "authsvc.flask_app"])
+def test_the_web_layer_never_reaches_mail_sending_through_any_chain(start):
+    graph = _import_graph()
+    seen = _reachable(graph, start)
+    assert seen, start
+    assert sorted(_chain(seen, start, m) for m in seen if SENDS_MAIL.match(m)) == []
+
+
+def test_the_graph_check_follows_package_inits():
+    """Not vacuous: before commands loaded lazily, cli/__init__ pulled Flask into the worker."""
+    graph = {"authsvc.cli": {"authsvc.cli.dev"}, "authsvc.cli.dev": {"flask"},
+             "authsvc.cli.worker": {"authsvc.cli", "worker"}, "authsvc": set()}
+    seen = _reachable(graph, "authsvc.cli.worker")
+    assert "flask" in seen
+    assert _chain(seen, "authsvc.cli.worker", "flask") == (
+        "flask <- authsvc.cli.dev <- authsvc.cli <- authsvc.cli.worker")
+
+
+@pytest.mark.e2e
+def test_the_worker_process_loads_no_flask(tmp_path):
+    """The real `authsvc worker` entry point, as far as its option parsing: no Flask in memory."""
+    probe = (
+        "import sys\n"
+        "from authsvc.cli import main\n"
+        "try:\n"
+        "    main(['worker', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('flask', 'werkzeug'))\n"
+        "print('LOADED', loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, check=False)
+    assert "LOADED []" in done.stdout, done.stdout + done.stderr

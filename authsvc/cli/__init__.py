@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 from types import FrameType
@@ -9,13 +10,36 @@ from types import FrameType
 import click
 from dotenv import load_dotenv
 
-from authsvc.cli import apps, db, dev, inbox, outbox, serve, suppressions
-from authsvc.cli import worker as worker_command
 from authsvc.cli.startup import database_errors
+
+# Each command's module is imported only when that command runs, so
+# `authsvc worker` never loads Flask or the web layer that `serve` and `dev`
+# need (tests/test_architecture.py checks both the graph and a real process).
+COMMANDS = {
+    "db": "authsvc.cli.db:db",
+    "apps": "authsvc.cli.apps:apps",
+    "serve": "authsvc.cli.serve:serve",
+    "dev": "authsvc.cli.dev:dev",
+    "inbox": "authsvc.cli.inbox:inbox",
+    "worker": "authsvc.cli.worker:worker",
+    "outbox": "authsvc.cli.outbox:outbox",
+    "suppressions": "authsvc.cli.suppressions:suppressions",
+}
 
 
 class AuthsvcGroup(click.Group):
-    """The command group; every subcommand runs inside the one driver-error boundary."""
+    """The command group: subcommands load lazily and run inside the one driver-error boundary."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module_name, _, attribute = COMMANDS[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        assert isinstance(command, click.Command), module_name
+        return command
 
     def invoke(self, ctx: click.Context) -> object:
         with database_errors():
@@ -36,12 +60,3 @@ def main() -> None:
 def _exit_on_sigterm(signum: int, _frame: FrameType | None) -> None:
     sys.exit(128 + signum)
 
-
-main.add_command(db.db)
-main.add_command(apps.apps)
-main.add_command(serve.serve)
-main.add_command(dev.dev)
-main.add_command(inbox.inbox)
-main.add_command(worker_command.worker)
-main.add_command(outbox.outbox)
-main.add_command(suppressions.suppressions)

@@ -14,7 +14,7 @@ SELECT pg_notify(%(channel)s, '');
 -- A link request in one statement, so one commit whether or not the address
 -- has an account (a second commit would wait for a second WAL flush, and a
 -- prober could time it). The address's email budget is counted for every
--- request, and within it the address gets fresh code tries (migrations/0018
+-- request, and within it the address gets fresh code tries (migrations/0020
 -- email_budget_hit, which signups call too); its outstanding links of the
 -- purpose are retired as the email with the new one is queued; that part matches
 -- nothing when the address has no account (or, for verify, is already

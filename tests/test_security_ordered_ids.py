@@ -19,6 +19,7 @@ import pytest
 from itsdangerous import URLSafeSerializer
 
 from authsvc import accounts, users
+from authsvc.app_keys import App
 from tests.worker_support import worker
 
 PASSWORD = "correct horse battery staple"
@@ -92,7 +93,8 @@ def test_email_events_name_the_email_by_its_public_id(database_url, conn, svc, s
         "INSERT INTO apps (name, key_hash, webhook_url, webhook_secret)"
         " VALUES ('shop', '\\x01', 'https://shop.example/hooks', '\\x02') RETURNING id"
     ).fetchone()[0]
-    accounts.sign_up(conn, svc, email="me@example.com", password=PASSWORD, app_id=app_id)
+    accounts.sign_up(conn, svc, email="me@example.com", password=PASSWORD,
+                     app=App(app_id, "shop", []))
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 
     [message] = smtp.messages

@@ -26,6 +26,10 @@ SMTP_SCHEMES = {"smtp", "smtp+starttls", "smtps"}
 HTTP_PROVIDER_SCHEMES = {"resend": "https", "resend+http": "http"}
 # Beyond this PostgreSQL's timestamps overflow; no lifetime needs more.
 MAX_DURATION_SECONDS = 36500 * 86400
+_BYTES = re.compile(r"^\s*(\d+)\s*(?:([kmg])(?:i?b)?)?\s*$", re.IGNORECASE)
+_BYTE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+MIN_INBOX_BYTES = 1024**2
+MAX_INBOX_BYTES = 64 * 1024**3
 
 
 class ConfigError(Exception):
@@ -99,6 +103,8 @@ class Settings:
     direct_database_url: str | None = None
     # PROMETHEUS_MULTIPROC_DIR (set by `authsvc serve`): /metrics sums every process's files.
     metrics_multiproc_dir: Path | None = None
+    # AUTHSVC_TEST_INBOX_MAX_BYTES: the whole test inbox's bytes (452 beyond them).
+    test_inbox_max_bytes: int = 256 * 1024**2
 
     @property
     def production(self) -> bool:
@@ -125,6 +131,17 @@ def parse_duration(value: str) -> int:
     if seconds > MAX_DURATION_SECONDS:
         raise ValueError(f"must be at most {MAX_DURATION_SECONDS // 86400} days")
     return seconds
+
+
+def parse_inbox_bytes(value: str) -> int:
+    """Bytes from '268435456', '256M', '256MiB' or '1G' (binary units), 1 MiB to 64 GiB."""
+    match = _BYTES.match(value)
+    if not match:
+        raise ValueError(f"expected a size such as 256M or 1G, got {value!r}")
+    size = int(match.group(1)) * _BYTE_UNITS[(match.group(2) or "").lower()]
+    if not MIN_INBOX_BYTES <= size <= MAX_INBOX_BYTES:
+        raise ValueError("must be between 1M and 64G")
+    return size
 
 
 def parse_rate_limit(value: str) -> RateLimit:
@@ -330,6 +347,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
     if not re.fullmatch(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?", inbox_domain):
         problems.append(f"AUTHSVC_TEST_INBOX_DOMAIN: not a domain name: {inbox_domain!r}")
 
+    inbox_max_bytes = int(parsed("AUTHSVC_TEST_INBOX_MAX_BYTES", "256M", parse_inbox_bytes))  # type: ignore[call-overload]
     lease_seconds = int(parsed("AUTHSVC_LEASE_SECONDS", "45", parse_duration))  # type: ignore[call-overload]
     max_attempts_raw = get("AUTHSVC_MAX_ATTEMPTS", "8") or "8"
     if not max_attempts_raw.isdigit() or not 1 <= int(max_attempts_raw) <= 100:
@@ -391,6 +409,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         test_inbox=test_inbox,
         test_inbox_domain=inbox_domain,
         test_inbox_token=get("AUTHSVC_TEST_INBOX_TOKEN"),
+        test_inbox_max_bytes=inbox_max_bytes,
         trusted_proxies=int(trusted_raw),
         metrics_token=metrics_token,
         null_mail=null_mail,

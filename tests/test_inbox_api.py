@@ -195,7 +195,10 @@ def test_messages_older_than_a_day_are_hidden_and_pruned(inbox, sink, pool, conn
         assert response.json["code"] == "not_found"
     with running_sink(pool):  # a sink prunes when it starts (and every few minutes after)
         pass
-    subjects = conn.execute("SELECT subject FROM inbox_messages WHERE scope = %s", (scope,))
+    subjects = conn.execute(
+        "SELECT subject FROM inbox_messages AS m JOIN inbox_contents AS c ON c.id = m.content_id"
+        " WHERE scope = %s", (scope,)
+    )
     assert subjects.fetchall() == [("new",)]
 
 

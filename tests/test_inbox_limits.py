@@ -37,10 +37,13 @@ def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
 def _store_big(conn, scope: str, count: int, body_bytes: int) -> None:
     # Built by the server: twenty 4 MB rows in a second, not twenty SMTP sessions.
     conn.execute(
-        "INSERT INTO inbox_messages (scope, recipients, subject, text_body, raw)"
-        " SELECT %s, ARRAY[%s], 'big ' || n, repeat('x', %s), convert_to('raw', 'UTF8')"
-        " FROM generate_series(1, %s) AS n",
-        (scope, f"{scope}@inbox.test", body_bytes, count),
+        "WITH contents AS ("
+        "  INSERT INTO inbox_contents (subject, text_body, raw)"
+        "  SELECT 'big ' || n, repeat('x', %s), convert_to('raw', 'UTF8')"
+        "  FROM generate_series(1, %s) AS n RETURNING id)"
+        " INSERT INTO inbox_messages (scope, recipients, content_id)"
+        " SELECT %s, ARRAY[%s], id FROM contents ORDER BY id",
+        (body_bytes, count, scope, f"{scope}@inbox.test"),
     )
 
 

@@ -16,7 +16,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from authsvc.inbox import smtp
-from authsvc.inbox.messages import insert_message
+from authsvc.inbox.messages import insert_content, insert_message
 from authsvc.inbox.parsing import parse_message
 from authsvc.inbox.smtp import InboxSink
 from testkit.waiting import free_port, wait_until
@@ -31,8 +31,8 @@ def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
 
 def stored(conn: psycopg.Connection, scope: str) -> list[tuple]:
     return conn.execute(
-        "SELECT recipients, mail_from, subject, text_body, links FROM inbox_messages"
-        " WHERE scope = %s ORDER BY id",
+        "SELECT recipients, mail_from, subject, text_body, links FROM inbox_messages AS m"
+        " JOIN inbox_contents AS c ON c.id = m.content_id WHERE scope = %s ORDER BY m.id",
         (scope,),
     ).fetchall()
 
@@ -116,7 +116,10 @@ def test_several_recipients_in_several_scopes(sink, conn):
 def test_malformed_mime_is_stored_without_crashing(sink, conn, raw):
     with smtplib.SMTP("127.0.0.1", sink.port, timeout=10) as client:
         client.sendmail("x@example.com", ["weird@inbox.test"], raw)
-    [[stored_raw]] = conn.execute("SELECT raw FROM inbox_messages WHERE scope = 'weird'").fetchall()
+    [[stored_raw]] = conn.execute(
+        "SELECT raw FROM inbox_messages AS m JOIN inbox_contents AS c ON c.id = m.content_id"
+        " WHERE scope = 'weird'"
+    ).fetchall()
     assert bytes(stored_raw).rstrip(b"\r\n") == raw.rstrip(b"\r\n")
     send(sink.port, email("weird@inbox.test", subject="next one"))  # the sink is still healthy
     assert stored(conn, "weird")[-1][2] == "next one"
@@ -133,7 +136,10 @@ def test_duplicates_are_stored(sink, conn):
     message = email("dup@inbox.test", message_id="<authsvc-job-9@localhost>")
     send(sink.port, message)
     send(sink.port, message)
-    ids = conn.execute("SELECT message_id FROM inbox_messages WHERE scope = 'dup'").fetchall()
+    ids = conn.execute(
+        "SELECT message_id FROM inbox_messages AS m JOIN inbox_contents AS c"
+        " ON c.id = m.content_id WHERE scope = 'dup'"
+    ).fetchall()
     assert ids == [("<authsvc-job-9@localhost>",)] * 2
 
 
@@ -213,7 +219,8 @@ class _Clock:
 def _store_old_message(pool: ConnectionPool, scope: str) -> None:
     raw = email(f"{scope}@inbox.test").as_bytes()
     with pool.connection() as conn, conn.transaction():
-        insert_message(conn, scope, [f"{scope}@inbox.test"], parse_message(raw), raw, None)
+        content_id = insert_content(conn, parse_message(raw), raw, None)
+        insert_message(conn, scope, [f"{scope}@inbox.test"], content_id)
         conn.execute("UPDATE inbox_messages SET received_at = now() - interval '25 hours'")
 
 

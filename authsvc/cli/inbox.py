@@ -71,6 +71,7 @@ def inbox(
         sink = InboxSink(
             pool, settings.test_inbox_domain, host=host, port=port,
             max_message_bytes=max_message_size, max_per_scope=max_per_scope,
+            max_total_bytes=settings.test_inbox_max_bytes,
         )
         try:
             sink.start()

@@ -1,10 +1,16 @@
--- insert_message --
--- Store one received message for one scope (a message to several scopes is stored once per scope).
-INSERT INTO inbox_messages
-    (scope, mail_from, recipients, subject, message_id, headers, text_body, html_body, links, raw)
+-- insert_content --
+-- A received message, once per SMTP transaction however many scopes it went to (migrations/0022).
+INSERT INTO inbox_contents
+    (mail_from, subject, message_id, headers, text_body, html_body, links, raw)
 VALUES
-    (%(scope)s, %(mail_from)s, %(recipients)s, %(subject)s, %(message_id)s, %(headers)s,
+    (%(mail_from)s, %(subject)s, %(message_id)s, %(headers)s,
      %(text_body)s, %(html_body)s, %(links)s, %(raw)s)
+RETURNING id;
+
+-- insert_message --
+-- The message as one scope holds it: its recipients in that scope and the shared content.
+INSERT INTO inbox_messages (scope, recipients, content_id)
+VALUES (%(scope)s, %(recipients)s, %(content_id)s)
 RETURNING id;
 
 -- notify_waiters --
@@ -13,54 +19,68 @@ SELECT pg_notify('authsvc_inbox', %(scope)s);
 
 -- scan_scope --
 -- What a long poll re-checks on each wake-up: ids, Message-IDs and ages only, never bodies.
-SELECT id, message_id, extract(epoch FROM clock_timestamp() - received_at)::float8 AS age_seconds
-FROM inbox_messages
-WHERE scope = %(scope)s AND id > %(since)s
-  AND received_at > now() - make_interval(secs => %(retention_seconds)s)
-  AND (%(to)s::text IS NULL OR EXISTS (SELECT 1 FROM unnest(recipients) AS r WHERE r ILIKE %(to)s))
-  AND (%(subject)s::text IS NULL OR subject ILIKE %(subject)s)
-  AND (%(q)s::text IS NULL OR subject ILIKE %(q)s OR mail_from ILIKE %(q)s OR text_body ILIKE %(q)s
-       OR EXISTS (SELECT 1 FROM unnest(recipients) AS r WHERE r ILIKE %(q)s))
-ORDER BY id
+SELECT m.id, c.message_id,
+       extract(epoch FROM clock_timestamp() - m.received_at)::float8 AS age_seconds
+FROM inbox_messages AS m
+JOIN inbox_contents AS c ON c.id = m.content_id
+WHERE m.scope = %(scope)s AND m.id > %(since)s
+  AND m.received_at > now() - make_interval(secs => %(retention_seconds)s)
+  AND (%(to)s::text IS NULL
+       OR EXISTS (SELECT 1 FROM unnest(m.recipients) AS r WHERE r ILIKE %(to)s))
+  AND (%(subject)s::text IS NULL OR c.subject ILIKE %(subject)s)
+  AND (%(q)s::text IS NULL OR c.subject ILIKE %(q)s OR c.mail_from ILIKE %(q)s
+       OR c.text_body ILIKE %(q)s
+       OR EXISTS (SELECT 1 FROM unnest(m.recipients) AS r WHERE r ILIKE %(q)s))
+ORDER BY m.id
 LIMIT %(limit)s;
 
 -- list_summaries --
 -- One page of a scope's messages newer than `since`, oldest first, without bodies (octet_length reads the stored length, not the value).
-SELECT id, scope, mail_from, recipients, subject, message_id, headers,
-       NULL::text AS text_body, NULL::text AS html_body, links, received_at,
-       extract(epoch FROM clock_timestamp() - received_at)::float8 AS age_seconds,
-       octet_length(raw) AS size,
-       coalesce(octet_length(text_body), 0) + coalesce(octet_length(html_body), 0) AS body_bytes,
+SELECT m.id, m.scope, c.mail_from, m.recipients, c.subject, c.message_id, c.headers,
+       NULL::text AS text_body, NULL::text AS html_body, c.links, m.received_at,
+       extract(epoch FROM clock_timestamp() - m.received_at)::float8 AS age_seconds,
+       octet_length(c.raw) AS size,
+       coalesce(octet_length(c.text_body), 0) + coalesce(octet_length(c.html_body), 0)
+           AS body_bytes,
        true AS body_omitted
-FROM inbox_messages
-WHERE scope = %(scope)s AND id > %(since)s
-  AND received_at > now() - make_interval(secs => %(retention_seconds)s)
-  AND (%(to)s::text IS NULL OR EXISTS (SELECT 1 FROM unnest(recipients) AS r WHERE r ILIKE %(to)s))
-  AND (%(subject)s::text IS NULL OR subject ILIKE %(subject)s)
-  AND (%(q)s::text IS NULL OR subject ILIKE %(q)s OR mail_from ILIKE %(q)s OR text_body ILIKE %(q)s
-       OR EXISTS (SELECT 1 FROM unnest(recipients) AS r WHERE r ILIKE %(q)s))
-ORDER BY id
+FROM inbox_messages AS m
+JOIN inbox_contents AS c ON c.id = m.content_id
+WHERE m.scope = %(scope)s AND m.id > %(since)s
+  AND m.received_at > now() - make_interval(secs => %(retention_seconds)s)
+  AND (%(to)s::text IS NULL
+       OR EXISTS (SELECT 1 FROM unnest(m.recipients) AS r WHERE r ILIKE %(to)s))
+  AND (%(subject)s::text IS NULL OR c.subject ILIKE %(subject)s)
+  AND (%(q)s::text IS NULL OR c.subject ILIKE %(q)s OR c.mail_from ILIKE %(q)s
+       OR c.text_body ILIKE %(q)s
+       OR EXISTS (SELECT 1 FROM unnest(m.recipients) AS r WHERE r ILIKE %(q)s))
+ORDER BY m.id
 LIMIT %(limit)s;
 
 -- get_bodies --
 -- The text and HTML parts of the messages a page inlines (chosen to fit its byte budget).
-SELECT id, text_body, html_body FROM inbox_messages WHERE id = ANY(%(ids)s);
+SELECT m.id, c.text_body, c.html_body
+FROM inbox_messages AS m
+JOIN inbox_contents AS c ON c.id = m.content_id
+WHERE m.id = ANY(%(ids)s);
 
 -- get_message --
 -- One message of a scope, bodies included.
-SELECT id, scope, mail_from, recipients, subject, message_id, headers, text_body, html_body, links,
-       received_at,
-       extract(epoch FROM clock_timestamp() - received_at)::float8 AS age_seconds,
-       octet_length(raw) AS size,
-       coalesce(octet_length(text_body), 0) + coalesce(octet_length(html_body), 0) AS body_bytes,
+SELECT m.id, m.scope, c.mail_from, m.recipients, c.subject, c.message_id, c.headers,
+       c.text_body, c.html_body, c.links, m.received_at,
+       extract(epoch FROM clock_timestamp() - m.received_at)::float8 AS age_seconds,
+       octet_length(c.raw) AS size,
+       coalesce(octet_length(c.text_body), 0) + coalesce(octet_length(c.html_body), 0)
+           AS body_bytes,
        false AS body_omitted
-FROM inbox_messages
-WHERE scope = %(scope)s AND id = %(id)s
-  AND received_at > now() - make_interval(secs => %(retention_seconds)s);
+FROM inbox_messages AS m
+JOIN inbox_contents AS c ON c.id = m.content_id
+WHERE m.scope = %(scope)s AND m.id = %(id)s
+  AND m.received_at > now() - make_interval(secs => %(retention_seconds)s);
 
 -- list_scopes --
 -- Recent scopes, the most recently written first, with their count and newest message.
-SELECT s.scope, s.messages, s.last_id, m.subject AS last_subject, m.received_at AS last_received_at
+SELECT s.scope, s.messages, s.last_id, c.subject AS last_subject,
+       m.received_at AS last_received_at
 FROM (
     SELECT scope, count(*) AS messages, max(id) AS last_id
     FROM inbox_messages
@@ -70,10 +90,11 @@ FROM (
     LIMIT %(limit)s
 ) AS s
 JOIN inbox_messages AS m ON m.id = s.last_id
+JOIN inbox_contents AS c ON c.id = m.content_id
 ORDER BY s.last_id DESC;
 
 -- trim_scope --
--- The per-scope cap: drop the oldest messages beyond the newest `keep` (in the storing transaction).
+-- The per-scope cap: drop the oldest messages beyond the newest `keep` (in the storing transaction); a trigger frees contents no scope keeps.
 DELETE FROM inbox_messages
 WHERE scope = %(scope)s AND id < (
     SELECT id FROM inbox_messages WHERE scope = %(scope)s ORDER BY id DESC OFFSET %(keep)s - 1 LIMIT 1
@@ -81,14 +102,31 @@ WHERE scope = %(scope)s AND id < (
 
 -- get_raw_message --
 -- The bytes exactly as received; past retention it is gone, as for get_message.
-SELECT raw FROM inbox_messages
-WHERE scope = %(scope)s AND id = %(id)s
-  AND received_at > now() - make_interval(secs => %(retention_seconds)s);
+SELECT c.raw
+FROM inbox_messages AS m
+JOIN inbox_contents AS c ON c.id = m.content_id
+WHERE m.scope = %(scope)s AND m.id = %(id)s
+  AND m.received_at > now() - make_interval(secs => %(retention_seconds)s);
 
 -- delete_scope --
--- Empty a scope; later mail still lands in it.
+-- Empty a scope; later mail still lands in it. A trigger frees contents no other scope keeps.
 DELETE FROM inbox_messages WHERE scope = %(scope)s;
 
 -- prune_messages --
--- Retention: drop messages older than the retention period.
+-- Retention: drop messages older than the retention period (a trigger frees their contents).
 DELETE FROM inbox_messages WHERE received_at < now() - make_interval(secs => %(retention_seconds)s);
+
+-- free_orphan_contents --
+-- Contents no scope points at: left only when two transactions dropped a content's last rows at once (migrations/0022).
+DELETE FROM inbox_contents AS c
+WHERE NOT EXISTS (SELECT 1 FROM inbox_messages AS m WHERE m.content_id = c.id);
+
+-- inbox_usage --
+-- Bytes the stored contents take (raw and parsed bodies), for the sink's byte budget.
+SELECT coalesce(sum(bytes), 0)::bigint AS bytes FROM inbox_usage_deltas;
+
+-- fold_inbox_usage --
+-- One row for all the deltas so far, so reading the figure stays cheap; rows inserted meanwhile are kept.
+WITH gone AS (DELETE FROM inbox_usage_deltas RETURNING bytes)
+INSERT INTO inbox_usage_deltas (bytes)
+SELECT sum(bytes) FROM gone HAVING count(*) > 0;

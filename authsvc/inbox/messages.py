@@ -1,4 +1,9 @@
-"""The inbox_messages table: typed wrappers over inbox.sql, and the byte budget of an answer."""
+"""The inbox tables: typed wrappers over inbox.sql, and the byte budget of an answer.
+
+A message is stored once per SMTP transaction (inbox_contents: raw bytes and
+what was parsed from them) and listed once per scope it went to
+(inbox_messages: id, scope, recipients, time); migrations/0022.
+"""
 
 from __future__ import annotations
 
@@ -159,17 +164,23 @@ def with_bodies(
     return page
 
 
-def insert_message(
-    conn: Connection, scope: str, recipients: list[str], parsed: ParsedMessage, raw: bytes,
-    envelope_sender: str | None, *, keep: int = DEFAULT_MAX_PER_SCOPE,
+def stored_bytes(parsed: ParsedMessage, raw: bytes) -> int:
+    """What a message adds to the inbox's byte budget (inbox_contents.stored_bytes)."""
+    return (
+        len(raw)
+        + len((parsed.text or "").encode("utf-8", "surrogatepass"))
+        + len((parsed.html or "").encode("utf-8", "surrogatepass"))
+    )
+
+
+def insert_content(
+    conn: Connection, parsed: ParsedMessage, raw: bytes, envelope_sender: str | None
 ) -> int:
-    """Store a message in `scope`, drop the oldest beyond `keep`, wake its waiters (at commit)."""
+    """Store a message's bytes and parsed parts once; its scopes point at the returned id."""
     row = conn.execute(
-        Q["insert_message"],
+        Q["insert_content"],
         {
-            "scope": scope,
             "mail_from": parsed.sender or envelope_sender,
-            "recipients": recipients,
             "subject": parsed.subject,
             "message_id": parsed.message_id,
             "headers": Jsonb(parsed.headers),
@@ -180,9 +191,34 @@ def insert_message(
         },
     ).fetchone()
     assert row is not None
+    return int(row[0])
+
+
+def insert_message(
+    conn: Connection, scope: str, recipients: list[str], content_id: int, *,
+    keep: int = DEFAULT_MAX_PER_SCOPE,
+) -> int:
+    """List stored content in `scope`, drop the oldest beyond `keep`, wake waiters (at commit)."""
+    row = conn.execute(
+        Q["insert_message"],
+        {"scope": scope, "recipients": recipients, "content_id": content_id},
+    ).fetchone()
+    assert row is not None
     conn.execute(Q["trim_scope"], {"scope": scope, "keep": keep})
     conn.execute(Q["notify_waiters"], {"scope": scope})
     return int(row[0])
+
+
+def inbox_usage(conn: Connection) -> int:
+    """Bytes the stored messages take now (raw and parsed bodies, each message once)."""
+    row = conn.execute(Q["inbox_usage"]).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def fold_usage(conn: Connection) -> None:
+    """Sum the usage deltas into one row, so that reading the figure stays cheap."""
+    conn.execute(Q["fold_inbox_usage"])
 
 
 def scan_scope(
@@ -234,8 +270,11 @@ def delete_scope(conn: Connection, scope: str) -> int:
 
 
 def prune_messages(conn: Connection, retention_seconds: int = RETENTION_SECONDS) -> int:
-    """Delete messages past retention; returns how many."""
-    return conn.execute(Q["prune_messages"], {"retention_seconds": retention_seconds}).rowcount
+    """Delete messages past retention (and contents no scope keeps); returns how many messages."""
+    pruned = conn.execute(Q["prune_messages"], {"retention_seconds": retention_seconds}).rowcount
+    conn.execute(Q["free_orphan_contents"])
+    fold_usage(conn)
+    return pruned
 
 
 def duplicate_groups(messages: list[Seen] | list[InboxMessage]) -> list[list[int]]:

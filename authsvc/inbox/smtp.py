@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 import threading
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -13,7 +14,15 @@ import psycopg
 from aiosmtpd.controller import Controller
 from psycopg_pool import ConnectionPool
 
-from authsvc.inbox.messages import DEFAULT_MAX_PER_SCOPE, insert_message, prune_messages
+from authsvc.inbox.messages import (
+    DEFAULT_MAX_PER_SCOPE,
+    fold_usage,
+    inbox_usage,
+    insert_content,
+    insert_message,
+    prune_messages,
+    stored_bytes,
+)
 from authsvc.inbox.parsing import parse_message
 from authsvc.inbox.scopes import BadScope, scope_of
 from authsvc.logs import log_event
@@ -25,17 +34,41 @@ DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
 # refuse more with 452 (the client sends the rest in another transaction).
 MAX_RECIPIENTS = 100
 PRUNE_INTERVAL_SECONDS = 600
+# The whole inbox's bytes (AUTHSVC_TEST_INBOX_MAX_BYTES): raw and parsed, each message once.
+DEFAULT_MAX_TOTAL_BYTES = 256 * 1024 * 1024
+# How often the usage deltas are summed into one row (reading them stays cheap).
+USAGE_FOLD_SECONDS = 10.0
+FULL_REPLY = "452 4.3.1 the test inbox is full; try again later"
+
+
+class Refused(Exception):
+    """A message the sink will not store; `reply` is the SMTP answer."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.reply = reply
+
+
+def _declared_size(mail_options: list[str]) -> int:
+    """The SIZE= a client declared at MAIL FROM (RFC 1870), or 0."""
+    for option in mail_options:
+        name, _, value = option.partition("=")
+        if name.upper() == "SIZE" and value.isdigit():
+            return int(value)
+    return 0
 
 
 class InboxHandler:
     """aiosmtpd handler: checks recipients at RCPT, stores the message at DATA."""
 
     def __init__(
-        self, pool: ConnectionPool, domain: str, *, max_per_scope: int = DEFAULT_MAX_PER_SCOPE
+        self, pool: ConnectionPool, domain: str, *, max_per_scope: int = DEFAULT_MAX_PER_SCOPE,
+        max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
     ) -> None:
         self.pool = pool
         self.domain = domain.lower()
         self.max_per_scope = max_per_scope
+        self.max_total_bytes = max_total_bytes
         self._in_flight = 0
         self._idle = threading.Condition()
 
@@ -51,12 +84,35 @@ class InboxHandler:
         except BadScope as exc:
             reply = f"553 5.1.3 {exc}"
         else:
-            if scope is not None:
-                envelope.rcpt_tos.append(address)
-                return "250 OK"
-            reply = f"550 5.1.1 this test inbox only accepts mail for @{self.domain}"
+            if scope is None:
+                reply = f"550 5.1.1 this test inbox only accepts mail for @{self.domain}"
+            else:
+                # Once per transaction: a full inbox refuses before the data is sent.
+                budget = None if envelope.rcpt_tos else await self._budget_reply(envelope)
+                if budget is None:
+                    envelope.rcpt_tos.append(address)
+                    return "250 OK"
+                reply = budget
         log_event(log, "inbox_recipient_refused", recipient=address, reply=reply)
         return reply
+
+    async def _budget_reply(self, envelope: Any) -> str | None:
+        """452 when the inbox is full (or the declared SIZE would not fit now), 552 when it
+        never would; None to go on. An unreadable figure lets DATA decide (451)."""
+        declared = _declared_size(envelope.mail_options)
+        if declared > self.max_total_bytes:
+            return f"552 5.3.4 larger than the test inbox's {self.max_total_bytes} bytes"
+        try:
+            used = await asyncio.get_running_loop().run_in_executor(None, self._usage)
+        except psycopg.Error:
+            return None
+        if used >= self.max_total_bytes or used + declared > self.max_total_bytes:
+            return FULL_REPLY
+        return None
+
+    def _usage(self) -> int:
+        with self.pool.connection() as conn:
+            return inbox_usage(conn)
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         with self._idle:
@@ -67,6 +123,9 @@ class InboxHandler:
             ids = await loop.run_in_executor(
                 None, self.store, raw, list(envelope.rcpt_tos), envelope.mail_from
             )
+        except Refused as refused:
+            log_event(log, "inbox_message_refused", reply=refused.reply)
+            return refused.reply
         except psycopg.Error as exc:
             log_event(log, "inbox_store_failed", logging.WARNING, error=str(exc))
             return "451 4.3.0 the message could not be stored; try again later"
@@ -77,18 +136,26 @@ class InboxHandler:
         return f"250 OK stored as {','.join(map(str, ids))}"
 
     def store(self, raw: bytes, recipients: list[str], envelope_sender: str | None) -> list[int]:
-        """Parse once, store once per scope, in one transaction; returns the new ids."""
+        """Parse once, store the message once and list it once per scope, in one
+        transaction; returns the new ids. Refused when it does not fit the byte budget."""
         parsed = parse_message(raw)
+        needed = stored_bytes(parsed, raw)
+        if needed > self.max_total_bytes:
+            raise Refused(f"552 5.3.4 stored, this message would take {needed} bytes,"
+                          f" more than the test inbox's {self.max_total_bytes}")
         by_scope: dict[str, list[str]] = defaultdict(list)
         for address in recipients:
             scope = scope_of(address, self.domain)
             if scope is not None:  # RCPT already refused everything else
                 by_scope[scope].append(address)
         with self.pool.connection() as conn, conn.transaction():
+            # Stores running at the same moment may each pass this check: the
+            # budget can be exceeded by what the sink's connections store at once.
+            if inbox_usage(conn) + needed > self.max_total_bytes:
+                raise Refused(FULL_REPLY)
+            content_id = insert_content(conn, parsed, raw, envelope_sender)
             ids = [
-                insert_message(
-                    conn, scope, rcpts, parsed, raw, envelope_sender, keep=self.max_per_scope
-                )
+                insert_message(conn, scope, rcpts, content_id, keep=self.max_per_scope)
                 for scope, rcpts in by_scope.items()
             ]
         for (scope, _), inbox_id in zip(by_scope.items(), ids, strict=True):
@@ -99,6 +166,14 @@ class InboxHandler:
         # No pruning here: the messages are committed, so nothing after this
         # may turn the reply into a 451 (the sender would re-send a duplicate).
         return ids
+
+    def fold(self) -> None:
+        """Sum the usage deltas into one row; a failure is logged, never raised."""
+        try:
+            with self.pool.connection() as conn:
+                fold_usage(conn)
+        except Exception as exc:  # the next round retries
+            log_event(log, "inbox_usage_fold_failed", logging.WARNING, error=str(exc))
 
     def prune(self) -> None:
         """Delete messages past retention; a failure is logged, never raised."""
@@ -136,8 +211,11 @@ class InboxSink:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         prune_interval: float = PRUNE_INTERVAL_SECONDS,
         max_per_scope: int = DEFAULT_MAX_PER_SCOPE,
+        max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
     ) -> None:
-        self.handler = InboxHandler(pool, domain, max_per_scope=max_per_scope)
+        self.handler = InboxHandler(
+            pool, domain, max_per_scope=max_per_scope, max_total_bytes=max_total_bytes
+        )
         self.host, self.port = host, port
         self.prune_interval = prune_interval
         self._stopping = threading.Event()
@@ -161,8 +239,13 @@ class InboxSink:
 
     def _prune_periodically(self) -> None:
         # Off the DATA path: a slow or failing prune never delays or changes a reply.
-        while not self._stopping.wait(self.prune_interval):
-            self.handler.prune()
+        next_prune = time.monotonic() + self.prune_interval
+        while not self._stopping.wait(min(USAGE_FOLD_SECONDS, self.prune_interval)):
+            if time.monotonic() >= next_prune:
+                self.handler.prune()  # folds too
+                next_prune = time.monotonic() + self.prune_interval
+            else:
+                self.handler.fold()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -17,6 +17,8 @@ NON_TEXT_MINIMUM = 3.0  # WCAG 1.4.11 non-text contrast
 
 def _rules(css: str) -> dict[str, str]:
     css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    # The resting palette: rules that apply only at some widths are left out.
+    css = re.sub(r"@media[^{]*\{(?:[^{}]*\{[^{}]*\})*[^{}]*\}", "", css)
     return {sel.strip(): body for sel, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css)}
 
 

@@ -26,6 +26,7 @@ from authsvc.pages.session import (
     sign_in,
     signed_in_user,
 )
+from authsvc.pages.user_agents import describe_user_agent
 from authsvc.passwords import WeakPassword
 from authsvc.sessions import SessionUser
 from authsvc.web import db, services
@@ -172,6 +173,7 @@ def _account_page(form: ChangePasswordForm, status: int = 200) -> ResponseReturn
         end_session_form=EndSessionForm(formdata=None),
         sessions=sessions.list_sessions(db(), user.id, services().clock()),
         this_session_id=signed_in.session_id,
+        browser_name=describe_user_agent,
     )
 
 

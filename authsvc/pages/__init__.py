@@ -8,6 +8,7 @@ from authsvc.pages import (
     account,
     check_email,
     codes,
+    icon,
     rendering,
     resend,
     reset,
@@ -17,5 +18,5 @@ from authsvc.pages import (
 
 bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static/pages")
 rendering.install(bp)
-for module in (signup, verify, reset, resend, check_email, account, codes):
+for module in (signup, verify, reset, resend, check_email, account, codes, icon):
     module.register(bp)

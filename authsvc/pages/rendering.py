@@ -12,8 +12,11 @@ from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from authsvc import ratelimit
+from authsvc.durations import describe_duration
 from authsvc.logs import log_event
+from authsvc.pages.icon import CACHEABLE_ENDPOINTS
 from authsvc.pages.session import signed_in_user
+from authsvc.users import User
 from authsvc.web import client_ip, database_failed, db, services
 
 logger = logging.getLogger(__name__)
@@ -31,19 +34,32 @@ def render_page(
 def error_page(
     status: int, title: str, message: str, *, retry_after: int | None = None
 ) -> Response:
-    # Error pages never touch the database: it may be the thing that failed.
-    response = render_page("error.html", status, with_user=False, title=title, message=message)
+    """An error in the site's frame; the header knows who is logged in unless the server failed."""
+    user = None if status >= 500 else _user_if_database_answers()
+    html = render_template("pages/error.html", current_user=user, title=title, message=message)
+    response = make_response(html, status)
     if retry_after is not None:
         response.headers["Retry-After"] = str(max(retry_after, 1))
     return response
 
 
+def _user_if_database_answers() -> User | None:
+    # A 5xx may be the database itself failing, so those pages skip the
+    # lookup; and a lookup that fails here only costs the header its links.
+    try:
+        return signed_in_user()
+    except psycopg.Error:
+        database_failed()
+        return None
+
+
 def too_many_requests(retry_after: int) -> Response:
-    minutes = max(1, -(-retry_after // 60))
+    # Whole minutes, rounded up: waiting what the page says is always enough.
+    wait = describe_duration(max(1, -(-retry_after // 60)) * 60)
     return error_page(
         429,
         "Too many attempts",
-        f"Too many attempts from here. Wait about {minutes} minute(s), then try again.",
+        f"Too many attempts from here. Wait about {wait}, then try again.",
         retry_after=retry_after,
     )
 
@@ -64,7 +80,7 @@ def _limit_form_posts() -> ResponseReturnValue | None:
 def _never_cache(response: Response) -> Response:
     # Pages carry CSRF tokens, link tokens or account details: none belong in
     # a shared or back-button cache.
-    if request.endpoint != "pages.static":
+    if request.endpoint != "pages.static" and request.endpoint not in CACHEABLE_ENDPOINTS:
         response.headers["Cache-Control"] = "no-store"
     return response
 

@@ -12,9 +12,12 @@
   const prefix = table.dataset.uiPrefix;
   const body = table.tBodies[0];
 
-  function cell(row, text) {
+  function cell(row, text, label) {
     const td = document.createElement("td");
     td.textContent = text;
+    if (label) {
+      td.dataset.label = label; // the phone layout's line label (inbox.css)
+    }
     row.appendChild(td);
     return td;
   }
@@ -26,12 +29,12 @@
       link.href = prefix + encodeURIComponent(s.scope);
       link.textContent = s.scope;
       cell(row, "").appendChild(link);
-      cell(row, String(s.messages));
-      cell(row, s.last_subject || "(no subject)");
+      cell(row, String(s.messages), "Messages");
+      cell(row, s.last_subject || "(no subject)", "Latest subject");
       const when = document.createElement("time");
       when.dateTime = s.last_received_at;
       when.textContent = s.last_received_at.slice(0, 19).replace("T", " ");
-      cell(row, "").appendChild(when);
+      cell(row, "", "Latest at (UTC)").appendChild(when);
       return row;
     });
     if (rows.length) {

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 from uuid import uuid4
 
+import psycopg
 import pytest
 
 from authsvc import accounts, ratelimit, users
@@ -29,7 +30,7 @@ from tests.worker_support import (
     smtp_factory,
     worker,
 )
-from worker import jobs
+from worker import jobs, loop
 
 
 def link_token(text: str) -> str:
@@ -242,6 +243,32 @@ def test_idle_worker_wakes_on_notify_not_on_polling(database_url, conn, svc, set
         accounts.sign_up(conn, svc, email="di@example.com", password="correct horse battery")
         smtp.wait_for(1, timeout=5)
     assert smtp.messages[0].subject == "Confirm your email address"
+
+
+def test_the_listener_reconnects_after_any_error_and_says_so(
+    database_url, conn, svc, settings, smtp, caplog, monkeypatch
+):
+    """Not only OperationalError: a listener that died quietly left the worker polling."""
+    real_connect = loop.connect
+    attempts: list[int] = []
+
+    def lost_once(*args, **kwargs):  # type: ignore[no-untyped-def]
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise psycopg.InterfaceError("the connection is lost")
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "connect", lost_once)
+    w = worker(database_url, settings, smtp.url, svc.clock, poll_seconds=60)
+    with caplog.at_level(logging.WARNING, logger="worker.loop"), running(w):
+        wait_until(lambda: conn.execute(
+            "SELECT 1 FROM pg_stat_activity"
+            " WHERE query ILIKE 'LISTEN%%' AND datname = current_database()"
+        ).fetchone(), 10, "the worker to LISTEN again")
+        accounts.sign_up(conn, svc, email="di@example.com", password="correct horse battery")
+        smtp.wait_for(1, timeout=5)
+    [said] = [r for r in caplog.records if r.msg == "listener_disconnected"]
+    assert "InterfaceError" in said.error  # type: ignore[attr-defined]
 
 
 def test_sigterm_like_stop_releases_claimed_but_unsent_jobs(database_url, conn, settings):

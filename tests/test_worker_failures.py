@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import ssl
+import threading
+
 import pytest
 
 from tests.worker_support import (
@@ -12,10 +16,13 @@ from tests.worker_support import (
     make_due,
     message_id_of,
     queue_notices,
+    renderer,
     smtp_factory,
 )
 from worker import jobs
 from worker.delivery import RetryPolicy
+from worker.loop import MailerUnavailable, Worker, WorkerOptions
+from worker.mailers import SmtpMailer
 
 
 def outcome(conn, job_id: int) -> tuple[str, str | None]:
@@ -141,3 +148,36 @@ def test_connection_reused_across_jobs_and_reopened_when_the_server_dropped_it(
     mailer.close()
     peers = {m.peer for m in smtp.messages}
     assert len(smtp.messages) == 3 and len(peers) == 2, "first two should share one connection"
+
+
+def test_a_sender_that_cannot_build_its_mailer_ends_the_worker_saying_why(
+    database_url, conn, settings, caplog
+):
+    """Not a live process that sends nothing: the worker stops, and says why."""
+    [job_id] = queue_notices(conn, 1)
+
+    def no_trust_store(_timeout: float) -> SmtpMailer:
+        raise ssl.SSLError("no CA certificates could be loaded")
+
+    w = Worker(database_url, renderer(settings), no_trust_store,
+               WorkerOptions(concurrency=2, batch=5, poll_seconds=0.2))
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            w.run()
+        except MailerUnavailable as exc:
+            raised.append(exc)
+
+    done = threading.Thread(target=run, daemon=True)
+    with caplog.at_level(logging.ERROR, logger="worker.loop"):
+        done.start()
+        done.join(20)
+        stopped = not done.is_alive()
+        w.request_stop()  # the old behaviour: running on, sending nothing
+    assert stopped, "the worker kept running without a mailer"
+    assert raised and raised[0] is w.failure
+    assert "no CA certificates" in str(w.failure)
+    assert any(r.getMessage() == "mailer_unavailable" for r in caplog.records)
+    # Nothing was sent or lost: the job is pending, and due again when its lease ends.
+    assert job_status(conn, job_id)[0] == "pending"

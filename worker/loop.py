@@ -68,6 +68,10 @@ class WorkerOptions:
 Claim = tuple[ClaimedJob, float]  # the job and its lease deadline on time.monotonic()
 
 
+class MailerUnavailable(Exception):
+    """A sender could not build its mailer (bad transport settings, no TLS store, ...)."""
+
+
 class Worker:
     """One worker process's machinery; `run()` blocks until stopped (or drained, with once)."""
 
@@ -214,7 +218,18 @@ class Worker:
     def _sender(self, delivery: Delivery) -> None:
         assert self._completer is not None
         completer = self._completer
-        mailer = self.mailer_factory(self.options.send_timeout)
+        try:
+            mailer = self.mailer_factory(self.options.send_timeout)
+        except Exception as exc:
+            # A sender without a mailer would leave a live process that sends
+            # nothing: end it, saying why; the leases hand its jobs back.
+            log_event(log, "mailer_unavailable", logging.ERROR, lease_owner=self.owner,
+                      error=f"{type(exc).__name__}: {exc}")
+            with self._lock:
+                if self.failure is None:
+                    self.failure = MailerUnavailable(f"cannot build the mailer: {exc}")
+            self.request_stop()
+            return
         try:
             while True:
                 try:
@@ -276,9 +291,14 @@ class Worker:
                     while not self.stop.is_set():
                         for _ in conn.notifies(timeout=1.0):
                             self._wake.set()
-            except psycopg.OperationalError as exc:
+            except Exception as exc:
+                # Not only OperationalError: a closed connection raises
+                # InterfaceError, a pooler's refusal ProgrammingError. A
+                # listener that died quietly would leave the worker polling
+                # with nobody told.
                 log_event(log, "listener_disconnected", logging.WARNING,
-                          lease_owner=self.owner, error=str(exc), retry_in_seconds=backoff)
+                          lease_owner=self.owner, error=f"{type(exc).__name__}: {exc}",
+                          retry_in_seconds=backoff)
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
 

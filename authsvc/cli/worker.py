@@ -20,7 +20,7 @@ from authsvc.logs import configure_logging, log_event
 from authsvc.migrate import pending_migrations
 from authsvc.services import token_codec
 from worker.delivery import RetryPolicy
-from worker.loop import Worker, WorkerOptions
+from worker.loop import MailerUnavailable, Worker, WorkerOptions
 from worker.mailers import Mailer
 from worker.metrics import WorkerMetrics
 from worker.providers import mailer_factory
@@ -173,7 +173,10 @@ def worker(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    runner.run()
+    try:
+        runner.run()
+    except MailerUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _child_argv(params: dict[str, object]) -> list[str]:

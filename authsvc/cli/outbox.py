@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from uuid import UUID
@@ -57,6 +57,24 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
+def _aligned(rows: Sequence[Sequence[str]], right: Collection[int] = ()) -> list[str]:
+    """Rows as lines of cells two spaces apart, each column as wide as its widest cell.
+
+    Columns whose index is in `right` (numbers) are right-aligned; the last
+    column is not padded. Widths come from the data, so a long event name
+    (user.password_changed) or a six-digit id cannot push a row out of line.
+    """
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    last = len(widths) - 1
+    return [
+        "  ".join(
+            cell if i == last else cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        )
+        for row in rows
+    ]
+
+
 @outbox.command("stats")
 def outbox_stats() -> None:
     """Jobs per status and the age of the oldest pending one."""
@@ -78,14 +96,14 @@ def outbox_list(status: str | None, limit: int) -> None:
     if not rows:
         click.echo(f"no {status} jobs" if status else "no jobs")
         return
-    header = f"{'id':>8}  {'status':<10}  {'template':<16}  {'tries':>5}  {'created':<19}"
-    click.echo(header + "  recipient")
-    for job in rows:
-        click.echo(
-            f"{job.id:>8}  {job.status:<10}  {job.template:<16}  {job.attempt_count:>5}  "
-            f"{_when(job.created_at):<19}  {job.recipient}"
-            + (f"  [{job.last_error}]" if job.last_error else "")
-        )
+    table = [("id", "status", "template", "tries", "created", "recipient")]
+    table += [
+        (str(job.id), job.status, job.template, str(job.attempt_count), _when(job.created_at),
+         job.recipient + (f"  [{job.last_error}]" if job.last_error else ""))
+        for job in rows
+    ]
+    for line in _aligned(table, right={0, 3}):
+        click.echo(line)
 
 
 @outbox.command("show")
@@ -103,9 +121,10 @@ def outbox_show(reference: int | UUID) -> None:
         click.echo(f"{name:<20} {shown}")
     click.echo("")
     click.echo("trail:")
+    width = max((len(e.event) for e in events), default=0)
     for e in events:
         click.echo(
-            f"  {_when(e.created_at)}  {e.event:<11} attempt={e.attempt or '-'} "
+            f"  {_when(e.created_at)}  {e.event:<{width}} attempt={e.attempt or '-'} "
             f"owner={e.lease_owner or '-'} lease_until={_when(e.lease_expires_at)} "
             f"version={e.token_version if e.token_version is not None else '-'}"
             + (f" message_id={e.provider_message_id}" if e.provider_message_id else "")

@@ -21,7 +21,7 @@ from authsvc.config import parse_http_provider_url
 from tests.accounts_support import insert_user
 from tests.api_support import ApiCaller, assert_problem, register_shop_app
 from tests.link_support import latest_claims
-from tests.worker_support import authsvc_command, delivery
+from tests.worker_support import authsvc_command, deliver_now, delivery
 from tools.local_resend import LocalResend
 from worker import jobs
 from worker.providers.resend import ResendMailer
@@ -160,7 +160,7 @@ def test_a_bounced_addresss_next_job_is_suppressed_and_the_api_cannot_tell(
         mailer = ResendMailer(parse_http_provider_url(provider.mail_url), timeout=2.0)
         with pool.connection() as c:
             claimed = jobs.claim_batch(c, "tester", 10, lease_seconds=30)
-        outcomes = {job.recipient: delivery(pool, settings, clock).deliver(mailer, job, FAR)
+        outcomes = {job.recipient: deliver_now(pool, delivery(pool, settings, clock), mailer, job)
                     for job in claimed}
         assert outcomes == {"gone@example.com": "suppressed", "fine@example.com": "sent"}
         assert [d.to for d in provider.snapshot()] == [("fine@example.com",)]

@@ -19,9 +19,10 @@ from authsvc.outbox import count_and_queue_link
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.worker_support import (
-    FAR,
+    deliver_now,
     delivery,
     events,
+    expire_lease,
     job_status,
     message_id_of,
     public_id_of,
@@ -74,16 +75,15 @@ def test_expired_lease_is_reclaimed_and_late_finisher_logs_lease_lost(
     """Done-when 2."""
     [job_id] = queue_notices(conn, 1)
     with pool.connection() as c:
-        [first] = jobs.claim_batch(c, "worker-a", 1, lease_seconds=1)
+        [first] = jobs.claim_batch(c, "worker-a", 1, lease_seconds=30)
         assert jobs.claim_batch(c, "worker-b", 1, lease_seconds=30) == [], "lease still live"
-        [second] = wait_until(
-            lambda: jobs.claim_batch(c, "worker-b", 1, lease_seconds=30), 5, "the lease to expire"
-        )
+        expire_lease(conn, job_id)
+        [second] = jobs.claim_batch(c, "worker-b", 1, lease_seconds=30)
     assert (first.attempt_count, second.attempt_count) == (1, 2)
 
     caplog.set_level(logging.INFO, logger="worker")
     mailer = smtp_factory(smtp.url)(2.0)
-    outcome = delivery(pool, settings).deliver(mailer, first, FAR)
+    outcome = deliver_now(pool, delivery(pool, settings), mailer, first)
     mailer.close()
 
     assert outcome == "lease_lost"
@@ -97,12 +97,17 @@ def test_expired_lease_is_reclaimed_and_late_finisher_logs_lease_lost(
     assert lost and lost[0].job_id == job_id and lost[0].lease_owner == "worker-a"
 
 
+def _record(conn, outcome: jobs.Outcome) -> bool:
+    """As the completer records: one statement for the batch, here of one."""
+    return jobs.record_outcomes(conn, [outcome])[0]
+
+
 def _record_stale(conn, job: jobs.ClaimedJob, stale: str) -> bool:
     if stale == "retry":
-        return jobs.schedule_retry(conn, job, 0, "RCPT: TimeoutError: timed out")
+        return _record(conn, jobs.Outcome(job, "retry", error="RCPT: TimeoutError: timed out"))
     if stale == "failed":
-        return jobs.finish_job(conn, job, "failed", error="554 5.6.0 message refused")
-    return jobs.release_lease(conn, job, "lease too close to expiry")
+        return _record(conn, jobs.Outcome(job, "failed", error="554 5.6.0 message refused"))
+    return _record(conn, jobs.Outcome(job, "released", error="lease too close to expiry"))
 
 
 @pytest.mark.parametrize("stale", ["retry", "failed", "release"])
@@ -114,10 +119,9 @@ def test_stale_claim_cannot_record_over_a_reclaim_by_the_same_process(conn, stal
     """
     [job_id] = queue_notices(conn, 1)
     caplog.set_level(logging.INFO, logger="worker")
-    [first] = jobs.claim_batch(conn, "host:1:p", 1, lease_seconds=0.5)
-    [second] = wait_until(
-        lambda: jobs.claim_batch(conn, "host:1:p", 1, lease_seconds=30), 5, "the lease to expire"
-    )
+    [first] = jobs.claim_batch(conn, "host:1:p", 1, lease_seconds=30)
+    expire_lease(conn, job_id)
+    [second] = jobs.claim_batch(conn, "host:1:p", 1, lease_seconds=30)
     assert (first.attempt_count, second.attempt_count) == (1, 2)
     live = conn.execute(
         "SELECT lease_expires_at, next_attempt_at FROM email_jobs WHERE id = %s", (job_id,)
@@ -128,7 +132,7 @@ def test_stale_claim_cannot_record_over_a_reclaim_by_the_same_process(conn, stal
     assert conn.execute(
         "SELECT lease_expires_at, next_attempt_at FROM email_jobs WHERE id = %s", (job_id,)
     ).fetchone() == live
-    assert jobs.finish_job(conn, second, "sent", provider_message_id="<m@x>") is True
+    assert _record(conn, jobs.Outcome(second, "sent", provider_message_id="<m@x>")) is True
 
     assert job_status(conn, job_id) == ("sent", None, 2)
     lost = [("lease_lost", "host:1:p", 1)] if stale != "release" else []
@@ -216,11 +220,11 @@ def test_delivering_one_claimed_job_twice_leaves_one_sent_row(conn, pool, settin
         [job] = jobs.claim_batch(c, "tester", 1, lease_seconds=30)
     deliverer = delivery(pool, settings)
     mailer = smtp_factory(smtp.url)(2.0)
-    assert deliverer.deliver(mailer, job, FAR) == "sent"
+    assert deliver_now(pool, deliverer, mailer, job) == "sent"
     first = conn.execute(
         "SELECT status, sent_at, provider_message_id FROM email_jobs WHERE id = %s", (job_id,)
     ).fetchone()
-    assert deliverer.deliver(mailer, job, FAR) == "lease_lost"
+    assert deliver_now(pool, deliverer, mailer, job) == "lease_lost"
     mailer.close()
 
     again = conn.execute(

@@ -14,7 +14,13 @@ from authsvc.db import create_pool
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.race_support import wait_until_waiting_on_a_lock
-from tests.worker_support import events, job_status, queue_notices, start_worker_process
+from tests.worker_support import (
+    events,
+    expire_lease,
+    job_status,
+    queue_notices,
+    start_worker_process,
+)
 from worker import jobs
 from worker.completer import Completer
 from worker.jobs import Outcome
@@ -31,13 +37,10 @@ def test_a_lost_lease_in_a_batch_records_nothing_for_that_row(conn, caplog):
     """One statement, three outcomes: the row whose lease moved on is left alone."""
     ids = queue_notices(conn, 3)
     caplog.set_level(logging.INFO, logger="worker")
-    claimed = {j.id: j for j in jobs.claim_batch(conn, "host:1:a", 3, lease_seconds=0.5)}
-    # Job 2's lease runs out and another worker takes it over; 1 and 3 are re-leased
-    # to a long lease by hand so only job 2 is lost.
-    conn.execute("UPDATE email_jobs SET lease_expires_at = now() + interval '1 hour',"
-                 " next_attempt_at = now() + interval '1 hour' WHERE id <> %s", (ids[1],))
-    [taken] = wait_until(lambda: jobs.claim_batch(conn, "host:2:b", 1, lease_seconds=30), 5,
-                         "job 2's lease to expire")
+    claimed = {j.id: j for j in jobs.claim_batch(conn, "host:1:a", 3, lease_seconds=30)}
+    # Job 2's lease runs out and another worker takes it over; 1 and 3 keep theirs.
+    expire_lease(conn, ids[1])
+    [taken] = jobs.claim_batch(conn, "host:2:b", 1, lease_seconds=30)
     assert taken.id == ids[1]
     before = conn.execute("SELECT * FROM email_jobs WHERE id = %s", (ids[1],)).fetchone()
 

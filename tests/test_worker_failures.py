@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from tests.worker_support import (
-    FAR,
+    deliver_now,
     delivery,
     events,
     job_status,
@@ -55,7 +55,7 @@ def _retry_delay(conn, job_id: int) -> float:
 def _claim_and_deliver(pool, deliverer, mailer) -> str:
     with pool.connection() as c:
         [job] = jobs.claim_batch(c, "tester", 1, lease_seconds=30)
-    return deliverer.deliver(mailer, job, FAR)
+    return deliver_now(pool, deliverer, mailer, job)
 
 
 def test_4xx_is_retried_with_growing_delay_then_sent(conn, pool, settings, smtp):

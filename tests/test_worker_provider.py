@@ -15,7 +15,14 @@ import pytest
 
 from authsvc.config import load_settings, parse_http_provider_url
 from testkit.waiting import wait_until
-from tests.worker_support import delivery, job_status, public_id_of, queue_notices, renderer
+from tests.worker_support import (
+    deliver_now,
+    delivery,
+    job_status,
+    public_id_of,
+    queue_notices,
+    renderer,
+)
 from tools import local_resend
 from tools.local_resend import LocalResend
 from worker import jobs
@@ -51,7 +58,7 @@ def _email(settings, pool, conn):
 
 def test_accepted_send_is_recorded_sent_with_the_providers_id(conn, pool, settings, provider):
     [job_id] = queue_notices(conn, 1)
-    assert delivery(pool, settings).deliver(_mailer(provider), _claim(pool), FAR) == "sent"
+    assert deliver_now(pool, delivery(pool, settings), _mailer(provider), _claim(pool)) == "sent"
     [accepted] = provider.snapshot()
     row = conn.execute("SELECT status, provider_message_id FROM email_jobs WHERE id = %s",
                        (job_id,)).fetchone()
@@ -66,7 +73,7 @@ def test_408_429_and_5xx_are_retried(conn, pool, settings, provider, status):
     [job_id] = queue_notices(conn, 1)
     provider.fail_next(status)
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
-    assert deliverer.deliver(_mailer(provider), _claim(pool), FAR) == "retry"
+    assert deliver_now(pool, deliverer, _mailer(provider), _claim(pool)) == "retry"
     assert job_status(conn, job_id)[0] == "pending"
     assert not provider.snapshot()
 
@@ -76,7 +83,7 @@ def test_other_4xx_fail_the_job_with_the_providers_message(conn, pool, settings,
                                                            status):
     [job_id] = queue_notices(conn, 1)
     provider.fail_next(status)
-    assert delivery(pool, settings).deliver(_mailer(provider), _claim(pool), FAR) == "failed"
+    assert deliver_now(pool, delivery(pool, settings), _mailer(provider), _claim(pool)) == "failed"
     row = conn.execute("SELECT status, last_error FROM email_jobs WHERE id = %s",
                        (job_id,)).fetchone()
     assert row[0] == "failed"
@@ -111,9 +118,9 @@ def test_a_connection_dropped_after_accepting_is_retried_and_delivered_once(conn
     provider.drop_next()
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
     mailer = _mailer(provider)
-    assert deliverer.deliver(mailer, _claim(pool), FAR) == "retry"
+    assert deliver_now(pool, deliverer, mailer, _claim(pool)) == "retry"
     conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
-    assert deliverer.deliver(mailer, _claim(pool), FAR) == "sent"
+    assert deliver_now(pool, deliverer, mailer, _claim(pool)) == "sent"
     [accepted] = provider.snapshot()
     row = conn.execute("SELECT provider_message_id FROM email_jobs WHERE id = %s",
                        (job_id,)).fetchone()
@@ -124,7 +131,7 @@ def test_retry_after_seconds_is_a_floor_for_the_backoff(conn, pool, settings, pr
     [job_id] = queue_notices(conn, 1)
     provider.fail_next(429, retry_after="120")
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
-    assert deliverer.deliver(_mailer(provider), _claim(pool), FAR) == "retry"
+    assert deliver_now(pool, deliverer, _mailer(provider), _claim(pool)) == "retry"
     wait = conn.execute("SELECT extract(epoch FROM next_attempt_at - now())::float8"
                         " FROM email_jobs WHERE id = %s", (job_id,)).fetchone()[0]
     assert 115 < wait <= 120

@@ -14,7 +14,7 @@ from authsvc.outbox import enqueue_email
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.worker_support import (
-    FAR,
+    deliver_now,
     delivery,
     events,
     job_status,
@@ -153,8 +153,8 @@ def test_an_encoding_error_escaping_a_mailer_fails_only_that_job(conn, pool, set
     mailer = _EncodingMailer()
     deliverer = delivery(pool, settings)
 
-    assert first.id == joerg and deliverer.deliver(mailer, first, FAR) == "failed"
-    assert deliverer.deliver(mailer, second, FAR) == "sent"
+    assert first.id == joerg and deliver_now(pool, deliverer, mailer, first) == "failed"
+    assert deliver_now(pool, deliverer, mailer, second) == "sent"
 
     status, error = conn.execute(
         "SELECT status, last_error FROM email_jobs WHERE id = %s", (joerg,)

@@ -17,9 +17,11 @@ import psycopg
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings, parse_smtp_url
 from authsvc.services import token_codec
+from worker import jobs
 from worker.delivery import Delivery, RetryPolicy
+from worker.jobs import ClaimedJob
 from worker.loop import Worker, WorkerOptions
-from worker.mailers import SmtpMailer
+from worker.mailers import Mailer, SmtpMailer
 from worker.render import Renderer
 
 FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
@@ -102,6 +104,12 @@ def events(conn: psycopg.Connection, job_id: int) -> list[tuple[str, str | None,
     ]
 
 
+def expire_lease(conn: psycopg.Connection, job_id: int) -> None:
+    """A lease that ran out, as the claim judges it (the database's clock), without waiting."""
+    conn.execute("UPDATE email_jobs SET lease_expires_at = now() - interval '1 second',"
+                 " next_attempt_at = now() - interval '1 second' WHERE id = %s", (job_id,))
+
+
 def make_due(conn: psycopg.Connection, job_id: int) -> None:
     """Skip the backoff wait: the retry delay itself is asserted separately."""
     conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
@@ -140,3 +148,15 @@ def public_id_of(conn: psycopg.Connection, job_id: int) -> str:
     row = conn.execute("SELECT public_id FROM email_jobs WHERE id = %s", (job_id,)).fetchone()
     assert row is not None and row[0] is not None
     return str(row[0])
+
+
+def deliver_now(pool: object, deliverer: Delivery, mailer: Mailer, job: ClaimedJob,
+                deadline: float = FAR) -> str:
+    """One job the way a sender and the completer handle it, recorded at once.
+
+    The event recorded, or "lease_lost" when a send's outcome found its lease gone.
+    """
+    outcome = deliverer.decide(mailer, job, deadline)
+    with pool.connection() as conn:  # type: ignore[attr-defined]
+        [recorded] = jobs.record_outcomes(conn, [outcome])
+    return "lease_lost" if outcome.event == "sent" and not recorded else outcome.event

@@ -90,17 +90,6 @@ class Completer:
             self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def wait_idle(self, timeout: float) -> bool:
-        """True once nothing is waiting or being written (or False after `timeout`)."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._waiting or self._writing:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._dead:
-                    return False
-                self._cond.wait(left)
-        return True
-
     def _run(self) -> None:
         try:
             while True:

@@ -20,16 +20,12 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-import psycopg
 from psycopg_pool import ConnectionPool
 
 from authsvc.clock import Clock, system_clock
-from authsvc.logs import log_event
-from worker import jobs
 from worker.jobs import ClaimedJob, Outcome
 from worker.mailers import AmbiguousSendError, Mailer, PermanentSendError, TransientSendError
 from worker.render import Renderer, TemplateError
@@ -59,32 +55,6 @@ class Delivery:
     retry: RetryPolicy
     send_timeout: float
     clock: Clock = system_clock
-
-    def record(self, job: ClaimedJob, write: Callable[[psycopg.Connection], T]) -> T:
-        """Run `write` on a pooled connection; retry through a database restart while leased."""
-        delay = 0.2
-        while True:
-            try:
-                with self.pool.connection(timeout=5) as conn:
-                    return write(conn)
-            except psycopg.OperationalError as exc:
-                if self.clock() >= job.lease_expires_at:
-                    raise
-                log_event(
-                    log, "database_unavailable", logging.WARNING, job_id=job.id, error=str(exc)
-                )
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-
-    def release(self, job: ClaimedJob, reason: str) -> None:
-        """Hand a claimed, unsent job back (shutdown): due again at once."""
-        self.record(job, lambda c: jobs.release_lease(c, job, reason))
-
-    def deliver(self, mailer: Mailer, job: ClaimedJob, lease_deadline: float) -> str:
-        """Handle one claimed job and record its outcome now; returns the event recorded."""
-        outcome = self.decide(mailer, job, lease_deadline)
-        [recorded] = self.record(job, lambda c: jobs.record_outcomes(c, [outcome]))
-        return "lease_lost" if outcome.event == "sent" and not recorded else outcome.event
 
     def decide(self, mailer: Mailer, job: ClaimedJob, lease_deadline: float) -> Outcome:
         """Check, render and send one claimed job; the outcome is left for the caller to record."""

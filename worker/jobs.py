@@ -170,32 +170,3 @@ def record_outcomes(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]
             lost = {**fields, "error": f"lease lost before recording {outcome.event!r}"}
             _log("lease_lost", lost, logging.WARNING)
     return results
-
-
-def finish_job(
-    conn: Connection,
-    job: ClaimedJob,
-    status: str,
-    *,
-    provider_message_id: str | None = None,
-    error: str | None = None,
-) -> bool:
-    """Record sent/failed/superseded/expired; False (and `lease_lost`) if the lease is gone."""
-    if status not in FINAL_STATUSES:
-        raise ValueError(f"not a final status: {status!r}")
-    outcome = Outcome(job, status, provider_message_id=provider_message_id, error=error)
-    return record_outcomes(conn, [outcome])[0]
-
-
-def schedule_retry(
-    conn: Connection, job: ClaimedJob, delay_seconds: float, error: str, *, ambiguous: bool = False
-) -> bool:
-    """Back to pending, due after `delay_seconds`; False (and `lease_lost`) if the lease is gone."""
-    event = "ambiguous" if ambiguous else "retry"
-    outcome = Outcome(job, event, error=error, delay_seconds=delay_seconds)
-    return record_outcomes(conn, [outcome])[0]
-
-
-def release_lease(conn: Connection, job: ClaimedJob, reason: str) -> bool:
-    """Hand back a claimed job that was not sent; False if the lease was already gone."""
-    return record_outcomes(conn, [Outcome(job, "released", error=reason)])[0]

@@ -106,11 +106,6 @@ class Worker:
         self._ahead = max(options.batch, options.concurrency)
         self._completer: Completer | None = None
 
-    @property
-    def max_resends_after_kill(self) -> int:
-        """The documented bound: sends in flight plus outcomes handed over but unrecorded."""
-        return self.options.concurrency + self.options.batch
-
     def request_stop(self) -> None:
         """Stop claiming; in-flight sends finish, unsent claims are released."""
         self.stop.set()

@@ -3,7 +3,8 @@
 gunicorn writes its own lines ("Booting worker …") in a text format of its
 own and access lines to stdout; this class gives both the shape every
 authsvc line has (authsvc.logs) on the one stream the app logs to. Access
-lines carry the path without its query string, so no ?token= reaches a log.
+lines carry the path without its query string, and gunicorn's own lines
+about malformed requests lose theirs, so no ?token= reaches a log.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from gunicorn.glogging import Logger
 
+from authsvc.log_redaction import QueryStringFilter
 from authsvc.logs import JsonFormatter, log_event
 
 
@@ -23,6 +25,8 @@ class JsonGunicornLogger(Logger):  # type: ignore[misc]  # gunicorn ships no typ
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
+        # "Invalid request from ip=…: Invalid HTTP request line: 'GET /verify?token=…'"
+        self.error_log.addFilter(QueryStringFilter())
         for log in (self.error_log, self.access_log):
             for handler in log.handlers:
                 if getattr(handler, "_gunicorn", False):  # the ones gunicorn made, not ours

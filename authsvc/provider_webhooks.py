@@ -5,11 +5,13 @@ For Resend these are Svix messages, which are Standard Webhooks: headers
 and a v1 HMAC-SHA256 signature of "id.timestamp.body" under
 AUTHSVC_PROVIDER_WEBHOOK_SECRET (whsec_…), checked by the `standardwebhooks`
 package, which also refuses timestamps more than five minutes off. A message
-id is processed once: a replay within the retention window is refused (409)
-and changes nothing. A hard bounce (`email.bounced` whose bounce type is not
+id is processed once: a replay within the retention window is acknowledged
+(200 `{"duplicate": true}`, so the provider stops retrying) and changes
+nothing. A hard bounce (`email.bounced` whose bounce type is not
 Transient) or a complaint (`email.complained`) puts the recipient on the
 suppression list (authsvc/suppressions.py); other events are acknowledged
 and ignored. Without a secret configured the endpoint does not exist (404).
+Every error, a wrong method or an oversized body included, is problem+json.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from werkzeug.exceptions import HTTPException
 
 from authsvc.addresses import InvalidAddress, parse_address
-from authsvc.api.problems import problem_reply
+from authsvc.api.problems import http_problem_response, problem_reply
 from authsvc.logs import log_event
 from authsvc.suppressions import first_sight_of_webhook, suppress
 from authsvc.web import db, services
@@ -34,6 +37,7 @@ SUPPRESSING_EVENTS = ("email.bounced", "email.complained")
 # Bounce types that do not mean "this address will never take mail".
 SOFT_BOUNCE_TYPES = ("transient", "undetermined")
 _HEADER_NAMES = ("id", "timestamp", "signature")
+PREFIX = "/webhooks/provider/"
 
 
 def _problem(status: int, code: str, detail: str) -> Response:
@@ -79,6 +83,20 @@ def _detail(event: dict[str, Any]) -> str | None:
         if isinstance(part, dict):
             return json.dumps(part, sort_keys=True)[:500]
     return None
+
+
+def _routing_problem() -> Response | None:
+    """A wrong method under /webhooks/provider/: routing fails before the blueprint is chosen."""
+    exc = request.routing_exception
+    if not request.path.startswith(PREFIX) or not isinstance(exc, HTTPException):
+        return None
+    if (exc.code or 0) < 400:
+        return None
+    return http_problem_response(exc)
+
+
+bp.before_app_request(_routing_problem)
+bp.register_error_handler(HTTPException, http_problem_response)
 
 
 @bp.post("/webhooks/provider/<name>")

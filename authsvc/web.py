@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from urllib.parse import urlsplit
 
 import psycopg
 from flask import Flask, Response, current_app, g, request
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
+from werkzeug.routing import RequestRedirect
 
 from authsvc.bearer import authorization_presents
 from authsvc.logs import log_event
@@ -92,6 +94,20 @@ def _database_unavailable(exc: psycopg.OperationalError) -> Response:
                     content_type="text/plain; charset=utf-8", headers={"Retry-After": "2"})
 
 
+def _relative_redirect() -> Response | None:
+    """A slash-adding redirect (`/_inbox` → `/_inbox/`) names no host.
+
+    Werkzeug builds it from the request's Host header, which the client
+    chose; a path-only Location sends the browser to the same place.
+    """
+    exc = request.routing_exception
+    if not isinstance(exc, RequestRedirect):
+        return None
+    parts = urlsplit(exc.new_url)
+    location = parts.path + (f"?{parts.query}" if parts.query else "")
+    return Response(status=exc.code, headers={"Location": location})
+
+
 def client_ip() -> str:
     # ProxyFix (configured from AUTHSVC_TRUSTED_PROXIES) has already rewritten
     # remote_addr when the app sits behind trusted proxies.
@@ -120,5 +136,6 @@ def _security_headers(response: Response) -> Response:
 def install_request_plumbing(app: Flask) -> None:
     app.teardown_appcontext(_return_connection)
     app.after_request(_security_headers)
+    app.before_request(_relative_redirect)
     app.extensions[POOL_RECOVERY] = PoolRecovery(app.extensions["authsvc"].pool)
     app.register_error_handler(psycopg.OperationalError, _database_unavailable)

@@ -215,3 +215,13 @@ def test_remove_refuses_a_malformed_address(env, address):
     result = _cli({**os.environ, **env}, "remove", address)
     assert result.returncode == 2 and "ADDRESS" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_wrong_method_or_an_oversized_body_is_a_problem_not_a_page(hook):
+    wrong = hook.get("/webhooks/provider/resend")
+    assert wrong.status_code == 405 and wrong.mimetype == "application/problem+json"
+    assert wrong.json["code"] == "method_not_allowed" and "POST" in wrong.headers["Allow"]
+    big = hook.post("/webhooks/provider/resend", data=b"x" * (100 * 1024),
+                    content_type="application/json")
+    assert big.status_code == 413 and big.mimetype == "application/problem+json"
+    assert big.json["code"] == "payload_too_large"

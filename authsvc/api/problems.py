@@ -102,6 +102,11 @@ def _http_problem(exc: HTTPException) -> Reply:
     return problem_reply(status, code, detail, headers=headers)
 
 
+def http_problem_response(exc: HTTPException) -> Response:
+    """A Werkzeug error (404, 405, 413, …) as a problem+json response."""
+    return _http_problem(exc).to_response()
+
+
 def _on_api_problem(exc: ApiProblem) -> Response:
     return exc.reply.to_response()
 

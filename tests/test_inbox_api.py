@@ -313,3 +313,43 @@ def test_a_dotted_capital_i_scope_is_reachable_over_http(inbox, sink):
     send(sink.port, email("x@inbox.test"), ["İ@inbox.test"])
     listed = inbox.get("/_inbox/scopes/%C4%B0/messages").json["messages"]
     assert [m["to"] for m in listed] == [["İ@inbox.test"]]
+
+
+def test_inbox_answers_are_never_cached(inbox, sink):
+    """Messages carry live links and scope names are capabilities: no cache keeps them."""
+    created = inbox.post("/_inbox/scopes")
+    assert created.headers.get("Cache-Control") == "no-store"
+    scope = created.json["scope"]
+    send(sink.port, email(f"{scope}@inbox.test", subject="not for caches"))
+    listed = inbox.get(f"/_inbox/scopes/{scope}/messages?wait=10")
+    message_id = listed.json["messages"][0]["id"]
+    answers = [
+        listed,
+        inbox.get(f"/_inbox/scopes/{scope}/expect-one?timeout=10&settle=0"),
+        inbox.get("/_inbox/scopes/nothing-here/expect-one?timeout=0&settle=0"),  # 408
+        inbox.get("/_inbox/scopes/bad%20scope/messages"),  # 400
+        inbox.get("/_inbox/scopes"),
+        inbox.get(f"/_inbox/scopes/{scope}/messages/{message_id}"),
+    ]
+    assert [a.status_code for a in answers] == [200, 200, 408, 400, 200, 200]
+    assert [a.headers.get("Cache-Control") for a in answers] == ["no-store"] * len(answers)
+
+
+@pytest.mark.parametrize("name", ["q", "to", "subject"])
+def test_a_nul_or_broken_utf8_in_a_filter_is_a_400(inbox, name):
+    for value in ("%00", "a%00b"):
+        for path in (
+            f"/_inbox/scopes/abc/messages?{name}={value}",
+            f"/_inbox/scopes/abc/expect-one?timeout=0&settle=0&{name}={value}",
+        ):
+            answer = inbox.get(path)
+            assert answer.status_code == 400, (path, answer.status_code)
+            assert answer.json["code"] == "invalid_request"
+    assert inbox.get(f"/_inbox/scopes/abc/messages?{name}=%FF%ED%A0%80").status_code < 500
+
+
+def test_the_slash_redirect_names_no_host(inbox):
+    """`/_inbox` → `/_inbox/` by path alone: a forged Host header goes nowhere."""
+    answer = inbox.get("/_inbox?x=1", headers={"Host": "evil.example"})
+    assert answer.status_code == 308
+    assert answer.headers["Location"] == "/_inbox/?x=1"

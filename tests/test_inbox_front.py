@@ -30,6 +30,7 @@ from authsvc.testing import ScopedInbox
 from testkit.waiting import free_port, wait_until
 from tests.inbox_support import email, running_sink, send
 from tests.test_inbox_api import (  # noqa: F401 - collected again, against the front
+    test_a_nul_or_broken_utf8_in_a_filter_is_a_400,
     test_bad_parameters_are_400_problems,
     test_bad_scope_names_are_400_problems,
     test_delete_empties_the_scope_and_later_mail_still_lands,
@@ -38,6 +39,7 @@ from tests.test_inbox_api import (  # noqa: F401 - collected again, against the 
     test_expect_one_409_groups_resends_of_one_job,
     test_expect_one_returns_the_single_message,
     test_expect_one_settle_catches_a_second_email_arriving_late,
+    test_inbox_answers_are_never_cached,
     test_list_waits_for_min_messages_oldest_first,
     test_long_poll_wakes_on_arrival_not_at_the_deadline,
     test_non_ascii_scope_is_reachable_over_http,

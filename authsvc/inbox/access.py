@@ -18,5 +18,7 @@ def token_accepted(expected: str | None, authorization: str) -> bool:
         return True
     scheme, _, presented = authorization.partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(
-        presented.strip().encode(), expected.encode()
+        # surrogateescape: bytes that are not UTF-8 (aiohttp keeps them as
+        # surrogates) are compared as the bytes they were, and fail.
+        presented.strip().encode("utf-8", "surrogateescape"), expected.encode()
     )

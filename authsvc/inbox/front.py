@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from psycopg_pool import AsyncConnectionPool
 
 from authsvc.db import POOLER_SAFE
@@ -27,7 +29,11 @@ from authsvc.inbox.answers import expect_one_answer, settle_left
 from authsvc.inbox.coroutine_waiters import AsyncScopeWatcher
 from authsvc.inbox.messages import Seen
 from authsvc.inbox.params import BadRequest
+from authsvc.log_redaction import QueryStringFilter
+from authsvc.logs import log_event
 from authsvc.problem_documents import problem_document
+
+log = logging.getLogger("authsvc.inbox.front")
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) are the proxy's own business.
 _HOP_BY_HOP = frozenset(
@@ -42,6 +48,30 @@ EVENTS_DEBOUNCE_SECONDS = 0.2
 EVENTS_RETRY_MS = 2000
 MAX_PROXIED_BODY = 1024 * 1024
 CHUNK = 64 * 1024
+# Paths whose errors are problem documents (SPEC §5, §8): the front's own
+# refusals there speak the same format as the app behind it.
+PROBLEM_PATHS = ("/api/v1", "/_inbox", "/webhooks/provider")
+TOO_LARGE_TITLE = "The request body is too large"  # as authsvc.api.problems says it
+# Below gunicorn's keep-alive (2 s): the front never picks a pooled connection
+# gunicorn is about to close.
+UPSTREAM_KEEPALIVE_SECONDS = 1.0
+# Safe to send again when gunicorn dropped a reused connection before answering.
+RETRIED_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class _BadRequestLines(logging.Filter):
+    """aiohttp's line about a malformed request quotes it whole, query string and all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg, record.args = "front_bad_request", ()
+            record.error = type(exc).__name__
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+_SERVER_LOG_FILTERS = (_BadRequestLines(), QueryStringFilter())
 
 
 @dataclass
@@ -59,7 +89,56 @@ class FrontConfig:
 def _json(status: int, body: Any, *, problem: bool = False) -> web.Response:
     content_type = "application/problem+json" if problem else "application/json"
     response = web.Response(status=status, text=json.dumps(body), content_type=content_type)
+    # Inbox answers carry links with live tokens: no cache may keep them.
+    response.headers["Cache-Control"] = "no-store"
     return response
+
+
+def _speaks_problems(path: str) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in PROBLEM_PATHS)
+
+
+def _too_large(request: web.Request) -> web.Response:
+    """The front's refusal of a body it will not buffer; the body is unread, so it closes."""
+    detail = f"The body is larger than {MAX_PROXIED_BODY} bytes."
+    if _speaks_problems(request.path):
+        body = problem_document(413, "payload_too_large", TOO_LARGE_TITLE, detail)
+        response = _json(413, body, problem=True)
+    else:
+        response = web.Response(status=413, text=detail + "\n")
+    response.force_close()
+    return response
+
+
+def _wire_header(value: str) -> str:
+    """A received header value as aiohttp can send it on.
+
+    aiohttp reads bytes that are not UTF-8 as surrogate escapes, which it cannot
+    encode again; such a value goes on as its Latin-1 reading (what a WSGI app
+    is given for those bytes) rather than failing the request.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("latin-1")
+    return value
+
+
+@web.middleware
+async def _no_tracebacks(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """An unexpected error is a logged event and a problem, never aiohttp's text page."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception as exc:
+        log.error("front_internal_error", exc_info=exc, extra={"path": request.path})
+        body = problem_document(500, "internal_error", "Internal error", "Something went wrong.")
+        return _json(500, body, problem=True)
 
 
 def _bad_request(exc: BadRequest) -> web.Response:
@@ -79,7 +158,7 @@ class InboxFront:
         self.watcher = AsyncScopeWatcher(config.listen_url)
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
-        self.app = web.Application(client_max_size=MAX_PROXIED_BODY)
+        self.app = web.Application(client_max_size=MAX_PROXIED_BODY, middlewares=[_no_tracebacks])
         self.app.router.add_get("/_inbox/scopes/{scope}/messages", self._guard(self.messages))
         self.app.router.add_get("/_inbox/scopes/{scope}/expect-one", self._guard(self.expect_one))
         self.app.router.add_get("/_inbox/events", self._guard(self.events))
@@ -90,9 +169,14 @@ class InboxFront:
         """Open the pool and the LISTEN connection, then listen on host:port."""
         await self.pool.open(wait=True, timeout=10)
         self.watcher.start()
+        server_log = logging.getLogger("aiohttp.server")
+        for log_filter in _SERVER_LOG_FILTERS:
+            server_log.addFilter(log_filter)  # idempotent: the same instances
         self._session = aiohttp.ClientSession(
             auto_decompress=False,
-            connector=aiohttp.TCPConnector(limit=64),
+            connector=aiohttp.TCPConnector(
+                limit=64, keepalive_timeout=UPSTREAM_KEEPALIVE_SECONDS
+            ),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
         )
         # No access log: query strings carry tokens (`?token=`), as in `authsvc serve`.
@@ -198,27 +282,71 @@ class InboxFront:
     async def proxy(self, request: web.Request) -> web.StreamResponse:
         """Stream the request to the web app and its answer back, byte for byte."""
         assert self._session is not None
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP]
+        target = request.raw_path
+        if not target.startswith("/"):
+            # Absolute form (`GET http://host/path`): only its path and query go on.
+            target = request.rel_url.raw_path_qs
+        if not target.startswith("/"):
+            return _json(400, problem_document(
+                400, "invalid_request", "Bad request", "The request target must be a path."
+            ), problem=True)
+        headers = [
+            (k, _wire_header(v)) for k, v in request.headers.items()
+            if k.lower() not in _HOP_BY_HOP
+        ]
         peer = request.remote or ""
         forwarded = request.headers.get("X-Forwarded-For")
-        headers.append(("X-Forwarded-For", f"{forwarded}, {peer}" if forwarded else peer))
-        body = await request.read() if request.body_exists else None
+        headers.append(
+            ("X-Forwarded-For", _wire_header(f"{forwarded}, {peer}" if forwarded else peer))
+        )
         try:
-            async with self._session.request(
-                request.method, self.config.upstream + request.raw_path, headers=headers,
-                data=body, allow_redirects=False,
-            ) as upstream:
-                response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-                for name, value in upstream.headers.items():
-                    if name.lower() not in _HOP_BY_HOP:
-                        response.headers.add(name, value)
-                if upstream.content_length is not None:
-                    response.content_length = upstream.content_length
-                await response.prepare(request)
+            body = await request.read() if request.body_exists else None
+        except web.HTTPRequestEntityTooLarge:
+            return _too_large(request)
+        attempts = 2 if request.method in RETRIED_METHODS else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._forward(request, target, headers, body)
+            except aiohttp.ServerDisconnectedError:
+                if attempt < attempts:
+                    continue  # a kept-alive connection gunicorn had just closed
+                failure = "ServerDisconnectedError"
+            except aiohttp.ClientError as exc:
+                failure = type(exc).__name__
+            break
+        # The upstream's address and the URL stay in the log, not in the answer.
+        log_event(log, "front_upstream_failed", logging.WARNING, method=request.method,
+                  path=request.path, error=failure)
+        detail = "The web app did not answer; retry shortly."
+        return _json(502, problem_document(502, "bad_gateway", "Bad gateway", detail), problem=True)
+
+    async def _forward(
+        self, request: web.Request, target: str, headers: list[tuple[str, str]],
+        body: bytes | None,
+    ) -> web.StreamResponse:
+        assert self._session is not None
+        async with self._session.request(
+            request.method, self.config.upstream + target, headers=headers,
+            data=body, allow_redirects=False,
+        ) as upstream:
+            response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+            for name, value in upstream.headers.items():
+                if name.lower() not in _HOP_BY_HOP:
+                    response.headers.add(name, value)
+            if upstream.content_length is not None:
+                response.content_length = upstream.content_length
+            await response.prepare(request)
+            try:
                 async for chunk in upstream.content.iter_chunked(CHUNK):
                     await response.write(chunk)
                 await response.write_eof()
-                return response
-        except aiohttp.ClientError as exc:
-            body_ = problem_document(502, "bad_gateway", "Bad gateway", f"the web app: {exc}")
-            return _json(502, body_, problem=True)
+            except ConnectionResetError:
+                pass  # the client went away (aiohttp's ClientConnectionResetError too)
+            except aiohttp.ClientError as exc:
+                # Half an answer is out, so no 502 can follow and no retry: cut the
+                # client's connection, so that it sees a broken answer, not a short one.
+                log_event(log, "front_upstream_failed", logging.WARNING,
+                          method=request.method, path=request.path, error=type(exc).__name__)
+                if request.transport is not None:
+                    request.transport.close()
+            return response

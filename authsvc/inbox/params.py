@@ -93,12 +93,26 @@ def scope(raw: str) -> str:
         raise BadRequest(str(exc)) from None
 
 
+def _storable(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def filters(args: Mapping[str, str]) -> Filters:
     found: dict[str, str | None] = {}
     for name in ("to", "subject", "q"):
         raw = args.get(name)
         if raw is not None and len(raw) > MAX_FILTER_LENGTH:
             raise BadRequest(f"{name} is at most {MAX_FILTER_LENGTH} characters")
+        if raw is not None and not _storable(raw):
+            # PostgreSQL text holds neither NUL nor lone surrogates (bytes that
+            # were not UTF-8): such a filter could never match, and would fail.
+            raise BadRequest(f"{name} must be UTF-8 text without NUL characters")
         found[name] = raw or None
     return Filters(**found)
 

@@ -95,6 +95,13 @@ def _routing_problem() -> Response | None:
     return _require_token() or _http_problem(exc)
 
 
+def _no_store(response: Response) -> Response:
+    # Messages carry links with live tokens, scope names are capabilities:
+    # no browser or proxy cache may keep an answer.
+    response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
 def create_scope() -> tuple[Response, int]:
     """A fresh, unguessable scope and the address that delivers into it."""
     scope = new_scope_name()
@@ -182,6 +189,7 @@ def register(bp: Blueprint) -> None:
     """Attach the routes, the bearer-token check and the per-app watcher to `bp`."""
     bp.record_once(_start_watcher)
     bp.before_request(_require_token)
+    bp.after_request(_no_store)
     bp.register_error_handler(BadRequest, _bad_request)
     bp.register_error_handler(TooManyWaiters, _too_many_waiters)
     bp.register_error_handler(HTTPException, _http_problem)

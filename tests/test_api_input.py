@@ -190,7 +190,8 @@ def test_allowed_or_null_redirects_are_accepted(api, conn):
             response = api.post(path, {**VALID_BODIES[path], "redirect_url": url})
             assert response.status_code == 202, (path, url, response.get_json())
     payloads = [r[0] for r in conn.execute("SELECT payload FROM email_jobs ORDER BY id")]
-    assert payloads[:2] == [{"redirect_url": urls[0]}, {"redirect_url": urls[1]}]
+    # The first signup made the account the app's (SPEC §14): its redirects apply.
+    assert payloads[:2] == [{"redirect_url": url, "app_name": "shop"} for url in urls[:2]]
 
 
 @pytest.mark.parametrize(

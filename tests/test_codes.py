@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 
 from authsvc import accounts, users
+from authsvc.app_keys import register_app
 from authsvc.codes import MAX_ATTEMPTS
 from authsvc.tokens import TokenError
 from testkit.smtp_double import SmtpDouble
@@ -288,8 +289,9 @@ def test_the_emails_carry_the_code_for_their_link(database_url, conn, svc, setti
     with SmtpDouble() as smtp:
         accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
         accounts.request_password_reset(conn, svc, email="nobody@example.com")
+        shop, _key = register_app(conn, "shop", ["https://app.example/welcome"])
         accounts.sign_up(conn, svc, email="bo@example.com", password=PASSWORD,
-                         redirect_url="https://app.example/welcome")
+                         redirect_url="https://app.example/welcome", app=shop)
         worker(database_url, settings, smtp.url, svc.clock, once=True).run()
     assert sorted(m.rcpt_tos[0] for m in smtp.messages) == [ANN, "bo@example.com"]
     ann = next(m for m in smtp.messages if m.rcpt_tos == [ANN])

@@ -224,7 +224,7 @@ def test_an_email_outcome_and_its_event_are_one_statement(conn, client, settings
     assert [r[0] for r in rows] == ["email.delivered", "email.failed"]
     delivered, failed = (r[1] for r in rows)
     assert delivered["event"]["data"] == {
-        "email": {"id": str(claimed[0].id), "to": "u0@example.com", "flow": "verification"}
+        "email": {"id": str(claimed[0].public_id), "to": "u0@example.com", "flow": "verification"}
     }
     # The SMTP server's words stay in the outbox; the app gets a reason.
     assert failed["event"]["data"]["reason"] == "rejected"

@@ -17,6 +17,7 @@ from tests.race_support import wait_until_waiting_on_a_lock
 from tests.worker_support import (
     events,
     expire_lease,
+    expire_leases,
     job_status,
     queue_notices,
     start_worker_process,
@@ -229,9 +230,7 @@ def test_sigkill_with_outcomes_unrecorded_resends_at_most_concurrency_plus_batch
             if first.poll() is None:
                 first.kill()
         sent_by_first = len(smtp.messages)
-        wait_until(lambda: conn.execute(
-            "SELECT count(*) FROM email_jobs WHERE lease_expires_at > now()").fetchone() == (0,),
-            10, "the killed worker's leases to expire")
+        expire_leases(conn)  # the killed worker's leases ran out
         second = start_worker_process(env, tmp_path / "second.log", "--once", *args[:-2])
         assert second.wait(60) == 0
     copies = Counter(m.message_id for m in smtp.messages)

@@ -18,6 +18,7 @@ from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.worker_support import (
     events,
+    expire_lease,
     job_status,
     message_id_of,
     public_id_of,
@@ -34,8 +35,7 @@ def test_sigkill_after_smtp_accepted_resends_with_same_message_id(conn, env, tmp
     [job_id] = queue_notices(conn, 1)
     with SmtpDouble(mode="stall_after_accept") as smtp:
         env = {**env, "AUTHSVC_SMTP_URL": smtp.url}
-        first = start_worker_process(env, tmp_path / "first.log", "--lease-seconds", "3",
-                                     "--poll-seconds", "0.2")
+        first = start_worker_process(env, tmp_path / "first.log", "--poll-seconds", "0.2")
         try:
             smtp.wait_for(1, timeout=20)  # accepted; the worker now waits for the 250 reply
         finally:
@@ -43,10 +43,10 @@ def test_sigkill_after_smtp_accepted_resends_with_same_message_id(conn, env, tmp
             first.wait(10)
         status, first_owner, _ = job_status(conn, job_id)
         assert status == "pending" and first_owner is not None, "killed before marking the job"
+        expire_lease(conn, job_id)  # its lease ran out (the claim's rule is tested apart)
 
         smtp.mode = "accept"
-        second = start_worker_process(env, tmp_path / "second.log", "--lease-seconds", "3",
-                                      "--poll-seconds", "0.2")
+        second = start_worker_process(env, tmp_path / "second.log", "--poll-seconds", "0.2")
         try:
             wait_until(lambda: job_status(conn, job_id)[0] == "sent", 20, "the re-send")
         finally:

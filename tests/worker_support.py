@@ -110,6 +110,13 @@ def expire_lease(conn: psycopg.Connection, job_id: int) -> None:
                  " next_attempt_at = now() - interval '1 second' WHERE id = %s", (job_id,))
 
 
+def expire_leases(conn: psycopg.Connection) -> int:
+    """Every lease still held runs out now (a killed worker's, say); how many there were."""
+    return conn.execute("UPDATE email_jobs SET lease_expires_at = now() - interval '1 second',"
+                        " next_attempt_at = now() - interval '1 second'"
+                        " WHERE lease_expires_at > now()").rowcount
+
+
 def make_due(conn: psycopg.Connection, job_id: int) -> None:
     """Skip the backoff wait: the retry delay itself is asserted separately."""
     conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))

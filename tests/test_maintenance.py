@@ -1,33 +1,54 @@
-"""Expiring state is pruned by the worker's housekeeping, not kept forever."""
+"""Expiring state is pruned, not kept forever.
+
+The worker's housekeeping (worker/loop.py, every PRUNE_EVERY_SECONDS) calls
+these three functions with its clock; each is called here directly, with a
+frozen clock, on one row past its lifetime and one within it.
+"""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from authsvc.app_keys import register_app
-from testkit.waiting import wait_until
-from tests.worker_support import running, worker
+from authsvc.codes import prune_code_attempts
+from authsvc.idempotency import KEY_LIFETIME, prune_idempotency_keys
+from authsvc.ratelimit import prune_rate_limits
+from authsvc.services import token_codec
+
+MINUTE = timedelta(minutes=1)
 
 
-def test_worker_prunes_expired_idempotency_keys_and_rate_limit_windows(
-    conn, database_url, settings
-):
+def test_idempotency_keys_past_their_lifetime_are_pruned(conn, clock):
     app, _key = register_app(conn, "shop", ["https://shop.example.com/"])
+    now = clock()
     conn.execute(
         "INSERT INTO idempotency_keys (app_id, key, fingerprint, status_code, response_body,"
-        " created_at) VALUES (%s, 'old', '\\x00', 202, '{}', now() - interval '25 hours'),"
-        " (%s, 'fresh', '\\x00', 202, '{}', now() - interval '1 hour')",
-        (app.id, app.id),
+        " created_at) VALUES (%s, 'old', '\\x00', 202, '{}', %s),"
+        " (%s, 'fresh', '\\x00', 202, '{}', %s)",
+        (app.id, now - KEY_LIFETIME - MINUTE, app.id, now - KEY_LIFETIME + MINUTE),
     )
+    assert prune_idempotency_keys(conn, now) == 1
+    assert [r[0] for r in conn.execute("SELECT key FROM idempotency_keys")] == ["fresh"]
+
+
+def test_rate_limit_windows_older_than_a_day_are_pruned(conn, clock):
+    now = clock()
     conn.execute(
         "INSERT INTO rate_limit_counters (bucket, window_start, hits) VALUES"
-        " ('email:old', now() - interval '2 days', 3), ('email:new', now(), 1)"
+        " ('email:old', %s, 3), ('email:new', %s, 1)",
+        (now - timedelta(days=2), now - timedelta(hours=23)),
     )
+    assert prune_rate_limits(conn, now) == 1
+    assert [r[0] for r in conn.execute("SELECT bucket FROM rate_limit_counters")] == ["email:new"]
 
-    def keys() -> list[str]:
-        return [r[0] for r in conn.execute("SELECT key FROM idempotency_keys ORDER BY key")]
 
-    def buckets() -> list[str]:
-        return [r[0] for r in conn.execute("SELECT bucket FROM rate_limit_counters")]
-
-    with running(worker(database_url, settings, "smtp://127.0.0.1:9", poll_seconds=0.2)):
-        wait_until(lambda: keys() == ["fresh"], what="the expired key to be pruned")
-        wait_until(lambda: buckets() == ["email:new"], what="the old window to be pruned")
+def test_code_tries_older_than_every_link_lifetime_are_pruned(conn, clock, settings):
+    keep = token_codec(settings, clock).longest_ttl()  # what the worker passes
+    now = clock()
+    conn.execute(
+        "INSERT INTO code_attempts (purpose, address_digest, attempts, created_at) VALUES"
+        " ('verify', '\\x01', 2, %s), ('reset', '\\x02', 1, %s)",
+        (now - keep - MINUTE, now - keep + MINUTE),
+    )
+    assert prune_code_attempts(conn, now, keep) == 1
+    assert [r[0] for r in conn.execute("SELECT purpose FROM code_attempts")] == ["reset"]

@@ -217,9 +217,16 @@ def test_missing_or_wrong_api_key_is_401(api, conn, authorization):
 
 
 def test_a_key_acts_for_its_own_app(api, conn):
-    _other, other_key = register_shop_app(conn, "other")
+    """The email a request queues belongs to the app whose key made it, not to another app."""
+    other, other_key = register_shop_app(conn, "other")
+    api.sign_up("a@example.com")  # with shop's key
     response = api.post("/password-resets", {"email": "a@example.com"}, key=other_key)
     assert response.status_code == 202
+    queued = conn.execute(
+        "SELECT template, app_id FROM email_jobs WHERE recipient = 'a@example.com' ORDER BY id"
+    ).fetchall()
+    assert queued == [("verify", api.app.id), ("reset", other.id)]
+    assert api.app.id != other.id
 
 
 ROUTING_ERRORS = [

@@ -152,8 +152,8 @@ def claim_latency(url_reference: str, url_pending: str, url_retained: str) -> di
     results: dict[str, Any] = {"cases": [], "plans": {}}
 
     def add(case: str, samples: list[float], ref: list[float] | None = None) -> None:
-        row = {"case": case, "p50_ms": percentile(samples, 0.5),
-               "p95_ms": percentile(samples, 0.95)}
+        row: dict[str, Any] = {"case": case, "p50_ms": percentile(samples, 0.5),
+                               "p95_ms": percentile(samples, 0.95)}
         if ref is not None:
             row["reference_p50_ms"] = percentile(ref, 0.5)
             row["ratio"] = row["p50_ms"] / row["reference_p50_ms"]
@@ -215,7 +215,7 @@ def http_resets(url: str, concurrency: int = 16, seconds: float = 10.0,
         conn.execute("CREATE TABLE bench_ceiling (id bigint GENERATED ALWAYS AS IDENTITY"
                      " PRIMARY KEY, email text NOT NULL, created_at timestamptz DEFAULT now())")
         with conn.transaction():
-            _app, key = register_app(conn, "bench", ["http://127.0.0.1/"])
+            _registered, key = register_app(conn, "bench", ["http://127.0.0.1/"])
     endpoints = (("resets", None, "/api/v1/password-resets"),
                  ("ceiling", "bench.ceiling:create_app()", "/ceiling"))
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _app, _path in endpoints}

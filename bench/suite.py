@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def run() -> dict[str, Any]:
         for driver in ("psycopg", "asyncpg"):
             add(f"pgqueuer 1.6 ({driver})",
                 f"5 consumers x batch 10 (its benchmark; best of {ROUNDS})",
-                best_of(ROUNDS, fresh(lambda u, d=driver: peers.pgqueuer_drain(u, JOBS, driver=d))),
+                best_of(ROUNDS, fresh(partial(peers.pgqueuer_drain, jobs=JOBS, driver=driver))),
                 "peer")
 
         for system, kind, drain_of, profiles in (
@@ -105,7 +106,7 @@ def run() -> dict[str, Any]:
             _best_of_both(system, kind, _best_profile(drains, f"{kind}-profile"), run, add)
 
         _timed("latency", fresh(sections.latency), results)
-        _timed("sink", lambda: [fresh(lambda u, c=c: sections.slow_sink(u, c))()
+        _timed("sink", lambda: [fresh(partial(sections.slow_sink, concurrency=c))()
                                 for c in (1, 20, 50)], results)
 
         def claims() -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import psycopg
 
+from authsvc.users import User, find_user_by_email
+
 
 def insert_user(
     conn: psycopg.Connection, email: str, password_hash: str, *, verified: bool = True
@@ -15,6 +17,13 @@ def insert_user(
         " VALUES (%s, %s, CASE WHEN %s THEN now() END) RETURNING id",
         (email, password_hash, verified),
     )
+
+
+def stored_user(conn: psycopg.Connection, email: str) -> User:
+    """The account stored for `email`, which must exist."""
+    user = find_user_by_email(conn, email)
+    assert user is not None, f"no account for {email}"
+    return user
 
 
 def one_number(conn: psycopg.Connection, query: str, params: tuple[object, ...] = ()) -> int:

@@ -6,6 +6,7 @@ import smtplib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import EmailMessage
+from typing import Any
 
 from psycopg_pool import ConnectionPool
 
@@ -14,7 +15,8 @@ from testkit.waiting import free_port
 
 
 @contextmanager
-def running_sink(pool: ConnectionPool, **options: float) -> Iterator[InboxSink]:
+def running_sink(pool: ConnectionPool, **options: Any) -> Iterator[InboxSink]:
+    """A sink on a free port; `options` are InboxSink's own (size limits, prune interval)."""
     sink = InboxSink(pool, "inbox.test", port=free_port(), **options)
     sink.start()
     try:

@@ -13,13 +13,15 @@ import multiprocessing.util
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
+import pgserver
+import pluggy
 import pytest
 
-_PGSERVER = str(Path(__import__("pgserver").__file__).resolve().parent)
+_PGSERVER = str(Path(pgserver.__path__[0]).resolve())
 # (owner, attribute) of every entry point that starts a program or a child process.
 _ENTRY_POINTS: list[tuple[Any, str]] = [
     (subprocess.Popen, "_execute_child"),
@@ -76,7 +78,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     """Fail the test even where its code swallowed the exception."""
     outcome = yield
     report = outcome.get_result()

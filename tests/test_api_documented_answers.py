@@ -10,6 +10,7 @@ answer the server gives that the document lacks fails assert_documented.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
@@ -63,7 +64,7 @@ def test_every_documented_answer_is_given_and_no_other(
     def fresh(prefix: str = "u") -> str:
         return f"{prefix}{next(counter)}@example.com"
 
-    def post(path: str, body: object = None, **kwargs: object) -> TestResponse:
+    def post(path: str, body: object = None, **kwargs: Any) -> TestResponse:
         return _record(seen, "POST", path, api.post(path, body, **kwargs))
 
     def signed_up(email: str) -> str:
@@ -100,7 +101,7 @@ def test_every_documented_answer_is_given_and_no_other(
     _record(seen, "GET", "/openapi.json", client.get("/api/v1/openapi.json"))
 
     # 409 and 422 on the calls that store their outcome under an Idempotency-Key.
-    def runnable(path: str, n: int) -> dict[str, object]:
+    def runnable(path: str, n: int) -> dict[str, str]:
         """A body that parses, so the call gets as far as its Idempotency-Key."""
         return {
             "/signups": {"email": fresh(), "password": PASSWORD},

@@ -18,9 +18,9 @@ import pytest
 from playwright.sync_api import expect
 
 from authsvc.testing import ScopedInbox
-from authsvc.users import find_user_by_email
 from testkit.servers import serving
 from testkit.waiting import free_port, wait_until_ready
+from tests.accounts_support import stored_user
 from tests.browser_support import BROWSER_MARKS, new_tab
 from tests.conftest import TEST_KEY
 from tests.link_support import latest_link
@@ -54,11 +54,11 @@ def test_sign_up_then_confirm_the_email_in_a_browser(page, base_url, conn, svc):
     page.goto(link)
     expect(page.get_by_text("Confirm that ann@example.com is your address.")).to_be_visible()
     page.screenshot(path="/tmp/authsvc-verify.png", full_page=True)
-    assert find_user_by_email(conn, "ann@example.com").email_verified_at is None
+    assert stored_user(conn, "ann@example.com").email_verified_at is None
 
     page.get_by_role("button", name="Confirm my email address").click()
     expect(page.get_by_role("heading", name="Email address confirmed")).to_be_visible()
-    assert find_user_by_email(conn, "ann@example.com").email_verified_at is not None
+    assert stored_user(conn, "ann@example.com").email_verified_at is not None
 
     page.goto(link)
     expect(page.get_by_role("heading", name="This link was already used")).to_be_visible()

@@ -43,7 +43,9 @@ def _run_chaos(
     )
     report = run.stdout + run.stderr
     assert len(line.findall(run.stdout)) == 1, report
-    figures = {k: int(v) for k, v in line.search(run.stdout).groupdict().items()}
+    found = line.search(run.stdout)
+    assert found is not None, report
+    figures = {k: int(v) for k, v in found.groupdict().items()}
     assert run.returncode == 0, report
     assert figures["requests"] == 500
     assert figures["lost"] == figures["stuck"] == figures["stale_redemptions"] == 0, report

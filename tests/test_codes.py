@@ -29,6 +29,8 @@ NEW_PASSWORD = "a brand new passphrase"
 ANN = "ann@example.com"
 VERIFY = "/verifications/confirm"
 RESET = "/password-resets/confirm"
+# What a caller sees of an answer: status, body, headers.
+Shown = tuple[int, bytes, list[tuple[str, str]]]
 
 
 def _signed_up(api: ApiCaller, email: str = ANN) -> None:
@@ -182,7 +184,7 @@ def test_unknown_address_answers_byte_for_byte_like_a_wrong_code(api, conn, svc)
     code = latest_code(conn, svc, ANN, "verify")
     nobody = "nobody@example.com"
 
-    def both(known_code: str, unknown_code: str) -> tuple[object, object]:
+    def both(known_code: str, unknown_code: str) -> tuple[Shown, Shown]:
         known = api.post(VERIFY, {"email": ANN, "code": known_code})
         unknown = api.post(VERIFY, {"email": nobody, "code": unknown_code})
         shown = [(r.status_code, r.get_data(), sorted(r.headers.items())) for r in (known, unknown)]
@@ -297,14 +299,17 @@ def test_the_emails_carry_the_code_for_their_link(database_url, conn, svc, setti
     ann = next(m for m in smtp.messages if m.rcpt_tos == [ANN])
     bo = next(m for m in smtp.messages if m.rcpt_tos == ["bo@example.com"])
     code = latest_code(conn, svc, ANN, "verify")
-    html = ann.message.get_body(preferencelist=("html",)).get_content()
+    body = ann.message.get_body(preferencelist=("html",))
+    assert body is not None
+    html = body.get_content()
     assert re.search(rf"^    {code}$", ann.text, re.MULTILINE), ann.text
     assert f"<strong>{code}</strong>" in html
     assert f"{settings.base_url}/verify/code" in ann.text and "/verify/code" in html
     # An app's flow sends the person to the app's own page to type the code.
     assert "at https://app.example/welcome:" in bo.text
     user = accounts.confirm_verification_code(conn, svc, email=ANN, code=code)
-    assert users.find_user_by_id(conn, user.id).verified
+    stored = users.find_user_by_id(conn, user.id)
+    assert stored is not None and stored.verified
 
 
 def test_the_worker_prunes_counts_older_than_every_lifetime(database_url, conn, settings):

@@ -10,6 +10,7 @@ import ipaddress
 import json
 import socket
 import time
+from typing import Any
 
 import psycopg
 import pytest
@@ -376,7 +377,7 @@ def test_the_receiver_example_in_the_docs_verifies_real_deliveries(
     [sent] = receiver.requests
     handled: list[tuple[str, object]] = []
     monkeypatch.setenv("AUTHSVC_WEBHOOK_SECRET", secret)
-    namespace = {
+    namespace: dict[str, Any] = {
         "__name__": __name__,  # Flask(__name__) needs a module it can locate
         "seen_before": lambda _id: False,
         "handle": lambda t, d: handled.append((t, d)),

@@ -10,8 +10,8 @@ from argon2 import PasswordHasher
 from authsvc import accounts
 from authsvc.passwords import Passwords
 from authsvc.services import build_services
-from authsvc.users import find_user_by_email, update_password_hash
-from tests.accounts_support import insert_user
+from authsvc.users import update_password_hash
+from tests.accounts_support import insert_user, stored_user
 from tests.link_support import latest_link
 from tests.race_support import race
 
@@ -85,15 +85,15 @@ def test_login_rehash_does_not_undo_a_concurrent_password_change(database_url, c
                 conn, svc, email="ann@example.com", password="old passphrase 123"
             )
 
-    stored = find_user_by_email(conn, "ann@example.com").password_hash
+    stored = stored_user(conn, "ann@example.com").password_hash
     assert stored == changed_hash, "the login's rehash overwrote the newer password"
 
 
 def test_rehash_applies_when_nothing_changed(conn):
     insert_user(conn, "ann@example.com", "old-hash")
-    user = find_user_by_email(conn, "ann@example.com")
+    user = stored_user(conn, "ann@example.com")
     update_password_hash(conn, user.id, "old-hash", "rehashed")
-    assert find_user_by_email(conn, "ann@example.com").password_hash == "rehashed"
+    assert stored_user(conn, "ann@example.com").password_hash == "rehashed"
 
 
 def psycopg_pool_for(url: str):  # type: ignore[no-untyped-def]

@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from email import message_from_bytes
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,11 @@ def _request(path: str, method: str, url: str, body: dict[str, Any] | None = Non
         conn.close()
 
 
+def _ready(path: str) -> bool:
+    """The web host on Unix socket `path` answers its readiness probe."""
+    return _request(path, "GET", "/readyz") == 200
+
+
 class Receipts:
     """What each worker host's SMTP server accepted: (host, job Message-ID)."""
 
@@ -213,8 +219,7 @@ def test_a_cut_off_worker_host_hands_its_job_to_the_other_host(hosts_unavailable
                                   f"2525={smtp_path}"], dict(os.environ))
             workers.append(host)
         for path in web_sockets:
-            wait_until(lambda p=path: _request(p, "GET", "/readyz") == 200, timeout=60,
-                       what="a web host")
+            wait_until(partial(_ready, path), timeout=60, what="a web host")
         local = "postgresql://postgres@127.0.0.1:5432/postgres"
         worker_env = {**base_env, "AUTHSVC_DATABASE_URL": local,
                       "AUTHSVC_DIRECT_DATABASE_URL": local, "AUTHSVC_SMTP_URL":
@@ -254,8 +259,8 @@ def test_a_cut_off_worker_host_hands_its_job_to_the_other_host(hosts_unavailable
             first_public = str(conn.execute("SELECT public_id FROM email_jobs WHERE id = %s",
                                             (first_job,)).fetchone()[0])  # type: ignore[index]
         by_id: dict[str, list[str]] = {}
-        for host, message_id in receipts.got:
-            by_id.setdefault(message_id, []).append(host)
+        for host_name, message_id in receipts.got:
+            by_id.setdefault(message_id, []).append(host_name)
         expected = {f"<authsvc-job-{i}@hosts.test>" for i in ids}
         assert set(by_id) == expected, "a job was lost"
         first_id = f"<authsvc-job-{first_public}@hosts.test>"

@@ -36,8 +36,7 @@ def test_outbox_list_columns_line_up_whatever_the_event_names(conn, settings, en
                             ("recipient", ["ann@example.com", "https://hooks.example.com/in",
                                            "bo@example.com"])]:
         for row in rows:
-            [value] = [v for v in values if f" {v} " in f" {row} "] or [None]
-            if value is not None:
+            for value in [v for v in values if f" {v} " in f" {row} "][:1]:
                 assert row.index(f" {value}") + 1 == header.index(heading), (heading, row)
     # ... and numbers end where theirs ends.
     for row in rows:
@@ -51,7 +50,7 @@ def test_outbox_show_trail_lines_up(conn, settings, env):
     [job_id] = conn.execute("SELECT id FROM email_jobs WHERE template = 'verify'").fetchone()
     conn.execute(
         "INSERT INTO email_job_events (job_id, event, attempt) VALUES (%s, 'claimed', 1),"
-        " (%s, 'a_much_longer_event_name', 1)", (job_id, job_id))
+        " (%s, 'lease_lost', 1)", (job_id, job_id))
     shown = CliRunner().invoke(main, ["outbox", "show", str(job_id)], env=env)
     assert shown.exit_code == 0, shown.output
     trail = shown.output.split("trail:\n", 1)[1].splitlines()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from authsvc.users import find_user_by_email
+from tests.accounts_support import stored_user
 from tests.link_support import latest_link
 from tests.pages_support import (
     PASSWORD,
@@ -55,14 +55,14 @@ def test_opening_verify_link_many_times_never_consumes_it(client, conn, svc, met
         opened = client.open(f"/verify?token={token}", method=method)
         assert opened.status_code == 200
         assert opened.headers["Cache-Control"] == "no-store"
-    assert find_user_by_email(conn, "ann@example.com").email_verified_at is None
+    assert stored_user(conn, "ann@example.com").email_verified_at is None
 
     page = client.get(f"/verify?token={token}")
     assert "Confirm that ann@example.com is your address." in text_of(page)
     confirmed = submit(client, "/verify", {"token": token}, form_page=f"/verify?token={token}")
     assert confirmed.status_code == 200
     assert "Email address confirmed" in text_of(confirmed)
-    assert find_user_by_email(conn, "ann@example.com").email_verified_at is not None
+    assert stored_user(conn, "ann@example.com").email_verified_at is not None
 
     again = client.get(f"/verify?token={token}")
     assert again.status_code == 410

@@ -112,7 +112,9 @@ def test_auto_posting_scanner_cannot_redeem_a_link(app, conn, svc):
     token = latest_link(conn, svc, "ann@example.com", "verify")
     scanner = app.test_client(use_cookies=False)
     page = scanner.get(f"/verify?token={token}").get_data(as_text=True)
-    scraped = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
+    found = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page)
+    assert found is not None, "no CSRF token on the link's page"
+    scraped = found.group(1)
     submitted = scanner.post("/verify", data={"csrf_token": scraped, "token": token})
     assert submitted.status_code == 400
     person = app.test_client()

@@ -17,6 +17,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 from hypothesis import HealthCheck, settings
@@ -40,7 +41,7 @@ from tests.accounts_support import forget_everyone
 from tests.conftest import TEST_KEY
 from tests.link_support import latest_job
 
-_COMMON = dict(
+_COMMON: dict[str, Any] = dict(
     deadline=None,
     database=None,  # nothing written into the checkout; failures print their example
     stateful_step_count=25,
@@ -395,7 +396,7 @@ def test_only_the_newest_link_redeems_once(
         @invariant()
         def outbox_matches_model(self):
             query = "SELECT template, count(*) FROM email_jobs GROUP BY template"
-            counts = dict(conn.execute(query))
+            counts: dict[str, int] = dict(conn.execute(query))
             assert counts == self.jobs
 
     run_state_machine_as_test(AccountMachine, settings=_profile())

@@ -22,6 +22,7 @@ from authsvc.config import Settings
 from authsvc.migrate import available_migrations, upgrade
 from authsvc.services import Services
 from testkit.smtp_double import Received, SmtpDouble
+from tests.accounts_support import one_number
 from tests.api_support import ALLOWED_REDIRECT, SIGNUP_PASSWORD, ApiCaller
 from tests.worker_support import worker
 
@@ -236,25 +237,29 @@ def test_the_migration_gives_existing_accounts_only_the_apps_the_outbox_proves(
     _database_before_0021(empty_database_url)
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
         def app(name: str) -> object:
-            return conn.execute("INSERT INTO apps (name, key_hash) VALUES (%s, %s) RETURNING id",
-                                (name, name.encode())).fetchone()[0]
+            row = conn.execute("INSERT INTO apps (name, key_hash) VALUES (%s, %s) RETURNING id",
+                               (name, name.encode())).fetchone()
+            assert row is not None
+            return row[0]
 
         def user(email: str, verified: bool) -> int:
-            return conn.execute(
+            return one_number(
+                conn,
                 "INSERT INTO users (email, password_hash, verify_version, email_verified_at)"
                 " VALUES (%s, 'x', 1, CASE WHEN %s THEN now() END) RETURNING id",
-                (email, verified)).fetchone()[0]
+                (email, verified))
 
         def job(user_id: int, purpose: str, version: int, app_id: object, status: str = "sent",
                 redeemed: bool = False, payload: str = "{}") -> int:
             if redeemed:
                 conn.execute("INSERT INTO token_redemptions (user_id, purpose, version)"
                              " VALUES (%s, %s, %s)", (user_id, purpose, version))
-            return conn.execute(
+            return one_number(
+                conn,
                 "INSERT INTO email_jobs (template, recipient, payload, user_id, purpose,"
                 " token_version, issued_at, app_id, status) VALUES (%s, 'x@example.com', %s, %s,"
                 " %s, %s, now(), %s, %s) RETURNING id",
-                (purpose, payload, user_id, purpose, version, app_id, status)).fetchone()[0]
+                (purpose, payload, user_id, purpose, version, app_id, status))
 
         shop, evil = app("shop"), app("evil")
         confirmed = user("confirmed@example.com", True)  # signed up and confirmed via the shop
@@ -277,8 +282,8 @@ def test_the_migration_gives_existing_accounts_only_the_apps_the_outbox_proves(
                             " ORDER BY 1, 2").fetchall()
         assert rows == [("confirmed@example.com", "shop"), ("grabbed@example.com", "shop"),
                         ("reset@example.com", "evil"), ("waiting@example.com", "shop")]
-        payloads = dict(conn.execute("SELECT id, payload FROM email_jobs WHERE id IN (%s, %s)",
-                                     (steered, own)).fetchall())
+        payloads: dict[int, object] = dict(conn.execute(
+            "SELECT id, payload FROM email_jobs WHERE id IN (%s, %s)", (steered, own)).fetchall())
         assert payloads == {
             steered: {"app_name": "evil"},
             own: {"redirect_url": "https://shop.example/in", "app_name": "shop"},

@@ -96,7 +96,7 @@ def test_hostile_text_in_every_api_field_is_a_4xx_and_harmless(client: FlaskClie
     before = _snapshot(conn)
     operations = _operations()
     assert len(operations) >= 6, operations
-    answers = []
+    answers: list[tuple[str, str, str, int]] = []
     for path, fields in operations:
         for field in fields:
             for value in HOSTILE:

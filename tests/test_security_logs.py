@@ -52,7 +52,7 @@ class Http:
 
 
 @pytest.fixture
-def sink() -> Iterator[FaultySmtp]:
+def receiver() -> Iterator[FaultySmtp]:
     server = FaultySmtp(FaultRates(0, 0, 0), seed=0)
     server.start()
     yield server
@@ -60,10 +60,12 @@ def sink() -> Iterator[FaultySmtp]:
 
 
 @pytest.fixture
-def processes(env: dict[str, str], sink: FaultySmtp, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def processes(
+    env: dict[str, str], receiver: FaultySmtp, tmp_path: Path
+) -> Iterator[tuple[str, Path]]:
     """`authsvc serve` and `authsvc worker`, both logging into one folder."""
     port = free_port()
-    process_env = {**os.environ, **env, "AUTHSVC_SMTP_URL": sink.url,
+    process_env = {**os.environ, **env, "AUTHSVC_SMTP_URL": receiver.url,
                    "AUTHSVC_BASE_URL": f"http://127.0.0.1:{port}"}
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -88,33 +90,34 @@ def processes(env: dict[str, str], sink: FaultySmtp, tmp_path: Path) -> Iterator
             out.close()
 
 
-def _token(sink: FaultySmtp, count: int) -> Receipt:
-    return wait_until(lambda: len(sink.snapshot()) >= count and sink.snapshot()[count - 1],
-                      30, f"email #{count}")
+def _token(receiver: FaultySmtp, count: int) -> Receipt:
+    wait_until(lambda: len(receiver.snapshot()) >= count, 30, f"email #{count}")
+    return receiver.snapshot()[count - 1]
 
 
 @pytest.mark.e2e
 def test_logs_of_a_full_run_hold_no_token_or_password(conn: psycopg.Connection, processes,
-                                                      sink: FaultySmtp) -> None:
+                                                      receiver: FaultySmtp) -> None:
     base, logs = processes
     _app, key = register_app(conn, "logs", ["http://127.0.0.1/"])
     api = Http(base, key)
     email = "logged@example.com"
 
     assert api.call("POST", "/api/v1/signups", {"email": email, "password": FIRST_PASSWORD}) == 202
-    verify = _token(sink, 1)
+    verify = _token(receiver, 1)
     assert api.call("GET", f"/verify?token={verify.token}") == 200  # a person opens the link
     assert api.call("POST", "/api/v1/verifications/confirm", {"token": verify.token}) == 200
     assert api.call("POST", "/api/v1/sessions", {"email": email, "password": FIRST_PASSWORD}) == 200
     assert api.call("POST", "/api/v1/sessions", {"email": email, "password": WRONG_PASSWORD}) == 401
     assert api.call("POST", "/api/v1/password-resets", {"email": email}) == 202
-    reset = _token(sink, 2)
+    reset = _token(receiver, 2)
+    assert verify.token is not None and reset.token is not None
     assert api.call("GET", f"/reset/confirm?token={reset.token}") == 200
     weak = {"token": reset.token, "password": WEAK_PASSWORD}
     assert api.call("POST", "/api/v1/password-resets/confirm", weak) == 422
     strong = {"token": reset.token, "password": SECOND_PASSWORD}
     assert api.call("POST", "/api/v1/password-resets/confirm", strong) == 200
-    _token(sink, 3)  # the "password changed" notice went through the worker too
+    _token(receiver, 3)  # the "password changed" notice went through the worker too
 
     secrets = {
         "verify token": verify.token,

@@ -121,7 +121,7 @@ FRIENDLY = [
 ]
 
 
-@pytest.mark.parametrize("url", HOSTILE + DOT_SEGMENTS + ENCODED_TRICKS)
+@pytest.mark.parametrize("url", [*HOSTILE, *DOT_SEGMENTS, *ENCODED_TRICKS])
 def test_hostile_redirect_targets_are_refused(url: str) -> None:
     assert not is_allowed_redirect(url, ALLOWLIST)
 

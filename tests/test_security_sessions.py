@@ -54,7 +54,9 @@ def test_the_account_page_lists_sessions_and_ends_another_one(app, conn, svc):
     assert len(ids) == 2
     html = laptop.get("/account").get_data(as_text=True)
     assert all(f'name="session_id" value="{i}"' in html for i in ids)
-    token = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', html).group(1)
+    found = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', html)
+    assert found is not None, "no CSRF token on /account"
+    token = found.group(1)
     ended = laptop.post("/account/sessions/end", data={"csrf_token": token,
                                                       "session_id": str(ids[1])})
     assert ended.status_code == 303
@@ -114,7 +116,9 @@ def test_wrong_current_passwords_count_against_the_login_limit(app, conn, svc):
 def test_the_cookie_holds_no_account_id_and_the_table_no_token(app, conn, svc):
     make_account(conn, svc)
     browser = _logged_in(app)
-    cookie = browser.get_cookie("session").value
+    session = browser.get_cookie("session")
+    assert session is not None
+    cookie = session.value
     contents = app.session_interface.get_signing_serializer(app).loads(cookie)
     assert set(contents) <= {"session_token", "csrf_token", "_permanent"}  # no user id
     stored = conn.execute("SELECT token_hash FROM web_sessions").fetchone()[0]

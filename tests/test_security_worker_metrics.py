@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from testkit.smtp_double import SmtpDouble
-from testkit.waiting import free_port, http_status, wait_until
+from testkit.waiting import free_port, http_status, wait_until, wait_until_ready
 from tests.worker_support import queue_notices, start_worker_process, stop_process
 
 pytestmark = pytest.mark.e2e
@@ -53,7 +53,7 @@ def test_each_worker_process_s_metrics_need_the_token(conn, env, tmp_path):
                                        "--poll-seconds", "0.2", "--metrics-port", str(port))
         try:
             for url in urls:
-                wait_until(lambda url=url: http_status(url) is not None, 30, url)
+                wait_until_ready(url, timeout=30, ready=lambda _status: True)  # any answer
 
             def claimed_in_all() -> bool:
                 return sum(_claimed(_scrape(u, f"Bearer {TOKEN}")[1]) for u in urls) == jobs

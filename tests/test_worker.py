@@ -203,6 +203,7 @@ def test_link_that_expired_before_sending_is_not_sent(database_url, conn, svc, s
     job_id = count_and_queue_link(
         conn, email="cy@example.com", purpose="reset", issued_at=issued_at, budget=budget,
         code_digest=address_digest("cy@example.com")).job_id
+    assert job_id is not None, "the account exists and is within its budget"
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 
     assert smtp.messages == []

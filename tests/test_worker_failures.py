@@ -30,6 +30,13 @@ def outcome(conn, job_id: int) -> tuple[str, str | None]:
     return tuple(row.fetchone())
 
 
+def failed_with(conn, job_id: int) -> str:
+    """The error a job that ended `failed` keeps."""
+    status, error = outcome(conn, job_id)
+    assert status == "failed" and error is not None, (status, error)
+    return error
+
+
 def _deliver_twice(conn, pool, deliverer, smtp_url: str, job_id: int) -> tuple[str, str]:
     """Deliver, make the job due at once (skipping its backoff), deliver again."""
     mailer = smtp_factory(smtp_url)(2.0)
@@ -90,8 +97,7 @@ def test_5xx_fails_with_the_smtp_reply(conn, pool, settings, smtp):
     mailer = smtp_factory(smtp.url)(2.0)
     assert _claim_and_deliver(pool, delivery(pool, settings), mailer) == "failed"
     mailer.close()
-    row = outcome(conn, job_id)
-    assert row[0] == "failed" and "550 5.1.1 no such user here" in row[1]
+    assert "550 5.1.1 no such user here" in failed_with(conn, job_id)
     assert [e[0] for e in events(conn, job_id)] == ["claimed", "failed"]
 
 
@@ -101,8 +107,8 @@ def test_max_attempts_fails_the_job(conn, pool, settings, smtp):
     smtp.mode = "tempfail"
     deliverer = delivery(pool, settings, retry=RetryPolicy(max_attempts=2, base_seconds=1))
     assert _deliver_twice(conn, pool, deliverer, smtp.url, job_id) == ("retry", "failed")
-    row = outcome(conn, job_id)
-    assert row[0] == "failed" and row[1].startswith("attempts exhausted (2)") and "451" in row[1]
+    error = failed_with(conn, job_id)
+    assert error.startswith("attempts exhausted (2)") and "451" in error
 
 
 @pytest.mark.parametrize("mode", ["drop_before_data", "stall_before_data"])
@@ -131,8 +137,7 @@ def test_second_ambiguous_send_fails_instead_of_repeating(conn, pool, settings, 
     smtp.mode = "accept_then_drop"
     deliverer = delivery(pool, settings)
     assert _deliver_twice(conn, pool, deliverer, smtp.url, job_id) == ("ambiguous", "failed")
-    row = outcome(conn, job_id)
-    assert row[0] == "failed" and "may have been delivered" in row[1]
+    assert "may have been delivered" in failed_with(conn, job_id)
 
 
 def test_connection_reused_across_jobs_and_reopened_when_the_server_dropped_it(

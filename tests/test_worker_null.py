@@ -59,7 +59,7 @@ def test_processes_runs_that_many_workers_and_sigterm_stops_them_all(conn, env, 
             return [e for e in lines if e.get("event") == "worker_started"
                     or e.get("message") == "worker_started"]
 
-        owners = wait_until(lambda: len(started()) == 2 and started(), 30, "two workers")
+        owners = wait_until(lambda: started() if len(started()) == 2 else [], 30, "two workers")
         assert len({e["lease_owner"] for e in owners}) == 2
         wait_until(lambda: conn.execute(
             "SELECT count(*) FROM email_jobs WHERE status = 'sent'").fetchone() == (200,),

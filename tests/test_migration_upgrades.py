@@ -17,6 +17,7 @@ from authsvc.resources import migrations_dir
 from authsvc.services import build_services
 from authsvc.tokens import TokenClaims
 from testkit.waiting import wait_until
+from tests.accounts_support import one_number
 
 OWNER, ATTACKER = "owner passphrase one", "attacker passphrase one"
 
@@ -40,11 +41,12 @@ def test_a_password_swapped_under_the_old_code_is_not_confirmed_by_the_owners_li
     not confirm that password: every unconfirmed account starts out contested."""
     _database_of_the_first_release(empty_database_url)
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        user_id = conn.execute(
+        user_id = one_number(
+            conn,
             "INSERT INTO users (email, password_hash, verify_version)"
             " VALUES ('victim@example.com', %s, 1) RETURNING id",
             (passwords.hash(OWNER),),
-        ).fetchone()[0]
+        )
         conn.execute("UPDATE users SET password_hash = %s", (passwords.hash(ATTACKER),))
     upgrade(empty_database_url)
 
@@ -87,9 +89,10 @@ def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(
             waiting = threading.Thread(target=second_runner)
             waiting.start()
             wait_until(
-                lambda: first.execute(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                ).fetchone()[0] == 1,
+                lambda: one_number(
+                    first,
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                ) == 1,
                 what="the second runner waiting for the lock",
             )
             first.execute((migrations_dir() / "0000_schema_migrations.sql").read_text())

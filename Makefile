@@ -58,6 +58,12 @@ pgbouncer:
 test-pgbouncer: $(STAMP) browser pgbouncer
 	$(BIN)/python -m tests.pooled_run -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)-pgb
 
+# migrations/schema.sql from a freshly migrated database (tests/test_schema_file.py holds
+# the file to the migrations): run after adding a migration.
+.PHONY: schema
+schema: $(STAMP)
+	$(BIN)/python -m tools.schema_sql
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy

@@ -1,0 +1,170 @@
+"""migrations/schema.sql is what the migrations build, and the outbox's names are its CHECKs.
+
+procrastinate's check, both ways: the file's generated part is exactly what
+tools/schema_sql.py writes from a freshly migrated database (so a migration
+without a regenerated file fails here), and the file run alone on an empty
+database builds a catalog that tool reads back the same (so the file is the
+schema, not a description of it). Then 0023, the trail's event names as a
+CHECK, and the runner's commit line it validates after.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+import psycopg
+import pytest
+
+from authsvc.db import connect
+from authsvc.migrate import applied_versions, available_migrations, transactions, upgrade
+from authsvc.outbox import STATUSES
+from tools.schema_sql import COMMAND, MARKER, SCHEMA_FILE, render
+from worker.jobs import FINAL_STATUSES, OUTCOME_EVENTS
+
+# Trail events written by statements rather than as a claim's outcome:
+# worker/jobs.sql claim_batch and record_outcomes, outbox/admin.sql redrive_job.
+OTHER_TRAIL_EVENTS = {"claimed", "lease_lost", "redriven"}
+
+
+def _generated_part() -> str:
+    text = SCHEMA_FILE.read_text(encoding="utf-8")
+    assert MARKER in text, f"{SCHEMA_FILE.name} lost its marker line"
+    return text[text.index(MARKER):]
+
+
+def _rendered(url: str) -> str:
+    with connect(url) as conn:
+        return render(conn)
+
+
+def _diff(expected: str, actual: str) -> str:
+    lines = difflib.unified_diff(expected.splitlines(keepends=True),
+                                 actual.splitlines(keepends=True),
+                                 "migrations/schema.sql", "the migrated database", n=1)
+    return "".join(list(lines)[:60])
+
+
+def _major(conn: psycopg.Connection) -> int:
+    row = conn.execute("SHOW server_version_num").fetchone()
+    assert row is not None
+    return int(row[0]) // 10000
+
+
+def test_schema_file_is_what_the_migrations_build(database_url):
+    """database_url is a clone of the session's template, which upgrade() migrated."""
+    written, built = _generated_part(), _rendered(database_url)
+    made_on = re.search(r"^-- From PostgreSQL (\d+)\b.*\n", written, re.MULTILINE)
+    assert made_on, "schema.sql does not say which PostgreSQL it was written from"
+    written_here = written.replace(made_on.group(0), "", 1)
+    built_here = re.sub(r"^-- From PostgreSQL \d+\b.*\n", "", built, count=1, flags=re.MULTILINE)
+    if built_here != written_here:
+        with connect(database_url) as conn:
+            major = _major(conn)
+        if int(made_on.group(1)) != major:
+            pytest.skip(f"schema.sql was written from PostgreSQL {made_on.group(1)}, this is"
+                        f" {major}: it words some expressions differently")
+    assert built_here == written_here, (
+        f"migrations/schema.sql is out of date: run `make schema` ({COMMAND})\n"
+        f"{_diff(written, built)}")
+
+
+def test_schema_file_alone_builds_the_catalog_the_migrations_build(
+    database_url, empty_database_url
+):
+    with connect(empty_database_url) as conn, conn.transaction():
+        conn.execute(SCHEMA_FILE.read_text(encoding="utf-8"))  # type: ignore[arg-type]
+    from_file, migrated = _rendered(empty_database_url), _rendered(database_url)
+    assert from_file == migrated, _diff(migrated, from_file)
+
+
+def _check_names(conn: psycopg.Connection, constraint: str) -> list[str]:
+    """The quoted names in a CHECK (column IN (...)), in order, as the catalog holds it."""
+    row = conn.execute(
+        "SELECT pg_get_constraintdef(oid), convalidated FROM pg_constraint WHERE conname = %s",
+        (constraint,),
+    ).fetchone()
+    assert row is not None, f"no constraint {constraint}"
+    definition, validated = row
+    assert validated, f"{constraint} is NOT VALID"
+    return re.findall(r"'([a-z_]+)'::text", definition)
+
+
+def test_the_python_names_for_statuses_and_trail_events_are_the_checks(conn):
+    """The CHECKs are the one list; the tuples the code switches on cannot drift from them."""
+    statuses = _check_names(conn, "email_jobs_status_check")
+    assert tuple(statuses) == STATUSES
+    assert set(FINAL_STATUSES) == set(statuses) - {"pending"}
+
+    events = _check_names(conn, "email_job_events_event_check")
+    assert len(events) == len(set(events)) == 11
+    assert set(events) == set(OUTCOME_EVENTS) | OTHER_TRAIL_EVENTS
+    assert set(FINAL_STATUSES) <= set(events)  # a final outcome's event is its status
+
+
+def _new_job(conn: psycopg.Connection) -> int:
+    row = conn.execute(
+        "INSERT INTO email_jobs (template, recipient) VALUES ('password_changed', 'a@example.com')"
+        " RETURNING id").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_trail_refuses_an_event_name_it_does_not_know(conn):
+    job_id = _new_job(conn)
+    conn.execute("INSERT INTO email_job_events (job_id, event) VALUES (%s, 'redriven')", (job_id,))
+    with pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("INSERT INTO email_job_events (job_id, event) VALUES (%s, 'requeued')",
+                     (job_id,))
+
+
+# The runner's commit line, and 0023 using it.
+
+
+def _migrated_before(url: str, version: str) -> None:
+    """Every migration numbered below `version`, applied and recorded as the runner does."""
+    with connect(url) as conn:
+        for migration in available_migrations():
+            if migration.version >= version:
+                break
+            with conn.transaction():
+                conn.execute(migration.path.read_text(encoding="utf-8"))  # type: ignore[arg-type]
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                             (migration.version, migration.name))
+
+
+def test_a_migration_commits_at_its_commit_lines():
+    text = "ALTER TABLE t ADD c;\n-- migrate: commit\nALTER TABLE t VALIDATE c;\n"
+    assert transactions(text) == ["ALTER TABLE t ADD c;\n", "ALTER TABLE t VALIDATE c;\n"]
+    assert transactions("SELECT 1;\n") == ["SELECT 1;\n"]
+
+
+def test_a_trail_row_with_an_unknown_event_stops_0023_and_the_next_run_repeats_it(
+    empty_database_url,
+):
+    """0023 commits its NOT VALID check before it validates the old rows, so the scan of
+    the trail does not stop the worker's writes. An old row that fits no name stops the
+    upgrade at the VALIDATE: the check already guards new rows, 0023 is not recorded, and
+    once the row is mended the next run repeats the file from its top and records it."""
+    _migrated_before(empty_database_url, "0023")
+    with connect(empty_database_url) as conn:
+        job_id = _new_job(conn)
+        conn.execute("INSERT INTO email_job_events (job_id, event) VALUES (%s, 'requeued')",
+                     (job_id,))
+    with pytest.raises(psycopg.errors.CheckViolation):
+        upgrade(empty_database_url)
+
+    check = ("SELECT convalidated FROM pg_constraint"
+             " WHERE conname = 'email_job_events_event_check'")
+    with connect(empty_database_url) as conn:
+        assert "0023" not in applied_versions(conn)
+        assert conn.execute(check).fetchone() == (False,)
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("INSERT INTO email_job_events (job_id, event) VALUES (%s, 'requeued')",
+                         (job_id,))
+        conn.execute("UPDATE email_job_events SET event = 'claimed' WHERE event = 'requeued'")
+
+    assert upgrade(empty_database_url)[0].version == "0023"
+    with connect(empty_database_url) as conn:
+        assert conn.execute(check).fetchone() == (True,)
+        assert "0023" in applied_versions(conn)

@@ -19,6 +19,7 @@ import pytest
 from authsvc.db import connect
 from authsvc.migrate import applied_versions, available_migrations, transactions, upgrade
 from authsvc.outbox import STATUSES
+from chaos import reconcile
 from tools.schema_sql import COMMAND, MARKER, SCHEMA_FILE, render
 from worker.jobs import FINAL_STATUSES, OUTCOME_EVENTS
 
@@ -100,6 +101,8 @@ def test_the_python_names_for_statuses_and_trail_events_are_the_checks(conn):
     assert len(events) == len(set(events)) == 11
     assert set(events) == set(OUTCOME_EVENTS) | OTHER_TRAIL_EVENTS
     assert set(FINAL_STATUSES) <= set(events)  # a final outcome's event is its status
+    # The chaos harness's reconciliation reads outcomes from the trail.
+    assert reconcile._OUTCOMES == set(OUTCOME_EVENTS) | {"lease_lost"}
 
 
 def _new_job(conn: psycopg.Connection) -> int:

@@ -14,21 +14,27 @@
 -- in place.
 
 -- A random positive id below 2^53, so a JSON number carries it exactly in
--- every language (the API's `user.id` is an integer). Two ids collide with
--- odds n / 9.0e15 for the n-th row: about one in a billion at ten million
--- accounts, and the loser's INSERT fails (the request can be retried).
+-- every language (the API's `user.id` is an integer). The bits come from
+-- gen_random_uuid(), the strong source: random() is a per-connection PRNG
+-- whose state a few of one's own ids could reveal, and with it everyone
+-- else's. The n-th row collides with odds n / 9.0e15 (one in a billion at
+-- ten million accounts); the loser's INSERT fails and can be retried.
 CREATE FUNCTION unordered_id() RETURNS bigint
-LANGUAGE sql VOLATILE PARALLEL SAFE
-RETURN 1 + floor(random() * 9007199254740990)::bigint;
+LANGUAGE sql VOLATILE
+RETURN ((('x' || substr(md5(gen_random_uuid()::text), 1, 14))::bit(56)::bigint >> 3)
+        % 9007199254740991) + 1;
 
 ALTER TABLE users ALTER COLUMN id DROP IDENTITY;
 ALTER TABLE users ALTER COLUMN id SET DEFAULT unordered_id();
 ALTER TABLE web_sessions ALTER COLUMN id DROP IDENTITY;
 ALTER TABLE web_sessions ALTER COLUMN id SET DEFAULT unordered_id();
 
--- Nullable with a default for new rows, so adding it rewrites nothing: only
--- the jobs that may still be sent (pending, and failed ones a redrive may
--- send) get an id now; the others are never seen by anyone again.
+-- Nullable with a default for new rows, so adding it rewrites nothing. Only
+-- pending jobs (few, and the next to be sent) get an id here, under the
+-- ALTER's lock; a failed one gets its id when a redrive makes it pending
+-- again (outbox/admin.sql redrive_job); the others are never sent again.
+-- No index: only `authsvc outbox show <public id>` looks a job up by it, an
+-- operator's rare command, and a random-uuid index would cost every insert.
 ALTER TABLE email_jobs ADD COLUMN public_id uuid;
 ALTER TABLE email_jobs ALTER COLUMN public_id SET DEFAULT gen_random_uuid();
-UPDATE email_jobs SET public_id = gen_random_uuid() WHERE status IN ('pending', 'failed');
+UPDATE email_jobs SET public_id = gen_random_uuid() WHERE status = 'pending';

@@ -104,8 +104,7 @@
 CREATE OR REPLACE FUNCTION public.unordered_id()
  RETURNS bigint
  LANGUAGE sql
- PARALLEL SAFE
-RETURN (1 + (floor((random() * ('9007199254740990'::bigint)::double precision)))::bigint);
+RETURN (((((('x'::text || substr(md5((gen_random_uuid())::text), 1, 14)))::bit(56))::bigint >> 3) % '9007199254740991'::bigint) + 1);
 
 CREATE TABLE schema_migrations (
     version    text NOT NULL,

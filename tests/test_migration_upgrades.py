@@ -12,12 +12,13 @@ from authsvc import accounts
 from authsvc.codes import address_digest, count_attempt
 from authsvc.config import load_settings
 from authsvc.db import connect, create_pool
-from authsvc.migrate import LOCK_KEY, applied_versions, available_migrations, upgrade
+from authsvc.migrate import LOCK_KEY, applied_versions, upgrade
 from authsvc.resources import migrations_dir
 from authsvc.services import build_services
 from authsvc.tokens import TokenClaims
 from testkit.waiting import wait_until
 from tests.accounts_support import one_number
+from tests.migration_support import migrate_before
 
 OWNER, ATTACKER = "owner passphrase one", "attacker passphrase one"
 
@@ -107,14 +108,8 @@ def test_tries_counted_per_version_become_one_count_per_address_and_none_are_gai
     """0020 counts tries per (purpose, address): each address keeps its most tries
     of any version (an upgrade must not hand out fresh guesses) and its latest
     start (no count is pruned sooner than before)."""
+    migrate_before(empty_database_url, "0020")
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        for migration in available_migrations():
-            if migration.version >= "0020":
-                break
-            with conn.transaction():
-                conn.execute(migration.path.read_text(encoding="utf-8"))  # type: ignore[arg-type]
-                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                             (migration.version, migration.name))
         ann, bo = address_digest("ann@example.com"), address_digest("bo@example.com")
         at = [datetime(2026, 3, 1, hour, 0, tzinfo=UTC) for hour in (10, 11, 12)]
         conn.execute(

@@ -15,11 +15,16 @@ import re
 from urllib.parse import parse_qs, urlsplit
 from uuid import UUID
 
+import psycopg
 import pytest
 from itsdangerous import URLSafeSerializer
 
 from authsvc import accounts, users
 from authsvc.app_keys import App
+from authsvc.migrate import upgrade
+from authsvc.outbox.admin import redrive_job
+from tests.accounts_support import one_number
+from tests.migration_support import migrate_before
 from tests.worker_support import worker
 
 PASSWORD = "correct horse battery staple"
@@ -71,8 +76,8 @@ def test_user_ids_in_links_do_not_count_signups(database_url, conn, svc, setting
 
     ids = sorted(_link_user_id(m.text) for m in smtp.messages)
     assert len(ids) == 3
-    # Consecutive signups get ids far apart (odds of a gap under 2^40: ~1e-4 per pair).
-    assert all(b - a > 2**40 for a, b in itertools.pairwise(ids))
+    # Consecutive signups get ids far apart (odds of a gap under 2^20: ~2e-10 per pair).
+    assert all(b - a > 2**20 for a, b in itertools.pairwise(ids))
     # ...and exact in a JSON number (the API's user.id).
     assert all(0 < i < 2**53 for i in ids)
 
@@ -85,7 +90,7 @@ def test_session_ids_on_the_account_page_do_not_count_logins(conn, svc):
     for _ in range(3):
         accounts.start_session(conn, svc, user=user, user_agent="test")
     ids = sorted(r[0] for r in conn.execute("SELECT id FROM web_sessions"))
-    assert all(b - a > 2**40 for a, b in itertools.pairwise(ids))
+    assert all(b - a > 2**20 for a, b in itertools.pairwise(ids))
 
 
 def test_email_events_name_the_email_by_its_public_id(database_url, conn, svc, settings, smtp):
@@ -103,3 +108,28 @@ def test_email_events_name_the_email_by_its_public_id(database_url, conn, svc, s
     event = payload["event"] if isinstance(payload, dict) else json.loads(payload)["event"]
     assert event["data"]["email"]["id"] == _job_reference(message)[0]
     assert UUID(event["data"]["email"]["id"]).version == 4
+
+
+def test_the_upgrade_gives_pending_jobs_a_public_id_and_a_redrive_gives_failed_ones_theirs(
+    empty_database_url, settings, smtp
+):
+    """A populated outbox from before public ids: what may still be sent gets one."""
+    migrate_before(empty_database_url, "0019")
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO users (email, password_hash) VALUES ('old@example.com', 'x')")
+        pending, failed, sent = (one_number(
+            conn, "INSERT INTO email_jobs (template, recipient, status)"
+            " VALUES ('password_changed', 'old@example.com', %s) RETURNING id", (status,))
+            for status in ("pending", "failed", "sent"))
+    upgrade(empty_database_url)
+
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        ids = dict(conn.execute("SELECT id, public_id FROM email_jobs").fetchall())
+        assert ids[pending] is not None and ids[failed] is None and ids[sent] is None
+        worker(empty_database_url, settings, smtp.url, once=True).run()
+        [message] = smtp.messages
+        assert message.message_id == f"<authsvc-job-{ids[pending]}@localhost>"
+        assert redrive_job(conn, failed)
+        redriven = conn.execute("SELECT public_id FROM email_jobs WHERE id = %s",
+                                (failed,)).fetchone()
+        assert redriven is not None and UUID(str(redriven[0])).version == 4

@@ -209,7 +209,7 @@ def test_outbox_commands_show_trail_redrive_and_prune(conn, env, tmp_path):
         assert f"public_id            {public_id}" in by_public.output
         unknown = runner.invoke(main, ["outbox", "show", str(uuid.uuid4())], env=env)
         assert unknown.exit_code != 0 and "no outbox job" in unknown.output
-        for nonsense in ("0", "12abc", "authsvc-job-x", "9" * 30):
+        for nonsense in ("0", "12abc", "authsvc-job-x", "9" * 30, "9" * 5000):
             refused = runner.invoke(main, ["outbox", "redrive", nonsense], env=env)
             assert refused.exit_code == 2 and "neither a job id" in refused.output, nonsense
             assert "Traceback" not in refused.output

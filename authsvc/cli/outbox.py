@@ -38,7 +38,8 @@ class JobReference(click.ParamType):
     def convert(self, value: object, param: click.Parameter | None,
                 ctx: click.Context | None) -> int | UUID:
         text = str(value).strip()
-        if text.isascii() and text.isdigit() and 0 < int(text) < 2**63:
+        # At most 19 digits before int(): Python refuses to parse over 4,300.
+        if text.isascii() and text.isdigit() and len(text) <= 19 and 0 < int(text) < 2**63:
             return int(text)
         try:
             return UUID(text)

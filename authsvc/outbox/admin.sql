@@ -88,10 +88,12 @@ FROM email_job_events WHERE job_id = %(job_id)s ORDER BY id;
 
 -- redrive_job --
 -- Give a failed job a fresh set of attempts, due now; returns nothing for other states.
+-- A job that failed before public ids existed (migrations/0019) gets one now.
 WITH redriven AS (
     UPDATE email_jobs
     SET status = 'pending', attempt_count = 0, next_attempt_at = now(), last_error = NULL,
-        lease_owner = NULL, lease_expires_at = NULL
+        lease_owner = NULL, lease_expires_at = NULL,
+        public_id = coalesce(public_id, gen_random_uuid())
     WHERE id = %(job_id)s AND status = 'failed'
     RETURNING id, token_version
 )

@@ -124,7 +124,8 @@ def test_the_upgrade_gives_pending_jobs_a_public_id_and_a_redrive_gives_failed_o
     upgrade(empty_database_url)
 
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        ids = dict(conn.execute("SELECT id, public_id FROM email_jobs").fetchall())
+        rows = conn.execute("SELECT id, public_id FROM email_jobs").fetchall()
+        ids: dict[int, UUID | None] = dict(rows)
         assert ids[pending] is not None and ids[failed] is None and ids[sent] is None
         worker(empty_database_url, settings, smtp.url, once=True).run()
         [message] = smtp.messages

@@ -280,3 +280,20 @@ def test_malformed_request_lines_never_log_their_query_string(stack: Stack) -> N
         text = log.read_text()
         assert SECRET not in text, f"{log.name}: {text[-2000:]}"
     assert "front_bad_request" in stack.front_log.read_text()
+
+
+def test_requests_gunicorn_cannot_parse_get_a_problem_not_a_page(stack: Stack) -> None:
+    """gunicorn's own answers (bad request line, 414, 431) were HTML quoting the request line."""
+    secret = "?token=SECRET-link-token"
+    cases = {
+        b"G@T /api/v1/signups" + secret.encode() + b" HTTP/1.1\r\n\r\n": 400,
+        b"GET /api/v1/signups" + secret.encode() + b" HTTP/7.5\r\n\r\n": 400,
+        b"GET /api/v1/" + b"a" * 5000 + secret.encode() + b" HTTP/1.1\r\n\r\n": 414,
+        b"GET /api/v1/openapi.json HTTP/1.1\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n": 431,
+        b"POST /api/v1/signups HTTP/1.1\r\nContent-Length: abc\r\n\r\n": 400,
+    }
+    for data, status in cases.items():
+        answer = raw(stack.web_port, data)
+        _is_problem(answer, status)
+        assert answer.headers.get("connection") == "close"
+        assert b"SECRET" not in answer.body and b"<html" not in answer.body

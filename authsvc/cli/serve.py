@@ -38,7 +38,8 @@ def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
         # gunicorn 27 opens a control socket in ~/.gunicorn shared by every
         # instance on the host; authsvc does not use it.
         "--no-control-socket",
-        # Hooks: a large unread body closes its connection (see the module).
+        # Hooks: a large unread body closes its connection; requests gunicorn
+        # cannot parse get problem+json (see the module).
         "--config",
         "python:authsvc.gunicorn_config",
         "authsvc.flask_app:create_served_app()",

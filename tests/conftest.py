@@ -17,16 +17,33 @@ from authsvc.clock import FrozenClock
 from authsvc.config import Settings, load_settings
 from authsvc.db import connect, create_pool
 from authsvc.flask_app import create_app
+from authsvc.inbox.smtp import InboxSink
 from authsvc.passwords import Passwords, cheap_passwords
 from authsvc.services import Services, build_services
 from testkit.smtp_double import SmtpDouble
 from tests.api_support import ApiCaller, register_shop_app
 from tests.browser_support import launched_chromium
+from tests.inbox_support import running_sink
 from tests.pg import TestDatabases, direct_server_url, server_url
 
 pytest_plugins = ["tests.process_guard"]
 
 TEST_KEY = "test-secret-key-0123456789abcdef-0123456789"
+# Every fixture that reaches PostgreSQL (database_url, conn, pool, app, client, …)
+# depends on this session fixture, which starts or connects to the test server.
+DATABASE_FIXTURE = "test_databases"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its level: `e2e` is written on the test (it starts
+    processes); of the rest, a test is `integration` when it uses a database fixture
+    and `unit` when it uses none. `pytest -m unit` runs without PostgreSQL."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            continue
+        uses_database = DATABASE_FIXTURE in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.integration if uses_database else pytest.mark.unit)
 
 
 @pytest.fixture(scope="session")
@@ -148,6 +165,15 @@ def smtp() -> Iterator[SmtpDouble]:
     at `smtp.url`; change `smtp.mode` or `smtp.script(...)` to misbehave)."""
     with SmtpDouble() as double:
         yield double
+
+
+@pytest.fixture
+def sink(request: pytest.FixtureRequest, pool: ConnectionPool) -> Iterator[InboxSink]:
+    """The test inbox's SMTP sink on a free port in this process, storing into the test
+    database. InboxSink's options (size limits) come from `@pytest.mark.sink(...)`."""
+    marker = request.node.get_closest_marker("sink")
+    with running_sink(pool, **(marker.kwargs if marker else {})) as running:
+        yield running
 
 
 @pytest.fixture

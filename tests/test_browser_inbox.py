@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from authsvc.inbox.smtp import InboxSink
 from tests.browser_support import BROWSER_MARKS, new_tab
-from tests.inbox_support import email, running_sink, send
+from tests.inbox_support import email, send
 from tests.inbox_ui_support import links_in_each_state, send_links_email
 from tests.test_inbox_front import serve_front
 
@@ -32,12 +31,6 @@ pytestmark = [
     *BROWSER_MARKS,
     pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)"),
 ]
-
-
-@pytest.fixture
-def sink(pool) -> Iterator[InboxSink]:
-    with running_sink(pool) as running:
-        yield running
 
 
 @pytest.fixture

@@ -17,12 +17,11 @@ from playwright.sync_api import Page, expect
 from authsvc import accounts
 from authsvc.config import load_settings
 from authsvc.flask_app import create_app
-from authsvc.inbox.smtp import InboxSink
 from authsvc.resources import templates_dir
 from authsvc.users import find_user_by_email
 from testkit.servers import serving
 from tests.browser_support import BROWSER_MARKS, new_tab
-from tests.inbox_support import email, running_sink, send
+from tests.inbox_support import email, send
 from tests.pages_support import PASSWORD, make_account
 from tests.test_inbox_front import serve_front
 
@@ -136,12 +135,6 @@ def test_the_account_sessions_table_fits_the_screen(phone, base_url, conn, svc, 
         box = ends.nth(i).bounding_box()
         assert box is not None
         assert box["height"] <= one_line["height"] + 1, f"End button {i} wraps: {box}"
-
-
-@pytest.fixture
-def sink(pool) -> Iterator[InboxSink]:
-    with running_sink(pool) as running:
-        yield running
 
 
 @pytest.fixture

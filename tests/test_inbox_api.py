@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from flask import Flask
@@ -14,7 +13,6 @@ from werkzeug.serving import make_server
 
 from authsvc.config import load_settings
 from authsvc.flask_app import create_app
-from authsvc.inbox.smtp import InboxSink
 from authsvc.passwords import Passwords
 from authsvc.testing import InboxError, ScopedInbox
 from tests.inbox_support import email, running_sink, send
@@ -31,15 +29,9 @@ def inbox(inbox_app: Flask) -> FlaskClient:
     return inbox_app.test_client()
 
 
-@pytest.fixture
-def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
-    with running_sink(pool) as running:
-        yield running
-
-
 def new_scope(inbox: FlaskClient) -> str:
     response = inbox.post("/_inbox/scopes")
-    assert response.status_code == 201
+    assert response.status_code == 201 and response.json is not None
     return str(response.json["scope"])
 
 
@@ -305,7 +297,8 @@ def test_routing_problems_under_the_inbox_still_need_the_token(env, pool, passwo
     client = create_app(load_settings(inbox_env), pool=pool, passwords=passwords).test_client()
     assert client.get("/_inbox/nope").status_code == 401
     found = client.get("/_inbox/nope", headers={"Authorization": "Bearer s3cret"})
-    assert found.status_code == 404 and found.json["code"] == "not_found"
+    assert found.status_code == 404 and found.json is not None
+    assert found.json["code"] == "not_found"
     assert client.get("/_inboxes").mimetype != "application/problem+json"  # not ours
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.error import HTTPError
@@ -24,7 +24,7 @@ SCOPES = 50
 USERS_PER_SCOPE = 4  # one reset each: 200 reset requests
 
 
-def _call(url: str, key: str, body: dict[str, object]) -> tuple[int, dict]:
+def _call(url: str, key: str, body: Mapping[str, object]) -> tuple[int, dict]:
     request = Request(  # noqa: S310
         url, data=json.dumps(body).encode(), method="POST",
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},

@@ -28,7 +28,7 @@ from authsvc.inbox.smtp import InboxSink
 from authsvc.passwords import Passwords
 from authsvc.testing import ScopedInbox
 from testkit.waiting import free_port, wait_until
-from tests.inbox_support import email, running_sink, send
+from tests.inbox_support import email, send
 from tests.test_inbox_api import (  # noqa: F401 - collected again, against the front
     test_a_nul_or_broken_utf8_in_a_filter_is_a_400,
     test_bad_parameters_are_400_problems,
@@ -88,12 +88,6 @@ class HttpClient:
 
     def delete(self, path: str) -> Answer:
         return self.open(path, "DELETE")
-
-
-@pytest.fixture
-def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
-    with running_sink(pool) as running:
-        yield running
 
 
 def serve_front(

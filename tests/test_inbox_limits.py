@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import smtplib
 import tracemalloc
-from collections.abc import Iterator
 
 import pytest
 from flask import Flask
@@ -14,7 +13,7 @@ from psycopg_pool import ConnectionPool
 from authsvc.config import load_settings
 from authsvc.flask_app import create_app
 from authsvc.inbox import messages
-from authsvc.inbox.smtp import MAX_RECIPIENTS, InboxSink
+from authsvc.inbox.smtp import MAX_RECIPIENTS
 from authsvc.passwords import Passwords
 from tests.inbox_support import email, running_sink, send
 
@@ -26,12 +25,6 @@ def inbox(env: dict[str, str], pool: ConnectionPool, passwords: Passwords) -> Fl
     settings = load_settings({**env, "AUTHSVC_TEST_INBOX": "on"})
     app: Flask = create_app(settings, pool=pool, passwords=passwords)
     return app.test_client()
-
-
-@pytest.fixture
-def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
-    with running_sink(pool) as running:
-        yield running
 
 
 def _store_big(conn, scope: str, count: int, body_bytes: int) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import jsonschema
 import pytest
@@ -12,9 +11,8 @@ from openapi_spec_validator import validate
 
 from authsvc.config import load_settings
 from authsvc.flask_app import create_app
-from authsvc.inbox.smtp import InboxSink
 from tests.api_support import _inline_refs
-from tests.inbox_support import email, running_sink, send
+from tests.inbox_support import email, send
 
 UI_ENDPOINTS = re.compile(r"^inbox\.(ui_|index$|static$)")
 
@@ -28,12 +26,6 @@ def inbox_app(env, pool, passwords) -> Flask:
 @pytest.fixture
 def inbox(inbox_app):
     return inbox_app.test_client()
-
-
-@pytest.fixture
-def sink(pool) -> Iterator[InboxSink]:
-    with running_sink(pool) as running:
-        yield running
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -18,15 +17,10 @@ from psycopg_pool import ConnectionPool
 from authsvc.inbox import smtp
 from authsvc.inbox.messages import insert_content, insert_message
 from authsvc.inbox.parsing import parse_message
-from authsvc.inbox.smtp import InboxSink
 from testkit.waiting import free_port, wait_until
 from tests.inbox_support import email, running_sink, send
 
-
-@pytest.fixture
-def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
-    with running_sink(pool, max_message_bytes=64 * 1024) as running:
-        yield running
+pytestmark = pytest.mark.sink(max_message_bytes=64 * 1024)  # the `sink` fixture's limit
 
 
 def stored(conn: psycopg.Connection, scope: str) -> list[tuple]:

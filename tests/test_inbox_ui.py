@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import smtplib
-from collections.abc import Iterator
 
 import pytest
 from flask.testing import FlaskClient
@@ -15,10 +14,9 @@ from authsvc.clock import FrozenClock
 from authsvc.config import load_settings
 from authsvc.flask_app import create_app
 from authsvc.inbox.link_states import find_code
-from authsvc.inbox.smtp import InboxSink
 from authsvc.passwords import Passwords
 from authsvc.services import Services
-from tests.inbox_support import email, running_sink, send
+from tests.inbox_support import email, send
 from tests.inbox_ui_support import links_in_each_state, send_links_email
 from tests.link_support import latest_claims
 from tests.worker_support import renderer
@@ -31,14 +29,10 @@ def inbox(env, pool: ConnectionPool, clock: FrozenClock, passwords: Passwords) -
     return create_app(settings, pool=pool, clock=clock, passwords=passwords).test_client()
 
 
-@pytest.fixture
-def sink(pool: ConnectionPool) -> Iterator[InboxSink]:
-    with running_sink(pool) as running:
-        yield running
-
-
 def _message_id(inbox: FlaskClient, scope: str) -> int:
-    return int(inbox.get(f"/_inbox/scopes/{scope}/expect-one?settle=0").json["message"]["id"])
+    found = inbox.get(f"/_inbox/scopes/{scope}/expect-one?settle=0").json
+    assert found is not None
+    return int(found["message"]["id"])
 
 
 def test_the_index_lists_recent_scopes_and_allows_only_its_own_script(inbox, sink):

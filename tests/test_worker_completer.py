@@ -5,16 +5,19 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections import Counter
 
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 
 from authsvc.db import create_pool
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.race_support import wait_until_waiting_on_a_lock
 from tests.worker_support import (
+    FAR,
     events,
     expire_lease,
     expire_leases,
@@ -136,7 +139,7 @@ def test_an_idle_completer_records_a_lone_outcome_at_once(conn, unchecked_pool):
     completer = Completer(unchecked_pool, max_unrecorded=32)
     completer.start()
     try:
-        completer.submit(Outcome(job, "sent", provider_message_id="<m@x>"))
+        completer.submit(Outcome(job, "sent", provider_message_id="<m@x>"), FAR)
         wait_until(lambda: job_status(conn, job_id)[0] == "sent", 5, "the lone outcome recorded")
         assert completer.batches == 1 and completer.largest_batch == 1
     finally:
@@ -155,16 +158,16 @@ def test_outcomes_arriving_during_a_write_share_the_next_statement_and_are_cappe
     with psycopg.connect(database_url) as blocker:
         # Hold job 1's row so the first write waits on it.
         blocker.execute("SELECT 1 FROM email_jobs WHERE id = %s FOR UPDATE", (ids[0],))
-        completer.submit(Outcome(claimed[0], "sent"))
+        completer.submit(Outcome(claimed[0], "sent"), FAR)
         wait_until(lambda: completer.unrecorded == 1 and _lock_waiters(conn) == 1, 5,
                    "the first write to block")
         for job in claimed[1:4]:
-            completer.submit(Outcome(job, "sent"))
+            completer.submit(Outcome(job, "sent"), FAR)
         assert completer.unrecorded == 4
         fifth_in = threading.Event()
 
         def fifth() -> None:
-            completer.submit(Outcome(claimed[4], "sent"))
+            completer.submit(Outcome(claimed[4], "sent"), FAR)
             fifth_in.set()
 
         thread = threading.Thread(target=fifth, daemon=True)
@@ -174,7 +177,7 @@ def test_outcomes_arriving_during_a_write_share_the_next_statement_and_are_cappe
         blocker.rollback()
     thread.join(10)
     assert fifth_in.is_set()
-    completer.submit(Outcome(claimed[5], "sent"))
+    completer.submit(Outcome(claimed[5], "sent"), FAR)
     assert completer.close(10)
     assert [job_status(conn, i)[0] for i in ids] == ["sent"] * 6
     # 1 alone, then 2-4 together, then what was left (5 and 6, together or not).
@@ -199,7 +202,7 @@ def test_a_broken_connection_is_retried_without_a_checkout_check(conn, unchecked
     completer = Completer(unchecked_pool, max_unrecorded=4)
     completer.start()
     try:
-        completer.submit(Outcome(job, "sent"))
+        completer.submit(Outcome(job, "sent"), FAR)
         wait_until(lambda: job_status(conn, job_id)[0] == "sent", 10, "the outcome recorded")
     finally:
         assert completer.close(10)
@@ -240,3 +243,29 @@ def test_sigkill_with_outcomes_unrecorded_resends_at_most_concurrency_plus_batch
     assert conn.execute(
         "SELECT count(*) FROM email_jobs WHERE status <> 'sent'"
     ).fetchone() == (0,)
+
+
+def test_through_an_outage_an_outcome_is_given_up_when_its_local_lease_deadline_passes(
+    conn, caplog
+):
+    """One lease clock: the deadline the worker took at claim time (time.monotonic()),
+    not this host's wall clock against the database's lease_expires_at."""
+    [job_id] = queue_notices(conn, 1)
+    [job] = jobs.claim_batch(conn, "host:1:a", 1, lease_seconds=3600)
+    # A pool whose server is gone: every write fails as in an outage.
+    unreachable = ConnectionPool("host=127.0.0.1 port=1 connect_timeout=1", min_size=0,
+                                 max_size=1, open=True, check=None)
+    completer = Completer(unreachable, max_unrecorded=4)
+    caplog.set_level(logging.ERROR, logger="worker.completer")
+    completer.start()
+    try:
+        completer.submit(Outcome(job, "sent", provider_message_id="<m@x>"),
+                         time.monotonic() + 0.5)
+        wait_until(lambda: completer.unrecorded == 0, 20, "the outcome to be given up")
+    finally:
+        assert completer.close(10)
+        unreachable.close()
+    [said] = [r for r in caplog.records if r.getMessage() == "outcome_unrecorded"]
+    assert said.job_id == job_id  # type: ignore[attr-defined]
+    # The database's lease still runs: the job is claimed, not recorded as sent.
+    assert job_status(conn, job_id) == ("pending", "host:1:a", 1)

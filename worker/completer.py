@@ -23,7 +23,6 @@ from collections.abc import Callable
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from authsvc.clock import Clock, system_clock
 from authsvc.logs import log_event
 from worker import jobs
 from worker.jobs import Outcome
@@ -43,20 +42,21 @@ class Completer:
         pool: ConnectionPool,
         *,
         max_unrecorded: int,
-        clock: Clock = system_clock,
         on_recorded: Callable[[int], None] | None = None,
     ) -> None:
         if max_unrecorded < 1:
             raise ValueError("max_unrecorded must be at least 1")
         self.pool = pool
         self.max_unrecorded = max_unrecorded
-        self.clock = clock
         self.on_recorded = on_recorded or (lambda _count: None)
         self.failure: BaseException | None = None
         self.batches = 0  # statements written, for tests and figures
         self.largest_batch = 0
         self._cond = threading.Condition()
-        self._waiting: list[Outcome] = []
+        # Each outcome with its claim's lease deadline on time.monotonic(): the
+        # one clock the worker judges its leases by (the database's lease_expires_at
+        # is for the database; this host's wall clock may disagree with it).
+        self._waiting: list[tuple[Outcome, float]] = []
         self._writing = 0
         self._closing = False
         self._dead = False
@@ -71,14 +71,18 @@ class Completer:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, outcome: Outcome) -> None:
-        """Queue `outcome` for the next write; blocks while the unrecorded cap is reached."""
+    def submit(self, outcome: Outcome, lease_deadline: float) -> None:
+        """Queue `outcome` for the next write; blocks while the unrecorded cap is reached.
+
+        `lease_deadline` (time.monotonic()) is when its claim's lease runs out:
+        past it, through a database outage, the outcome is given up and logged.
+        """
         with self._cond:
             while len(self._waiting) + self._writing >= self.max_unrecorded and not self._dead:
                 self._cond.wait()
             if self._dead:
                 raise CompleterStopped("the completer is not running") from self.failure
-            self._waiting.append(outcome)
+            self._waiting.append((outcome, lease_deadline))
             self._cond.notify_all()
 
     def close(self, timeout: float | None = None) -> bool:
@@ -120,21 +124,21 @@ class Completer:
                 self._dead = True
                 self._cond.notify_all()
 
-    def _write(self, batch: list[Outcome]) -> None:
+    def _write(self, batch: list[tuple[Outcome, float]]) -> None:
         """One statement for the batch; through a database outage for as long as leases last."""
         delay = 0.1
         while batch:
             try:
                 with self.pool.connection(timeout=5) as conn:
-                    jobs.record_outcomes(conn, batch)
+                    jobs.record_outcomes(conn, [outcome for outcome, _deadline in batch])
                 return
             except psycopg.OperationalError as exc:
                 # No connection check at checkout (it cost a round trip per
                 # statement): check the pool now that one has failed.
                 self.pool.check()
-                now = self.clock()
-                for outcome in batch:
-                    if outcome.job.lease_expires_at <= now:
+                now = time.monotonic()
+                for outcome, lease_deadline in batch:
+                    if lease_deadline <= now:
                         # Another worker may claim (and re-send) it now.
                         log_event(log, "outcome_unrecorded", logging.ERROR,
                                   job_id=outcome.job.id, lease_owner=outcome.job.lease_owner,
@@ -143,7 +147,7 @@ class Completer:
                                   token_version=outcome.job.token_version,
                                   provider_message_id=outcome.provider_message_id,
                                   outcome=outcome.event, error=str(exc))
-                batch = [o for o in batch if o.job.lease_expires_at > now]
+                batch = [(o, deadline) for o, deadline in batch if deadline > now]
                 if batch:
                     log_event(log, "database_unavailable", logging.WARNING,
                               unrecorded=len(batch), error=str(exc), retry_in_seconds=delay)

@@ -247,7 +247,7 @@ class Worker:
                         with self.metrics.send_seconds.time():
                             outcome = delivery.decide(mailer, job, deadline)
                     self.metrics.outcomes.labels(outcome.event).inc()
-                    completer.submit(outcome)
+                    completer.submit(outcome, deadline)
                     handed_over = True
                 except CompleterStopped:
                     # The completer died (and said why); stop, the leases hand the jobs back.
@@ -306,7 +306,7 @@ class Worker:
                 break
             if item is not None:
                 try:
-                    completer.submit(Outcome(item[0], "released", error="shutdown"))
+                    completer.submit(Outcome(item[0], "released", error="shutdown"), item[1])
                 except CompleterStopped:
                     self._recorded(1)
         for _ in range(self.options.concurrency):

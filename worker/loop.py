@@ -37,14 +37,13 @@ from worker import jobs
 from worker.completer import Completer, CompleterStopped
 from worker.delivery import Delivery, RetryPolicy
 from worker.jobs import ClaimedJob, Outcome
-from worker.mailers import Mailer
+from worker.mailers import MAILER_IDLE_SECONDS, Mailer
 from worker.metrics import WorkerMetrics
 from worker.render import Renderer
 from worker.webhooks import WebhookDelivery
 
 log = logging.getLogger("worker.loop")
 PRUNE_EVERY_SECONDS = 600.0
-SENDER_IDLE_SECONDS = 5.0
 # Without a direct URL nothing wakes the worker early: look this often instead.
 POLL_WITHOUT_LISTEN_SECONDS = 1.0
 
@@ -228,7 +227,7 @@ class Worker:
         try:
             while True:
                 try:
-                    item = self._queue.get(timeout=SENDER_IDLE_SECONDS)
+                    item = self._queue.get(timeout=MAILER_IDLE_SECONDS)
                 except queue.Empty:
                     mailer.close()  # do not hold an idle SMTP connection open
                     continue

@@ -21,8 +21,10 @@ from uuid import UUID
 
 from authsvc.config import SmtpTarget
 
-# Reuse a connection only if it was used recently; servers drop idle ones.
-IDLE_RECONNECT_SECONDS = 10.0
+# Servers and providers drop idle connections: one left idle this long is
+# closed by its sender (worker/loop.py) and never reused (here, and the HTTP
+# providers' keep-alive expiry), so no send starts on a half-dead connection.
+MAILER_IDLE_SECONDS = 10.0
 
 
 class SendError(Exception):
@@ -169,7 +171,7 @@ class SmtpMailer:
 
     def _session(self) -> tuple[smtplib.SMTP, bool]:
         """The open connection (reused=True) or a new one."""
-        if self._smtp is not None and time.monotonic() - self._last_used > IDLE_RECONNECT_SECONDS:
+        if self._smtp is not None and time.monotonic() - self._last_used > MAILER_IDLE_SECONDS:
             self.close()
         if self._smtp is not None:
             return self._smtp, True

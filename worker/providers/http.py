@@ -19,6 +19,7 @@ import httpx
 
 from authsvc.config import HttpProviderTarget
 from worker.mailers import (
+    MAILER_IDLE_SECONDS,
     AmbiguousSendError,
     OutgoingEmail,
     PermanentSendError,
@@ -30,8 +31,6 @@ RETRY_STATUSES = frozenset({408, 429})
 # Past this a provider's Retry-After is not believed (a day: beyond it the
 # idempotency key itself would have expired at the provider).
 MAX_RETRY_AFTER_SECONDS = 86400.0
-# Drop a kept-alive connection idle this long; providers close idle ones.
-IDLE_RECONNECT_SECONDS = 10.0
 MAX_REASON_CHARS = 500
 USER_AGENT = "authsvc-worker"
 
@@ -103,7 +102,7 @@ class HttpProviderMailer:
                 headers={**self.auth_headers(), "User-Agent": USER_AGENT},
                 timeout=httpx.Timeout(connect=t / 4, write=t / 4, read=t / 2, pool=t / 4),
                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1,
-                                    keepalive_expiry=IDLE_RECONNECT_SECONDS),
+                                    keepalive_expiry=MAILER_IDLE_SECONDS),
                 follow_redirects=False,
             )
         return self._client

@@ -93,7 +93,7 @@ class Settings:
     rate_limit_login: RateLimit
     trusted_proxies: int = 0
     metrics_token: str | None = field(default=None, repr=False)
-    # AUTHSVC_SMTP_URL=null://: build every message and discard it (load tests).
+    # AUTHSVC_MAIL_URL=null://: build every message and discard it (load tests).
     null_mail: bool = False
     # AUTHSVC_MAIL_URL=resend://…: an HTTP provider instead of SMTP.
     http_provider: HttpProviderTarget | None = None

@@ -93,7 +93,7 @@ def worker_env(url: str, smtp_url: str, data_dir: str) -> dict[str, str]:
         "AUTHSVC_ENV": "test",
         "AUTHSVC_DATABASE_URL": url,
         "AUTHSVC_DIRECT_DATABASE_URL": url,  # no pooler here: LISTEN as before
-        "AUTHSVC_SMTP_URL": smtp_url,
+        "AUTHSVC_MAIL_URL": smtp_url,
         "AUTHSVC_DATA_DIR": data_dir,
         "AUTHSVC_SECRET_KEYS": "bench-secret-key-0123456789abcdef-0123456789",
     }

@@ -243,7 +243,7 @@ def write_report(r: dict[str, Any], command: str) -> str:
         "",
         "*Mechanics*: authsvc's real `Worker` in-process (claim ahead, sender threads, the",
         "batched completer, the audit trail) with a stub renderer and a no-op mailer.",
-        "*Pipeline*: `authsvc worker --once` with `AUTHSVC_SMTP_URL=null://` over reset links:",
+        "*Pipeline*: `authsvc worker --once` with `AUTHSVC_MAIL_URL=null://` over reset links:",
         "claim, mint the token, render both parts, build the MIME bytes, discard, record.",
         "pgqueuer runs as its own benchmark does (5 QueueManagers in one process, batch 10,",
         "a no-op entrypoint), with each of its drivers.",

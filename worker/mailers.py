@@ -96,7 +96,7 @@ class Mailer(Protocol):
 
 
 class NullMailer:
-    """AUTHSVC_SMTP_URL=null://: accepts every built message and discards it (load tests).
+    """AUTHSVC_MAIL_URL=null://: accepts every built message and discards it (load tests).
 
     Like Django's dummy backend; the message is still rendered and built, so a
     load test measures everything but the network. Refused in production.

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import psycopg
-
+from authsvc.db import connect
 from authsvc.migrate import available_migrations
 
 
 def migrate_before(url: str, version: str) -> None:
     """Apply (and record) every migration older than `version`, as that release's runner did."""
-    with psycopg.connect(url, autocommit=True) as conn:
+    with connect(url) as conn:  # through a pooler too: nothing prepared
         for migration in available_migrations():
             if migration.version >= version:
                 break

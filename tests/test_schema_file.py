@@ -17,9 +17,10 @@ import psycopg
 import pytest
 
 from authsvc.db import connect
-from authsvc.migrate import applied_versions, available_migrations, transactions, upgrade
+from authsvc.migrate import applied_versions, transactions, upgrade
 from authsvc.outbox import STATUSES
 from chaos import reconcile
+from tests.migration_support import migrate_before
 from tools.schema_sql import COMMAND, MARKER, SCHEMA_FILE, render
 from worker.jobs import FINAL_STATUSES, OUTCOME_EVENTS
 
@@ -124,16 +125,6 @@ def test_the_trail_refuses_an_event_name_it_does_not_know(conn):
 # The runner's commit line, and 0023 using it.
 
 
-def _migrated_before(url: str, version: str) -> None:
-    """Every migration numbered below `version`, applied and recorded as the runner does."""
-    with connect(url) as conn:
-        for migration in available_migrations():
-            if migration.version >= version:
-                break
-            with conn.transaction():
-                conn.execute(migration.path.read_text(encoding="utf-8"))  # type: ignore[arg-type]
-                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                             (migration.version, migration.name))
 
 
 def test_a_migration_commits_at_its_commit_lines():
@@ -149,7 +140,7 @@ def test_a_trail_row_with_an_unknown_event_stops_0023_and_the_next_run_repeats_i
     the trail does not stop the worker's writes. An old row that fits no name stops the
     upgrade at the VALIDATE: the check already guards new rows, 0023 is not recorded, and
     once the row is mended the next run repeats the file from its top and records it."""
-    _migrated_before(empty_database_url, "0023")
+    migrate_before(empty_database_url, "0023")
     with connect(empty_database_url) as conn:
         job_id = _new_job(conn)
         conn.execute("INSERT INTO email_job_events (job_id, event) VALUES (%s, 'requeued')",

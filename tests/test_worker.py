@@ -237,14 +237,18 @@ def test_delivering_one_claimed_job_twice_leaves_one_sent_row(conn, pool, settin
     assert [e[0] for e in events(conn, job_id)].count("sent") == 1
 
 
+def _listening(conn) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a session of this database is LISTENing (a worker's first empty claim is done)."""
+    return conn.execute(
+        "SELECT 1 FROM pg_stat_activity"
+        " WHERE query ILIKE 'LISTEN%%' AND datname = current_database()"
+    ).fetchone() is not None
+
+
 def test_idle_worker_wakes_on_notify_not_on_polling(database_url, conn, svc, settings, smtp):
     w = worker(database_url, settings, smtp.url, svc.clock, poll_seconds=60)
     with running(w):
-        # Wait until the worker has started listening (its first empty claim).
-        wait_until(lambda: conn.execute(
-            "SELECT 1 FROM pg_stat_activity"
-            " WHERE query ILIKE 'LISTEN%%' AND datname = current_database()"
-        ).fetchone(), 10, "the worker to LISTEN")
+        wait_until(lambda: _listening(conn), 10, "the worker to LISTEN")
         accounts.sign_up(conn, svc, email="di@example.com", password="correct horse battery")
         smtp.wait_for(1, timeout=5)
     assert smtp.messages[0].subject == "Confirm your email address"
@@ -266,10 +270,7 @@ def test_the_listener_reconnects_after_any_error_and_says_so(
     monkeypatch.setattr(loop, "connect", lost_once)
     w = worker(database_url, settings, smtp.url, svc.clock, poll_seconds=60)
     with caplog.at_level(logging.WARNING, logger="worker.loop"), running(w):
-        wait_until(lambda: conn.execute(
-            "SELECT 1 FROM pg_stat_activity"
-            " WHERE query ILIKE 'LISTEN%%' AND datname = current_database()"
-        ).fetchone(), 10, "the worker to LISTEN again")
+        wait_until(lambda: _listening(conn), 10, "the worker to LISTEN again")
         accounts.sign_up(conn, svc, email="di@example.com", password="correct horse battery")
         smtp.wait_for(1, timeout=5)
     [said] = [r for r in caplog.records if r.msg == "listener_disconnected"]

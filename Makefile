@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-server browser lint clean chaos chaos-provider fuzz
+.PHONY: install run test test-fast test-server browser lint clean chaos chaos-provider fuzz
 
 .PHONY: pgbouncer test-pgbouncer chaos-failover
 
@@ -40,6 +40,15 @@ TEST_TMP ?= /tmp/authsvc-test-$(shell printf '%s' "$(CURDIR)" | cksum | cut -d' 
 test: $(STAMP) browser
 	$(BIN)/pytest -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)
 
+# The inner loop: the unit and integration tests (markers set in tests/conftest.py),
+# with the two account state machines on their quick profile. It leaves out every
+# e2e test (gunicorn, workers, `authsvc dev`, the chaos run, pip, openssl, PgBouncer,
+# Chromium) and runs 50 and 40 state-machine examples instead of 500 and 150;
+# `make test` runs all of it.
+test-fast: $(STAMP)
+	AUTHSVC_HYPOTHESIS_PROFILE=quick $(BIN)/pytest -m "not e2e and not slow" -n 2 \
+	  --dist loadfile -q --basetemp=$(TEST_TMP)-fast
+
 # The same suite against a normal server (this machine's PostgreSQL 15).
 TEST_SERVER_URL ?= postgresql://postgres@127.0.0.1:5432/test
 test-server: $(STAMP) browser
@@ -55,8 +64,15 @@ pgbouncer:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; \
 	  else echo "pgbouncer not found: install it (Debian: apt-get install pgbouncer)"; exit 1; fi; }
 
+# It leaves out what the pooler cannot change: the tests that start a PostgreSQL of
+# their own (the chaos run, failover, many hosts, a restarted server) and the QA-scale
+# test of 1,000 long polls; `make test` runs them once.
+POOLED_SKIP := --ignore=tests/test_chaos.py --ignore=tests/test_failover.py \
+  --ignore=tests/test_many_hosts.py --ignore=tests/test_web_database_restart.py \
+  --ignore=tests/test_inbox_scale.py
 test-pgbouncer: $(STAMP) browser pgbouncer
-	$(BIN)/python -m tests.pooled_run -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)-pgb
+	$(BIN)/python -m tests.pooled_run -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)-pgb \
+	  $(POOLED_SKIP)
 
 # migrations/schema.sql from a freshly migrated database (tests/test_schema_file.py holds
 # the file to the migrations): run after adding a migration.

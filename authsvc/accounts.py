@@ -297,9 +297,11 @@ def _matching_code(
 
     Unknown addresses, addresses with no code outstanding and wrong codes take
     the same steps (one statement, one HMAC per key) and raise the same
-    TokenError("invalid_code"); after five tries, TokenError("code_exhausted").
-    The try is counted outside any transaction this function opens, so a
-    refused code still counts when the caller's transaction commits.
+    TokenError("invalid_code"); after five tries at the code, or twenty wrong
+    codes for the address this hour (all purposes), TokenError("code_exhausted"),
+    even for the right code. The try is counted outside any transaction this
+    function opens, so a refused code still counts when the caller's
+    transaction commits; a right code leaves the hour's count.
     """
     typed = "".join(code.split()) if isinstance(code, str) else ""
     now = svc.clock()
@@ -311,6 +313,7 @@ def _matching_code(
         # For alerting on guessing; the address is not logged, nor whether it has an account.
         log_event(logger, "code_refused", purpose=purpose, code=refusal, attempt=attempt.attempt)
         raise TokenError(refusal)
+    codes.forgive_right_code(conn, email, now)  # the hour counts wrong codes only
     # Only someone holding the code learns that it expired.
     if now >= svc.tokens.expires_at(purpose, claims.issued_at):
         raise TokenError("token_expired")

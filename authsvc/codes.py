@@ -2,8 +2,10 @@
 
 Codes themselves are derived (authsvc.tokens) and never stored; this module
 only counts tries, five per (purpose, address) until an email allowed by the
-address's budget starts them afresh, and finds the email whose claims a typed
-code must match. Addresses are kept as digests.
+address's budget starts them afresh, and twenty wrong codes an hour per
+address across purposes, which nothing starts afresh but the next hour; and
+finds the email whose claims a typed code must match. Addresses are kept as
+digests.
 """
 
 from __future__ import annotations
@@ -15,12 +17,18 @@ from pathlib import Path
 
 from psycopg import Connection
 
+from authsvc import ratelimit
+from authsvc.config import RateLimit
 from authsvc.queries import load_queries
 from authsvc.ratelimit import Decision, RateLimitHit
 from authsvc.tokens import DUMMY_ISSUED_AT, TokenClaims
 
 Q = load_queries(Path(__file__).parent / "sql" / "codes.sql")
-MAX_ATTEMPTS = 5
+MAX_ATTEMPTS = 5  # per (purpose, address), afresh with each email its budget allows
+MAX_WRONG_PER_HOUR = 20  # per address, all purposes together (SPEC §4 "Codes")
+# A fixed, aligned hour in rate_limit_counters, pruned with the other windows.
+_HOUR = RateLimit(MAX_WRONG_PER_HOUR, 3600)
+_HOUR_KIND = "wrong_codes"
 
 
 @dataclass(frozen=True)
@@ -31,7 +39,7 @@ class CodeAttempt:
     user_id: int | None
     version: int | None
     issued_at: datetime | None
-    attempt: int | None  # None: the five tries were already used
+    attempt: int | None  # None: the five tries, or the address's hour, were already used
 
     @property
     def exhausted(self) -> bool:
@@ -55,8 +63,14 @@ def address_digest(email: str) -> bytes:
 
 
 def count_attempt(conn: Connection, email: str, purpose: str, now: datetime) -> CodeAttempt:
-    """Take one try at `email`'s current `purpose` code; committed with the caller's work."""
+    """Take one try at `email`'s current `purpose` code; committed with the caller's work.
+
+    The try is one of the address's wrong codes this hour until the code
+    proves right (forgive_right_code); with the hour's used up it takes none
+    of the code's five.
+    """
     params = {
+        **ratelimit.hit_for(_HOUR_KIND, email, _HOUR, now).params(),
         "email": email,
         "purpose": purpose,
         "digest": address_digest(email),
@@ -73,6 +87,14 @@ def give_back_attempt(conn: Connection, email: str, attempt: CodeAttempt) -> Non
     """Return a try that found the right code but failed for another reason."""
     params = {"purpose": attempt.purpose, "digest": address_digest(email)}
     conn.execute(Q["give_back_code_attempt"], params)
+
+
+def forgive_right_code(conn: Connection, email: str, now: datetime) -> None:
+    """Take back the hour's count of a try whose code was right: the hour counts wrong codes.
+
+    `now` is count_attempt's, so the try leaves the hour it was counted in.
+    """
+    ratelimit.refund(conn, _HOUR_KIND, email, _HOUR, now)
 
 
 def count_email(conn: Connection, budget: RateLimitHit, email: str, purpose: str) -> Decision:

@@ -43,7 +43,8 @@ class RateLimitHit:
 
     `hit` is the statement that only counts; apps.sql find_app_counting_call,
     codes.sql email_budget_hit and outbox/producer.sql queue_link count as
-    they do something else.
+    they do something else, and codes.sql count_code_attempt counts its own
+    way (it stops at the limit, so the tries it gives back are exact).
     """
 
     bucket: str

@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 
 from authsvc import accounts, users
 from authsvc.app_keys import register_app
-from authsvc.codes import MAX_ATTEMPTS
+from authsvc.codes import MAX_ATTEMPTS, MAX_WRONG_PER_HOUR
 from authsvc.tokens import TokenError
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
@@ -148,6 +149,64 @@ def test_a_new_email_brings_a_new_code_with_fresh_tries(api, conn, svc):
     assert api.post(RESET, {**body, "code": fresh}).status_code == 200
 
 
+def _spend_the_hour(api: ApiCaller, conn, svc, wrong: int = MAX_WRONG_PER_HOUR) -> None:
+    """`wrong` wrong codes for ANN: four at a time, each four at a new email's code (so no code
+    runs out of its own five), verify and reset in turn."""
+    for n in range(wrong):
+        purpose = ("verify", "reset")[n // 4 % 2]
+        if n % 4 == 0:
+            path = "/verifications" if purpose == "verify" else "/password-resets"
+            assert api.post(path, {"email": ANN}).status_code == 202
+        code = _wrong(latest_code(conn, svc, ANN, purpose))
+        if purpose == "verify":
+            assert_problem(api.post(VERIFY, {"email": ANN, "code": code}), 400, "invalid_code")
+        else:
+            body = {"email": ANN, "code": code, "password": NEW_PASSWORD}
+            assert_problem(api.post(RESET, body), 400, "invalid_code")
+
+
+def test_twenty_wrong_codes_an_hour_retire_every_code_of_the_address(api, conn, svc, clock):
+    """Even the right code answers 410 for the rest of the hour, in both purposes."""
+    _signed_up(api)
+    _spend_the_hour(api, conn, svc)
+    verify_code = latest_code(conn, svc, ANN, "verify")
+    reset_code = latest_code(conn, svc, ANN, "reset")
+    exhausted = api.post(VERIFY, {"email": ANN, "code": verify_code})
+    assert_problem(exhausted, 410, "code_exhausted")
+    assert_documented(exhausted, "POST", VERIFY)
+    body = {"email": ANN, "code": reset_code, "password": NEW_PASSWORD}
+    assert_problem(api.post(RESET, body), 410, "code_exhausted")
+    # A new email brings fresh tries for its code, not for the hour.
+    assert api.post("/password-resets", {"email": ANN}).status_code == 202
+    body["code"] = latest_code(conn, svc, ANN, "reset")
+    assert_problem(api.post(RESET, body), 410, "code_exhausted")
+    # The links keep working, and the next hour the codes do too.
+    # (A resend made the address contested: confirming it chooses the password, §4a.)
+    link = api.post(VERIFY, {"token": latest_link(conn, svc, ANN, "verify"),
+                             "password": NEW_PASSWORD})
+    assert link.status_code == 200, link.get_json()
+    clock.now = clock.now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    assert api.post(RESET, body).status_code == 200
+
+
+def test_right_codes_do_not_count_toward_the_hour(api, conn, svc):
+    """Nineteen wrong codes, then right ones (one told to add a password), and the hour
+    still has one try."""
+    _signed_up(api)
+    _spend_the_hour(api, conn, svc, MAX_WRONG_PER_HOUR - 1)
+    verify = {"email": ANN, "code": latest_code(conn, svc, ANN, "verify")}
+    assert_problem(api.post(VERIFY, verify), 422, "password_required")  # resends contest it
+    assert api.post(VERIFY, {**verify, "password": NEW_PASSWORD}).status_code == 200
+    assert api.post("/password-resets", {"email": ANN}).status_code == 202
+    body = {"email": ANN, "code": latest_code(conn, svc, ANN, "reset"), "password": NEW_PASSWORD}
+    assert api.post(RESET, body).status_code == 200
+    assert api.post("/password-resets", {"email": ANN}).status_code == 202
+    code = latest_code(conn, svc, ANN, "reset")
+    body = {"email": ANN, "code": _wrong(code), "password": "yet another passphrase"}
+    assert_problem(api.post(RESET, body), 400, "invalid_code")  # the twentieth wrong code
+    assert_problem(api.post(RESET, {**body, "code": code}), 410, "code_exhausted")
+
+
 def test_concurrent_wrong_guesses_never_exceed_five(conn, svc, pool):
     """Ten threads guess at once; the count is taken atomically, so exactly five are judged."""
     accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
@@ -176,6 +235,50 @@ def test_concurrent_wrong_guesses_never_exceed_five(conn, svc, pool):
     assert outcomes == {"invalid_code": MAX_ATTEMPTS, "code_exhausted": 10 - MAX_ATTEMPTS}
     with pytest.raises(TokenError, match="code_exhausted"):
         accounts.confirm_verification_code(conn, svc, email=ANN, code=code)
+
+
+def test_concurrent_wrong_guesses_never_exceed_the_hour(conn, svc, pool):
+    """Sixteen wrong codes, fresh emails, then ten threads in both purposes: four are judged."""
+    accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
+    for purpose, request in (("verify", accounts.request_verification),
+                             ("reset", accounts.request_password_reset)) * 2:
+        assert request(conn, svc, email=ANN)
+        for _ in range(4):
+            with pytest.raises(TokenError, match="invalid_code"):
+                _confirm(conn, svc, purpose, _wrong(latest_code(conn, svc, ANN, purpose)))
+    for request in (accounts.request_verification, accounts.request_password_reset):
+        assert request(conn, svc, email=ANN)  # each code has its five again; the hour has four
+    guesses = [(purpose, _wrong(latest_code(conn, svc, ANN, purpose)))
+               for purpose in ("verify", "reset") for _ in range(5)]
+    start = threading.Barrier(len(guesses))
+    outcomes: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def guess(purpose: str, value: str) -> None:
+        with pool.connection() as own:
+            start.wait(timeout=10)
+            try:
+                _confirm(own, svc, purpose, value)
+                result = "redeemed"
+            except TokenError as exc:
+                result = exc.code
+        with lock:
+            outcomes[result] += 1
+
+    threads = [threading.Thread(target=guess, args=g) for g in guesses]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    left = MAX_WRONG_PER_HOUR - 16
+    assert outcomes == {"invalid_code": left, "code_exhausted": len(guesses) - left}
+
+
+def _confirm(conn, svc, purpose: str, code: str) -> None:
+    if purpose == "verify":
+        accounts.confirm_verification_code(conn, svc, email=ANN, code=code)
+    else:
+        accounts.reset_password_with_code(conn, svc, email=ANN, code=code, password=NEW_PASSWORD)
 
 
 def test_unknown_address_answers_byte_for_byte_like_a_wrong_code(api, conn, svc):

@@ -4,19 +4,20 @@ Three addresses get the same requests in the same order: one with an
 unconfirmed account, one with a confirmed account, one with no account.
 After every request the three answers must be the same, byte for byte —
 above all the answer to a wrong code, whose 400 `invalid_code` or 410
-`code_exhausted` is what a prober reads. The sequences are generated: every
-sequence of a few steps over an alphabet of what an outsider can do (wrong
-codes for either purpose, signups by anyone, resends, reset requests,
+`code_exhausted` is what a prober reads. The sequences are generated over
+an alphabet of what an outsider can do (wrong codes for either purpose, up
+to the address's hourly cap, signups by anyone, resends, reset requests,
 within and over the email budget, and time passing a budget window or every
 code's lifetime, with the worker's pruning). The budget is one email per
 window here, so a few steps reach both sides of it; the pentest's own
-sequence runs with the default limits.
+sequence and the hourly cap's run with the default limits.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,7 +27,7 @@ import pytest
 from flask.testing import FlaskClient
 from psycopg_pool import ConnectionPool
 
-from authsvc import accounts, codes
+from authsvc import accounts, codes, ratelimit
 from authsvc.clock import FrozenClock
 from authsvc.config import load_settings
 from authsvc.flask_app import create_app
@@ -114,10 +115,14 @@ def _request(path: str) -> PerAddress:
     return lambda p, email, _code: [p.post(path, {"email": email})]
 
 
+RESET_GUESS = {"password": NEW_PASSWORD}
 GUESSES: dict[str, PerAddress] = {
     "wrong code": _guesses("/verifications/confirm", 1, {}),
     "4 wrong codes": _guesses("/verifications/confirm", 4, {}),
-    "wrong reset code": _guesses("/password-resets/confirm", 1, {"password": NEW_PASSWORD}),
+    "wrong reset code": _guesses("/password-resets/confirm", 1, RESET_GUESS),
+    "4 wrong reset codes": _guesses("/password-resets/confirm", 4, RESET_GUESS),
+    # All but one of the address's wrong codes this hour, in all purposes.
+    "19 wrong reset codes": _guesses("/password-resets/confirm", 19, RESET_GUESS),
 }
 PER_ADDRESS: dict[str, PerAddress] = {
     **GUESSES,
@@ -136,16 +141,26 @@ def _codes_expire_and_are_pruned(p: Prober) -> None:
     keep = p.svc.tokens.longest_ttl()
     p.clock.now += keep + timedelta(seconds=1)
     codes.prune_code_attempts(p.conn, p.clock(), keep)
+    ratelimit.prune_rate_limits(p.conn, p.clock())
+
+
+def _an_hour_passes(p: Prober) -> None:
+    p.clock.advance(3600)
 
 
 ONCE: dict[str, Callable[[Prober], None]] = {
     "a budget window passes": _window_passes,
     "every code expires and the worker prunes": _codes_expire_and_are_pruned,
+    "an hour passes": _an_hour_passes,
 }
 
 
-def play(prober: Prober, emails: dict[str, str], sequence: tuple[str, ...]) -> None:
-    """Apply `sequence` to the three addresses; their answers must never differ."""
+def play(prober: Prober, emails: dict[str, str], sequence: tuple[str, ...]) -> list[Answer]:
+    """Apply `sequence` to the three addresses; their answers must never differ.
+
+    Returns the answers (the same for all three) of the last step that made requests.
+    """
+    last: list[Answer] = []
     for step, action in enumerate(sequence):
         if action in ONCE:
             ONCE[action](prober)
@@ -157,6 +172,12 @@ def play(prober: Prober, emails: dict[str, str], sequence: tuple[str, ...]) -> N
             seen = {state: [(a[0], json.loads(a[1]).get("code")) for a in got]
                     for state, got in answers.items()}
             pytest.fail(f"after {' → '.join(sequence[: step + 1])}: {seen}")
+        last = answers["unknown"]
+    return last
+
+
+def _problem(answer: Answer) -> tuple[int, str]:
+    return answer[0], json.loads(answer[1])["code"]
 
 
 @pytest.fixture
@@ -182,14 +203,79 @@ def test_the_pentests_sequence_answers_alike(prober: Callable[..., Prober]) -> N
         play(p, emails, sequence)
 
 
+def test_twenty_wrong_codes_an_hour_exhaust_every_code_of_the_address(
+    prober: Callable[..., Prober],
+) -> None:
+    """Five wrong codes and a new email, four times: the next code answers 410, then the hour ends.
+
+    Fresh tries per purpose come with every allowed email; the address's
+    twenty an hour, across purposes, do not. The three answer alike throughout.
+    """
+    p = prober()
+    round_of_five = ("4 wrong codes", "wrong code", "resend")
+    for emails in p.arrange(1):
+        play(p, emails, round_of_five * 4)
+        assert [_problem(a) for a in play(p, emails, ("wrong code",))] == [(410, "code_exhausted")]
+        # The other purpose too, even with a reset email just allowed.
+        last = play(p, emails, ("reset request", "wrong reset code"))
+        assert [_problem(a) for a in last] == [(410, "code_exhausted")]
+        # The next hour starts afresh; the verify tries of the last email are intact.
+        last = play(p, emails, ("an hour passes", "4 wrong codes", "wrong code"))
+        assert [_problem(a) for a in last] == [(400, "invalid_code")]
+        assert [_problem(a) for a in play(p, emails, ("wrong code",))] == [(410, "code_exhausted")]
+
+
+def test_the_hourly_cap_spans_purposes(prober: Callable[..., Prober]) -> None:
+    """Ten wrong verify codes and ten wrong reset codes, each purpose within its five."""
+    p = prober()
+    verify_round = ("4 wrong codes", "wrong code", "resend")
+    reset_round = ("4 wrong reset codes", "wrong reset code", "reset request")
+    for emails in p.arrange(1):
+        play(p, emails, (*verify_round, *reset_round) * 2)
+        for guess in ("wrong code", "wrong reset code"):
+            assert [_problem(a) for a in play(p, emails, (guess,))] == [(410, "code_exhausted")]
+
+
+# The generated sequences' steps: everything an outsider can do but the hour
+# passing (every code's lifetime, which is here, is longer) and the hour's
+# wrong codes, which start sequences of their own (57 requests each).
+HOURS_WRONG_CODES = "19 wrong reset codes"
+ALPHABET = [*(a for a in PER_ADDRESS if a != HOURS_WRONG_CODES),
+            *(once for once in ONCE if once != "an hour passes")]
+LAST = ("wrong code", "wrong reset code")
+SAMPLED_TRIPLES = 8
+
+
+def _generated() -> list[tuple[str, ...]]:
+    """The sequences the test plays, in a fixed order.
+
+    Every two steps of the alphabet, then each single guess; a fixed sample
+    of three steps, then each guess; and the hour's wrong codes, then every
+    step, then a wrong verify code (the code they left tries to, so its
+    answer is the hour's to give).
+    """
+    pairs = list(itertools.product(ALPHABET, repeat=2))
+    triples = random.Random(20260302).sample(list(itertools.product(ALPHABET, repeat=3)),
+                                             SAMPLED_TRIPLES)
+    return [*((*first, guess) for first in pairs + triples for guess in LAST),
+            *((HOURS_WRONG_CODES, step, "wrong code") for step in ALPHABET)]
+
+
 def test_no_sequence_of_requests_tells_the_three_apart(prober: Callable[..., Prober]) -> None:
-    """Every two steps from the alphabet, then every guess (so every prefix is checked too).
+    """The generated sequences, every prefix checked (play compares after every request).
 
     One email per window: from the start, where each address has had its
-    email, the budget is spent; a window later it allows one.
+    email, the budget is spent; a window later it allows one. The test also
+    checks that both caps were reached: a reset code's five tries, and the
+    address's twenty wrong codes an hour while its verify code had tries left.
     """
     p = prober(AUTHSVC_RATE_LIMIT_EMAIL="1/15m")
-    sequences = list(itertools.product([*PER_ADDRESS, *ONCE], repeat=2))
-    sequences = [(*first, guess) for first in sequences for guess in GUESSES]
+    sequences = _generated()
+    last: dict[tuple[str, ...], tuple[int, str]] = {}
     for emails, sequence in zip(p.arrange(len(sequences)), sequences, strict=True):
-        play(p, emails, sequence)
+        last[sequence] = _problem(play(p, emails, sequence)[-1])
+    exhausted = (410, "code_exhausted")
+    assert last["4 wrong reset codes", "wrong reset code", "wrong reset code"] == exhausted
+    assert last[HOURS_WRONG_CODES, "wrong code", "wrong code"] == exhausted
+    assert last[HOURS_WRONG_CODES, "every code expires and the worker prunes",
+                "wrong code"] == (400, "invalid_code")

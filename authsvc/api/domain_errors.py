@@ -24,8 +24,9 @@ _TOKEN_DETAILS = {
     "token_used": "This link was already used.",
     "invalid_code": "The code is wrong, was replaced by a newer email, was already used,"
     " or this address has none; check the newest email.",
-    "code_exhausted": "Too many wrong codes for this email; use its link, or request a new"
-    " email.",
+    "code_exhausted": "Too many wrong codes for this email, or for this address this hour;"
+    " use the email's link, or request a new email (if its code is refused too, try it after"
+    " the hour).",
 }
 _BAD_INPUT_CODES = {"invalid_token", "invalid_code"}
 

@@ -258,8 +258,10 @@ OPERATIONS: dict[str, Operation] = {
     "/verifications/confirm": Operation(
         "confirmVerification", "verifications", "Confirm an email address with its token or code",
         "Redeems the link's token, or the address with the emailed code: once, only the"
-        " newest, within its lifetime. Five wrong codes retire the code (410"
-        " code_exhausted), not the link. An unknown address answers like a wrong code.",
+        " newest, within its lifetime. Five wrong codes retire the code, and twenty an hour"
+        " for the address, in both purposes, every code of it until the hour ends (410"
+        " code_exhausted, even for the right code); never the link. An unknown address"
+        " answers like a wrong code.",
         VERIFICATION_CONFIRM,
         (200, "The email is verified", "Verified"),
         {**_TOKEN_PROBLEMS, 422: ["password_required", "weak_password"]},

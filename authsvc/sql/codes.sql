@@ -3,14 +3,18 @@
 -- address has an account (same work, same time). Finds the email that
 -- carried the account's current version of this purpose (none: the code is
 -- used, superseded, or was never sent; for verify, also none once the
--- address is proven), and takes one of the address's five tries for this
--- purpose. The tries belong to the address, not to a version: only an email
--- allowed by its budget starts them afresh (migrations/0020
--- email_budget_hit), so nothing but the requests themselves decides the
--- answer to a wrong code. Returns one row: the target's user id, version and
--- issued_at (NULL when there is none) and the try's number, NULL when the
--- tries were already used up. The upsert's row lock serialises concurrent
--- tries, so the cap holds under any concurrency.
+-- address is proven), and takes one of the address's twenty wrong codes
+-- this hour (all purposes together; a fixed, aligned window in
+-- rate_limit_counters) and, if it got one, one of the address's five tries
+-- for this purpose. The five belong to the address, not to a version: only
+-- an email allowed by its budget starts them afresh (migrations/0020
+-- email_budget_hit); the twenty start afresh only with the next hour. So
+-- nothing but the requests themselves decides the answer to a wrong code.
+-- Returns one row: the target's user id, version and issued_at (NULL when
+-- there is none) and the try's number, NULL when the hour's or the
+-- purpose's tries were already used up (a try the hour refused leaves the
+-- five as they were). The upserts' row locks, the hour's first, serialise
+-- concurrent tries, so both caps hold under any concurrency.
 WITH target AS (
     SELECT u.id AS user_id, j.token_version AS version, j.issued_at
     FROM (VALUES (1)) AS one (x)
@@ -23,9 +27,15 @@ WITH target AS (
                                    THEN u.reset_version ELSE u.verify_version END
         ORDER BY id DESC LIMIT 1
     ) j ON true
+), hour AS (
+    INSERT INTO rate_limit_counters AS c (bucket, window_start, hits)
+    VALUES (%(bucket)s, %(window_start)s, 1)
+    ON CONFLICT (bucket, window_start) DO UPDATE SET hits = c.hits + 1
+    WHERE c.hits < %(limit)s
+    RETURNING c.hits
 ), counted AS (
     INSERT INTO code_attempts (purpose, address_digest, attempts, created_at)
-    VALUES (%(purpose)s, %(digest)s, 1, %(now)s)
+    SELECT %(purpose)s, %(digest)s, 1, %(now)s FROM hour
     ON CONFLICT (purpose, address_digest)
     DO UPDATE SET attempts = code_attempts.attempts + 1
     WHERE code_attempts.attempts < %(max_attempts)s
@@ -36,7 +46,8 @@ FROM target;
 
 -- give_back_code_attempt --
 -- The code was right but the call failed for another reason (a password was
--- needed, or too weak): that try does not count against the five.
+-- needed): that try does not count against the five. (Nor against the hour:
+-- codes.forgive_right_code, for every right code.)
 UPDATE code_attempts SET attempts = attempts - 1
 WHERE purpose = %(purpose)s AND address_digest = %(digest)s AND attempts > 0;
 

@@ -1,10 +1,15 @@
 """Whose account is it (SPEC §14): the account_apps table, over sql/account_apps.sql.
 
 An account belongs to the app it signed up through and to every app through
-which it completed a flow (redeemed a link or code that app's call sent).
-Only for its own accounts does an app's `redirect_url` take effect; any other
-account's email opens authsvc's pages. Rows are written in the transaction
-of the signup or the redemption that earns them (migrations/0021).
+which it completed a flow. A flow is *through an app* when the email
+redeemed was queued by that app's call while the account was already the
+app's, so that its redirect applied (the job's payload records it,
+`OWN_ACCOUNT`): completing a flow never makes an app a member, whatever the
+email said. Only for its own accounts does an app's `redirect_url` take
+effect; any other account's email opens authsvc's pages. The signup's row
+counts only while the address is unproven and uncontested, and survives the
+address's first proof only when the proving email was that app's own
+(migrations/0021).
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "sql" / "account_apps.sql")
 
+# The payload key of an email queued while the account was already the asking
+# app's (true or absent): only redeeming such an email is a flow through the app.
+OWN_ACCOUNT = "own_account"
+
 
 def note_signup(conn: Connection, *, user_id: int, app_id: UUID, now: datetime) -> bool:
     """Record a signup through `app_id` (the account is its if this signup created it).
@@ -31,13 +40,10 @@ def note_signup(conn: Connection, *, user_id: int, app_id: UUID, now: datetime) 
     return bool(row[0])
 
 
-def note_completed_flow(
-    conn: Connection, *, user_id: int, app_id: UUID | None, first_proof: bool, now: datetime
-) -> None:
-    """Record a redeemed link or code that `app_id`'s call sent (None: the pages').
+def note_first_proof(conn: Connection, *, user_id: int, own_app: UUID | None) -> None:
+    """The address was unproven until this redemption: only `own_app` keeps the account.
 
-    `first_proof`: the address was unproven until this redemption; the
-    memberships unproven signups gave, other than `app_id`'s, end with it.
+    `own_app`: the app whose own email (queued while the account was its)
+    was redeemed, or None (the pages', another app's, or sent once contested).
     """
-    conn.execute(Q["note_completed_flow"], {"user_id": user_id, "app_id": app_id,
-                                            "first_proof": first_proof, "now": now})
+    conn.execute(Q["note_first_proof"], {"user_id": user_id, "own_app": own_app})

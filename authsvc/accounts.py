@@ -14,7 +14,6 @@ import logging
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from uuid import UUID
 
 from psycopg import Connection
 
@@ -58,13 +57,19 @@ def _email_budget(svc: Services, email: str, purpose: str, now: datetime) -> Rat
     return ratelimit.hit_for(f"email_{purpose}", email, svc.settings.rate_limit_email, now)
 
 
-def _email_payload(app: App | None, redirect_url: str | None = None) -> dict[str, str]:
-    """What a queued email carries for rendering: the link target and the asking app's name.
+def _email_payload(
+    app: App | None, redirect_url: str | None = None, *, own_account: bool = False
+) -> dict[str, object]:
+    """What a queued email carries: the link target, the asking app's name, whose account.
 
     Every email an app's call queues names that app (worker/render.py), so a
     person can tell who asked even when the link opens authsvc's own pages.
+    `own_account`: the account was already the app's when this was queued,
+    so redeeming it is a flow through the app (account_apps.OWN_ACCOUNT).
     """
-    payload = {"redirect_url": redirect_url} if redirect_url else {}
+    payload: dict[str, object] = {"redirect_url": redirect_url} if redirect_url else {}
+    if own_account:
+        payload[account_apps.OWN_ACCOUNT] = True
     return payload | ({"app_name": app.name} if app else {})
 
 
@@ -89,7 +94,8 @@ def sign_up(
     up, the password stays unusable until someone redeems a link sent to the
     address; a second signup makes the address contested (users.sql).
     `app`: the app whose API call this is; the account becomes its when this
-    signup creates it, and `redirect_url` applies only to its own accounts.
+    signup creates it, and `redirect_url` applies only to its own accounts
+    (a contested unproven address is nobody's: account_apps).
     """
     check_policy(password, email)
     # Hash before touching the row: every branch costs one argon2 hash.
@@ -97,10 +103,11 @@ def sign_up(
     now = svc.clock()
     with conn.transaction():
         user = users.register_signup(conn, email, password_hash)
-        if app is None or not account_apps.note_signup(
+        own = app is not None and account_apps.note_signup(
             conn, user_id=user.id, app_id=app.id, now=now
-        ):
-            redirect_url = None  # another app's or the pages' account: our pages
+        )
+        if not own:
+            redirect_url = None  # another app's, the pages' or a contested account: our pages
         app_id = app.id if app else None
         if not codes.count_email(conn, _email_budget(svc, email, "verify", now), email,
                                  "verify").allowed:
@@ -119,7 +126,7 @@ def sign_up(
             purpose="verify",
             token_version=user.verify_version,
             issued_at=_issued_at(now),
-            payload=_email_payload(app, redirect_url),
+            payload=_email_payload(app, redirect_url, own_account=own),
             app_id=app_id,
         )
 
@@ -138,7 +145,8 @@ def request_link(
     Silent otherwise. False when the address's email limit held it back
     (callers must not tell the requester: the answer would then differ for
     known and unknown addresses). `redirect_url` applies only when the
-    account belongs to `app` (queue_link decides, in the same statement).
+    account belongs to `app` (queue_link decides, in the same statement, and
+    marks the email as the app's own).
     """
     now = svc.clock()
     # One statement (outbox/producer.sql queue_link): the count, the fresh
@@ -206,20 +214,25 @@ def _address_proven(conn: Connection, user: User) -> None:
 def _flow_completed(
     conn: Connection, user: User, purpose: str, version: int, event_type: str, now: datetime,
     *, first_proof: bool,
-) -> UUID | None:
-    """The app that sent this link, if one did: the account becomes its, and it hears `event_type`.
+) -> events.FlowApp | None:
+    """A redeemed link or code: settle whose account it is, and tell the app that sent it.
 
-    Returns that app's id. One app for both, so an app hears user.* events
-    exactly for the flows that made an account its own (SPEC §9, §14).
+    Returns the app whose call sent the link, if one did. A flow is through
+    that app only if its email was queued while the account was already the
+    app's (`own_account`); so completing a flow never adds an app, and at
+    the address's first proof (`first_proof`) the signup's app keeps the
+    account only when this was its own email (SPEC §14, account_apps). The
+    app that started the flow hears `event_type` either way (SPEC §9).
     """
-    app_id = events.flow_app(conn, user_id=user.id, purpose=purpose, version=version)
-    account_apps.note_completed_flow(conn, user_id=user.id, app_id=app_id,
-                                     first_proof=first_proof, now=now)
+    flow = events.flow_app(conn, user_id=user.id, purpose=purpose, version=version)
+    if first_proof:
+        own_app = flow.id if flow is not None and flow.own_account else None
+        account_apps.note_first_proof(conn, user_id=user.id, own_app=own_app)
     events.queue_event(
-        conn, app_id=app_id, event_type=event_type, data=events.user_data(user.id, user.email),
-        user_id=user.id, now=now,
+        conn, app_id=flow.id if flow else None, event_type=event_type,
+        data=events.user_data(user.id, user.email), user_id=user.id, now=now,
     )
-    return app_id
+    return flow
 
 
 def confirm_verification(
@@ -274,18 +287,22 @@ def _redeem_reset(
 ) -> User:
     now = svc.clock()
     with conn.transaction():
-        redeemed = users.redeem_reset_link(conn, user.id, claims.version, password_hash, now)
-        if redeemed is None:  # lost a race with another redemption or a newer link
+        result = users.redeem_reset_link(conn, user.id, claims.version, password_hash, now)
+        if result is None:  # lost a race with another redemption or a newer link
             raise _stale_link_error(conn, claims, users.find_user_by_id(conn, user.id))
+        redeemed = result.user
         users.record_redemption(conn, redeemed.id, "reset", claims.version, now)
         _address_proven(conn, redeemed)
-        app_id = _flow_completed(
+        # Whether the address was unproven comes from the row the redemption
+        # locked, not from `user` (read before a concurrent verify could commit).
+        flow = _flow_completed(
             conn, redeemed, "reset", claims.version, "user.password_changed", now,
-            first_proof=not user.verified,
+            first_proof=result.first_proof,
         )
+        # The notice names the app whose reset was used, like the reset did.
         enqueue_email(
             conn, template="password_changed", recipient=redeemed.email, user_id=redeemed.id,
-            app_id=app_id,
+            payload={"app_name": flow.name} if flow else None, app_id=flow.id if flow else None,
         )
     return redeemed
 

@@ -11,6 +11,7 @@ reason.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,21 @@ def event_timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def flow_app(conn: Connection, *, user_id: int, purpose: str, version: int) -> UUID | None:
+@dataclass(frozen=True)
+class FlowApp:
+    """The app whose API call sent a link version (events.sql flow_app)."""
+
+    id: UUID
+    name: str
+    own_account: bool  # the account was already this app's when the email was queued
+
+
+def flow_app(conn: Connection, *, user_id: int, purpose: str, version: int) -> FlowApp | None:
     """The app whose API call sent this link version, if any."""
     row = conn.execute(
         Q["flow_app"], {"user_id": user_id, "purpose": purpose, "version": version}
     ).fetchone()
-    return row[0] if row else None
+    return FlowApp(row[0], row[1], bool(row[2])) if row else None
 
 
 def queue_event(

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from psycopg import Connection
-from psycopg.rows import class_row
+from psycopg.rows import class_row, dict_row
 
 from authsvc.addresses import InvalidAddress, parse_address
 from authsvc.queries import load_queries
@@ -66,11 +66,22 @@ def redeem_verify_link(
     return _one_user(conn, "redeem_verify_link", params)
 
 
+@dataclass(frozen=True)
+class RedeemedReset:
+    user: User
+    first_proof: bool  # the address was unproven until this redemption
+
+
 def redeem_reset_link(
     conn: Connection, user_id: int, version: int, password_hash: str, now: datetime
-) -> User | None:
+) -> RedeemedReset | None:
     params = {"user_id": user_id, "version": version, "password_hash": password_hash, "now": now}
-    return _one_user(conn, "redeem_reset_link", params)
+    with conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute(Q["redeem_reset_link"], params).fetchone()
+    if row is None:
+        return None
+    first_proof = bool(row.pop("first_proof"))
+    return RedeemedReset(User(**row), first_proof)
 
 
 def change_password(

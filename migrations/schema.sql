@@ -327,7 +327,7 @@ CREATE OR REPLACE FUNCTION public.account_belongs_to_app(account bigint, app uui
  RETURNS boolean
  LANGUAGE sql
  STABLE PARALLEL SAFE
-RETURN (EXISTS (SELECT 1 FROM account_apps m WHERE ((m.user_id = account_belongs_to_app.account) AND (m.app_id = account_belongs_to_app.app))));
+RETURN (EXISTS (SELECT 1 FROM (account_apps m JOIN users u ON ((u.id = m.user_id))) WHERE ((m.user_id = account_belongs_to_app.account) AND (m.app_id = account_belongs_to_app.app) AND ((u.email_verified_at IS NOT NULL) OR (u.signup_count = 1)))));
 
 CREATE OR REPLACE FUNCTION public.inbox_count_contents()
  RETURNS trigger

@@ -40,9 +40,10 @@ def test_signup_queues_verification_with_redirect(api, conn):
     assert response.headers["Cache-Control"] == "no-store"
     assert_documented(response, "POST", "/signups")
     row = conn.execute("SELECT template, recipient, payload FROM email_jobs").fetchall()
-    # A new account is the app's (SPEC §14), so its redirect applies; the email names the app.
+    # A new account is the app's (SPEC §14), so its redirect applies, the email names the
+    # app and is marked the app's own (redeeming it is a flow through the app).
     assert row == [("verify", "ann@example.com",
-                    {"redirect_url": ALLOWED_REDIRECT, "app_name": "shop"})]
+                    {"redirect_url": ALLOWED_REDIRECT, "app_name": "shop", "own_account": True})]
 
 
 def test_signup_for_existing_account_answers_the_same(api, conn, svc):

@@ -7,10 +7,15 @@ at" page are on the attacker's site, and one click would hand the account
 over. An account belongs to the app it signed up through and to every app
 through which it completed a flow (SPEC §14 "Whose account"); for any other
 account the email uses authsvc's own pages and names the app that asked.
+A flow is through an app only when the email redeemed was queued while the
+account was already the app's: an app cannot become a member by getting its
+own (redirect-less) email redeemed, whether it superseded the real app's
+email to get there or the holder simply followed it.
 """
 
 from __future__ import annotations
 
+import threading
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg
@@ -24,6 +29,7 @@ from authsvc.services import Services
 from testkit.smtp_double import Received, SmtpDouble
 from tests.accounts_support import one_number
 from tests.api_support import ALLOWED_REDIRECT, SIGNUP_PASSWORD, ApiCaller
+from tests.race_support import wait_until_waiting_on_a_lock
 from tests.worker_support import worker
 
 EVIL_REDIRECT = "https://evil.example/steal"
@@ -96,6 +102,13 @@ def _assert_app_pages(message: Received, redirect: str, app_name: str) -> None:
     assert f"Requested through the app “{app_name}”." in " ".join(message.text.split())
 
 
+def _apps_of(conn: psycopg.Connection, email: str) -> set[str]:
+    """The names of the apps the account belongs to (account_apps)."""
+    return {row[0] for row in conn.execute(
+        "SELECT a.name FROM account_apps AS m JOIN apps AS a ON a.id = m.app_id"
+        " JOIN users AS u ON u.id = m.user_id WHERE u.email = %s", (email,))}
+
+
 def test_another_apps_reset_for_an_account_an_app_created_uses_authsvcs_pages(
     api, evil, mailbox, settings
 ):
@@ -138,28 +151,144 @@ def test_an_account_an_app_created_gets_that_apps_redirect(api, evil, mailbox):
     assert "allowed.example.com" not in mailbox.one().text
 
 
-def test_completing_a_flow_an_app_started_makes_the_account_that_apps(
+def test_completing_another_apps_reset_does_not_make_the_account_that_apps(
     api, evil, conn, svc, mailbox, settings
 ):
+    """The holder follows a reset another app asked for (on authsvc's page, naming the app):
+    that app's redirect did not apply, so the flow is not through it and it gains nothing."""
     api.sign_up(ANN)
     accounts.confirm_verification(conn, svc, token=_token(mailbox.one()))
     evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
     reset = mailbox.one()
     _assert_own_pages(reset, settings, "reset", "Evil Corp")
-    # The holder completes the reset the second app asked for, on authsvc's page.
     accounts.reset_password(conn, svc, token=_token(reset), password="a new long passphrase")
-    mailbox.new()  # the "password changed" notice
+    notice = mailbox.one()
+    # The "password changed" notice names the app whose reset was used, as the reset did.
+    assert "Requested through the app “Evil Corp”." in " ".join(notice.text.split())
+    assert "Requested through the app “Evil Corp”." in _html(notice)
+    assert _apps_of(conn, ANN) == {"shop"}
     evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
-    _assert_app_pages(mailbox.one(), EVIL_REDIRECT, "Evil Corp")
-    # And the first app's account it stays (it completed the verification through it).
+    _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
+    # The app the account is still gets its redirect.
     api.post("/password-resets", {"email": ANN, "redirect_url": ALLOWED_REDIRECT})
     _assert_app_pages(mailbox.one(), ALLOWED_REDIRECT, "shop")
 
 
-def test_an_app_that_signed_up_an_address_first_loses_it_when_another_apps_flow_proves_it(
+@pytest.mark.parametrize("superseding", ["resend", "reset", "signup"])
+def test_superseding_the_apps_email_does_not_steer_the_account_to_the_superseder(
+    api, evil, conn, svc, mailbox, settings, superseding
+):
+    """The shop signs ann up; another app's call sends her a newer email (a resend or a
+    signup retires the shop's link, and the page for the shop's link then says "use the
+    newest email"; a reset proves the address as well). Ann uses it and chooses a
+    password. Its redirect was dropped, so the flow is through no app: the other app
+    must not get the account (nor its next reset onto its site)."""
+    api.post("/signups", {"email": ANN, "password": SIGNUP_PASSWORD,
+                          "redirect_url": ALLOWED_REDIRECT})
+    _assert_app_pages(mailbox.one(), ALLOWED_REDIRECT, "shop")
+    new_password = "ann chose this passphrase"
+    if superseding == "reset":
+        evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+        newest = mailbox.one()
+        _assert_own_pages(newest, settings, "reset", "Evil Corp")
+        accounts.reset_password(conn, svc, token=_token(newest), password=new_password)
+        mailbox.new()  # the "password changed" notice
+    else:
+        if superseding == "resend":
+            evil.post("/verifications", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+        else:
+            evil.post("/signups", {"email": ANN, "password": "evil long passphrase",
+                                   "redirect_url": EVIL_REDIRECT})
+        newest = mailbox.one()
+        _assert_own_pages(newest, settings, "verify", "Evil Corp")
+        accounts.confirm_verification(conn, svc, token=_token(newest), password=new_password)
+    assert "Evil Corp" not in _apps_of(conn, ANN)
+    evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
+    # Nor did the shop's email prove it: who chose the password is not known to be the
+    # shop's user, so the account is nobody's (the safe side).
+    assert _apps_of(conn, ANN) == set()
+
+
+def test_the_apps_own_resend_keeps_the_account_the_apps(api, conn, svc, mailbox):
+    """A resend makes the address contested, but the app's own resend, asked while the
+    account was its (one signup), still carries its redirect and keeps it the app's."""
+    api.post("/signups", {"email": ANN, "password": SIGNUP_PASSWORD,
+                          "redirect_url": ALLOWED_REDIRECT})
+    mailbox.new()
+    api.post("/verifications", {"email": ANN, "redirect_url": ALLOWED_REDIRECT})
+    resend = mailbox.one()
+    _assert_app_pages(resend, ALLOWED_REDIRECT, "shop")
+    accounts.confirm_verification(conn, svc, token=_token(resend), password="ann passphrase 3")
+    assert _apps_of(conn, ANN) == {"shop"}
+    api.post("/password-resets", {"email": ANN, "redirect_url": ALLOWED_REDIRECT})
+    _assert_app_pages(mailbox.one(), ALLOWED_REDIRECT, "shop")
+
+
+def test_the_first_signer_gets_no_redirect_once_the_address_is_contested(
     api, evil, conn, svc, mailbox, settings
 ):
-    """The pre-account trick: create the victim's account through your app before they do."""
+    """Evil signs ann up first; ann signs up through the shop. Evil's reset must not go
+    to its site, and redeeming it must not keep the account Evil's."""
+    evil.post("/signups", {"email": ANN, "password": "evil long passphrase",
+                           "redirect_url": EVIL_REDIRECT})
+    mailbox.new()
+    api.post("/signups", {"email": ANN, "password": SIGNUP_PASSWORD,
+                          "redirect_url": ALLOWED_REDIRECT})
+    _assert_own_pages(mailbox.one(), settings, "verify", "shop")
+    evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    reset = mailbox.one()
+    _assert_own_pages(reset, settings, "reset", "Evil Corp")
+    evil.post("/verifications", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    _assert_own_pages(mailbox.one(), settings, "verify", "Evil Corp")
+    accounts.reset_password(conn, svc, token=_token(reset), password="whoever holds it 4")
+    mailbox.new()
+    assert _apps_of(conn, ANN) == set()
+    evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
+    _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
+
+
+def test_a_reset_racing_the_first_proof_reads_the_address_as_the_redemption_locks_it(
+    api, evil, conn, svc, mailbox, direct_database_url
+):
+    """The shop's verify link proves ann's address while a reset another app asked for is
+    being redeemed. The reset must see the address as proven (the row it locks), not as its
+    earlier read had it, so it is no first proof and the shop keeps the account."""
+    api.sign_up(ANN)
+    verify = _token(mailbox.one())
+    evil.post("/password-resets", {"email": ANN})
+    reset = _token(mailbox.one())
+    failures: list[BaseException] = []
+
+    def redeem_reset(own: psycopg.Connection) -> None:
+        try:
+            accounts.reset_password(own, svc, token=reset, password="a racing passphrase 5")
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+
+    with psycopg.connect(direct_database_url, autocommit=True) as verifier, \
+            psycopg.connect(direct_database_url, autocommit=True) as resetter:
+        resetter_pid = resetter.info.backend_pid
+        with verifier.transaction():
+            accounts.confirm_verification(verifier, svc, token=verify)
+            # The reset reads ann as unproven, then waits for the verify's row lock.
+            racing = threading.Thread(target=redeem_reset, args=(resetter,))
+            racing.start()
+            wait_until_waiting_on_a_lock(conn, resetter_pid, "the reset to wait for the verify")
+        racing.join(10)
+        assert not racing.is_alive()
+    assert failures == []
+    assert _apps_of(conn, ANN) == {"shop"}
+
+
+def test_an_app_that_signed_up_an_address_first_loses_it_when_another_flow_proves_it(
+    api, evil, conn, svc, mailbox, settings
+):
+    """The pre-account trick: create the victim's account through your app before they do.
+
+    The second signup makes the address contested, so it is nobody's until proven; the
+    shop's email then uses authsvc's pages, and proving the address through it makes the
+    account nobody's: neither app's redirect applies to it afterwards."""
     evil.post("/signups", {"email": ANN, "password": "evil long passphrase",
                            "redirect_url": EVIL_REDIRECT})
     mailbox.new()  # the holder ignores it
@@ -168,10 +297,11 @@ def test_an_app_that_signed_up_an_address_first_loses_it_when_another_apps_flow_
     verify = mailbox.one()
     _assert_own_pages(verify, settings, "verify", "shop")  # not the shop's account yet
     accounts.confirm_verification(conn, svc, token=_token(verify), password="owner passphrase 1")
+    assert _apps_of(conn, ANN) == set()
     evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
     _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
     api.post("/password-resets", {"email": ANN, "redirect_url": ALLOWED_REDIRECT})
-    _assert_app_pages(mailbox.one(), ALLOWED_REDIRECT, "shop")
+    _assert_own_pages(mailbox.one(), settings, "reset", "shop")
 
 
 def test_the_relation_is_written_with_the_signup_and_the_completed_flow(api, evil, conn, svc,
@@ -181,11 +311,10 @@ def test_the_relation_is_written_with_the_signup_and_the_completed_flow(api, evi
                         " ON u.id = m.user_id JOIN apps AS a ON a.id = m.app_id").fetchall()
     assert rows == [(ANN, "shop")]
     accounts.confirm_verification(conn, svc, token=_token(mailbox.one()))
+    assert _apps_of(conn, ANN) == {"shop"}  # proven through the shop's own email: kept
     evil.post("/password-resets", {"email": ANN})
     accounts.reset_password(conn, svc, token=_token(mailbox.one()), password="a new passphrase 2")
-    names = {r[0] for r in conn.execute("SELECT a.name FROM account_apps AS m"
-                                        " JOIN apps AS a ON a.id = m.app_id")}
-    assert names == {"shop", "Evil Corp"}
+    assert _apps_of(conn, ANN) == {"shop"}  # a flow the other app's redirect did not serve
 
 
 HOSTILE_NAMES = [
@@ -231,9 +360,12 @@ def _database_before_0021(url: str) -> None:
 def test_the_migration_gives_existing_accounts_only_the_apps_the_outbox_proves(
     empty_database_url,
 ):
-    """0021 backfills from completed flows (a redeemed link an app's call sent) and, for
-    accounts nobody proved yet, the creating signup's app; pending emails lose a redirect
-    the new rule would refuse and gain the asking app's name."""
+    """0021 backfills only the creating signup's app: for an unproven, uncontested account,
+    and for a proven one whose first proof was that app's own email before anyone else's
+    verify email. A redeemed email of another app proves nothing (before 0021 its redirect
+    applied to any account: it may be a steered reset). Emails that may still go (pending,
+    or failed and open to a redrive) lose a redirect the new rule refuses and gain the
+    asking app's name; an unproven account's own app's current link is marked its own."""
     _database_before_0021(empty_database_url)
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
         def app(name: str) -> object:
@@ -242,15 +374,16 @@ def test_the_migration_gives_existing_accounts_only_the_apps_the_outbox_proves(
             assert row is not None
             return row[0]
 
-        def user(email: str, verified: bool) -> int:
+        def user(email: str, verified: bool, signups: int = 1, verify_version: int = 1) -> int:
             return one_number(
                 conn,
-                "INSERT INTO users (email, password_hash, verify_version, email_verified_at)"
-                " VALUES (%s, 'x', 1, CASE WHEN %s THEN now() END) RETURNING id",
-                (email, verified))
+                "INSERT INTO users (email, password_hash, verify_version, signup_count,"
+                " email_verified_at) VALUES (%s, 'x', %s, %s, CASE WHEN %s THEN now() END)"
+                " RETURNING id",
+                (email, verify_version, signups, verified))
 
         def job(user_id: int, purpose: str, version: int, app_id: object, status: str = "sent",
-                redeemed: bool = False, payload: str = "{}") -> int:
+                redeemed: bool = False, payload: str = "{}", template: str = "") -> int:
             if redeemed:
                 conn.execute("INSERT INTO token_redemptions (user_id, purpose, version)"
                              " VALUES (%s, %s, %s)", (user_id, purpose, version))
@@ -259,32 +392,49 @@ def test_the_migration_gives_existing_accounts_only_the_apps_the_outbox_proves(
                 "INSERT INTO email_jobs (template, recipient, payload, user_id, purpose,"
                 " token_version, issued_at, app_id, status) VALUES (%s, 'x@example.com', %s, %s,"
                 " %s, %s, now(), %s, %s) RETURNING id",
-                (purpose, payload, user_id, purpose, version, app_id, status))
+                (template or purpose, payload, user_id, purpose, version, app_id, status))
 
+        steal = '{"redirect_url": "https://evil.example/steal"}'
         shop, evil = app("shop"), app("evil")
         confirmed = user("confirmed@example.com", True)  # signed up and confirmed via the shop
         job(confirmed, "verify", 1, shop, redeemed=True)
+        # ... then a reset evil steered onto its site, redeemed: no membership for evil.
+        job(confirmed, "reset", 1, evil, redeemed=True, payload=steal)
         waiting = user("waiting@example.com", False)  # signed up via the shop, not confirmed
-        job(waiting, "verify", 1, shop)
+        waiting_link = job(waiting, "verify", 1, shop)
+        contested = user("contested@example.com", False, signups=2, verify_version=2)
+        job(contested, "verify", 1, shop)  # the shop's signup, then another one: nobody's
+        job(contested, "verify", 2, None)
         grabbed = user("grabbed@example.com", True)  # evil signed it up, the shop's flow proved it
         job(grabbed, "verify", 1, evil)
         job(grabbed, "verify", 2, shop, redeemed=True)
+        steered = user("steered@example.com", True)  # evil first; ann through the shop; evil's
+        job(steered, "verify", 1, evil)              # reset (on its site) proved the address
+        job(steered, "verify", 2, shop)
+        job(steered, "reset", 1, evil, redeemed=True, payload=steal)
         reset = user("reset@example.com", True)  # made on the pages, reset through evil
+        job(reset, "verify", 1, None)
         job(reset, "reset", 1, evil, redeemed=True)
-        steered = job(confirmed, "reset", 1, evil, status="pending",
-                      payload='{"redirect_url": "https://evil.example/steal"}')
+        pending = job(confirmed, "reset", 2, evil, status="pending", payload=steal)
+        failed = job(confirmed, "reset", 2, evil, status="failed", payload=steal)
         own = job(confirmed, "reset", 2, shop, status="pending",
                   payload='{"redirect_url": "https://shop.example/in"}')
+        notice = job(confirmed, "reset", 2, evil, status="pending", template="password_changed")
+        conn.execute("UPDATE email_jobs SET purpose = NULL, token_version = NULL,"
+                     " issued_at = NULL WHERE id = %s", (notice,))
     upgrade(empty_database_url)
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
         rows = conn.execute("SELECT u.email, a.name FROM account_apps AS m"
                             " JOIN users AS u ON u.id = m.user_id JOIN apps AS a ON a.id = m.app_id"
                             " ORDER BY 1, 2").fetchall()
-        assert rows == [("confirmed@example.com", "shop"), ("grabbed@example.com", "shop"),
-                        ("reset@example.com", "evil"), ("waiting@example.com", "shop")]
+        assert rows == [("confirmed@example.com", "shop"), ("waiting@example.com", "shop")]
         payloads: dict[int, object] = dict(conn.execute(
-            "SELECT id, payload FROM email_jobs WHERE id IN (%s, %s)", (steered, own)).fetchall())
+            "SELECT id, payload FROM email_jobs WHERE id = ANY(%s)",
+            ([pending, failed, own, notice, waiting_link],)).fetchall())
         assert payloads == {
-            steered: {"app_name": "evil"},
+            pending: {"app_name": "evil"},
+            failed: {"app_name": "evil"},
             own: {"redirect_url": "https://shop.example/in", "app_name": "shop"},
+            notice: {"app_name": "evil"},
+            waiting_link: {"own_account": True},
         }

@@ -73,9 +73,9 @@ _FIELD_DESCRIPTIONS = {
     "token": "The token from the emailed link; anything malformed is 400 invalid_token.",
     "url": "Where the emailed link leads (`<redirect_url>?token=…`), and where the email"
     " sends people to type the code; must be on the app's allowlist (400 redirect_not_allowed)."
-    " Applies only to accounts that belong to this app (created through it, or that completed"
-    " a flow through it); for any other account the link and code page are authsvc's own,"
-    " with the same answer.",
+    " Applies only to accounts that belong to this app (created through it and, while the"
+    " address is unproven, not yet contested by a second signup or a resend); for any other"
+    " account the link and code page are authsvc's own, with the same answer.",
     "code": "The 6-digit code from the email (spaces are ignored); send it with `email`."
     " Anything else is a wrong code (400 invalid_code).",
 }

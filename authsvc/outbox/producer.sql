@@ -24,6 +24,13 @@ SELECT pg_notify(%(channel)s, '');
 WITH budget AS (
     SELECT email_budget_hit(%(bucket)s, %(window_start)s, %(limit)s, %(purpose)s, %(digest)s)
            AS allowed
+), found AS (
+    -- Whose account the request finds (migrations/0021 account_belongs_to_app),
+    -- as of this statement's snapshot: so a resend by the account's own
+    -- uncontested app is judged before it makes the address contested.
+    SELECT id, reset_version, verify_version,
+           account_belongs_to_app(id, %(app_id)s::uuid) AS own
+    FROM users WHERE email = %(email)s
 ), bumped AS (
     UPDATE users
     SET reset_version = reset_version + (%(purpose)s = 'reset')::int,
@@ -34,17 +41,27 @@ WITH budget AS (
                             ELSE signup_count END
     WHERE email = %(email)s AND (%(purpose)s = 'reset' OR email_verified_at IS NULL)
       AND (SELECT allowed FROM budget)
-    RETURNING id, email,
+    RETURNING id, email, reset_version, verify_version,
               CASE WHEN %(purpose)s = 'reset' THEN reset_version ELSE verify_version END AS version
+), judged AS (
+    -- An app's redirect_url applies only to its own accounts (migrations/0021):
+    -- any other account's link opens authsvc's pages, and only an email of
+    -- the app's own account is marked so ("own_account": redeeming it is a
+    -- flow through the app). The snapshot's answer stands only if nothing
+    -- but this UPDATE changed the row since (a concurrent signup, resend,
+    -- redemption or password change bumps a version): else nobody's.
+    SELECT b.id, b.email, b.version,
+           coalesce(f.own AND b.reset_version = f.reset_version + (%(purpose)s = 'reset')::int
+                    AND b.verify_version = f.verify_version + (%(purpose)s = 'verify')::int,
+                    false) AS own
+    FROM bumped AS b LEFT JOIN found AS f ON f.id = b.id
 ), queued AS (
     INSERT INTO email_jobs (template, recipient, payload, user_id, purpose, token_version, issued_at,
                             app_id)
-    -- An app's redirect_url applies only to its own accounts (migrations/0021):
-    -- any other account's link opens authsvc's pages.
     SELECT %(purpose)s, email,
-           CASE WHEN account_belongs_to_app(id, %(app_id)s::uuid) THEN %(payload)s::jsonb
+           CASE WHEN own THEN %(payload)s::jsonb || '{"own_account": true}'
                 ELSE %(payload)s::jsonb - 'redirect_url' END,
-           id, %(purpose)s, version, %(issued_at)s, %(app_id)s::uuid FROM bumped
+           id, %(purpose)s, version, %(issued_at)s, %(app_id)s::uuid FROM judged
     RETURNING id
 )
 SELECT b.allowed, q.id, CASE WHEN q.id IS NOT NULL THEN pg_notify(%(channel)s, '') END

@@ -1,11 +1,14 @@
 -- flow_app --
 -- The app whose API call queued the email carrying this link version: the
--- app that started the flow being completed. NULL for flows started on the
--- web pages.
-SELECT app_id FROM email_jobs
-WHERE user_id = %(user_id)s AND purpose = %(purpose)s AND token_version = %(version)s
-  AND kind = 'email' AND app_id IS NOT NULL
-ORDER BY id DESC
+-- app that started the flow being completed (no row for flows started on
+-- the web pages); its name; and whether the account was already that app's
+-- when the email was queued (its redirect applied: "own_account", written
+-- by accounts.sign_up and outbox/producer.sql queue_link).
+SELECT j.app_id, coalesce(a.name, ''), coalesce((j.payload ->> 'own_account')::boolean, false)
+FROM email_jobs AS j LEFT JOIN apps AS a ON a.id = j.app_id
+WHERE j.user_id = %(user_id)s AND j.purpose = %(purpose)s AND j.token_version = %(version)s
+  AND j.kind = 'email' AND j.app_id IS NOT NULL
+ORDER BY j.id DESC
 LIMIT 1;
 
 -- queue_event --

@@ -41,15 +41,25 @@ RETURNING id, email, password_hash, email_verified_at, reset_version, verify_ver
 
 -- redeem_reset_link --
 -- Set the password only if the link is still current; also verifies the
--- address (the person proved they read its mail).
-UPDATE users
-SET reset_version = reset_version + 1,
-    verify_version = verify_version + 1,  -- no older verify link may set a password now
+-- address (the person proved they read its mail). first_proof: the address
+-- was unproven until now, read from the row this statement locks and
+-- updates (FOR UPDATE waits for a concurrent redemption and sees its
+-- result), never from an earlier read.
+WITH before AS (
+    SELECT id, email_verified_at IS NULL AS unproven
+    FROM users WHERE id = %(user_id)s
+    FOR UPDATE
+)
+UPDATE users AS u
+SET reset_version = u.reset_version + 1,
+    verify_version = u.verify_version + 1,  -- no older verify link may set a password now
     password_hash = %(password_hash)s,
     password_changed_at = %(now)s,
-    email_verified_at = coalesce(email_verified_at, %(now)s)
-WHERE id = %(user_id)s AND reset_version = %(version)s
-RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
+    email_verified_at = coalesce(u.email_verified_at, %(now)s)
+FROM before
+WHERE u.id = before.id AND u.reset_version = %(version)s
+RETURNING u.id, u.email, u.password_hash, u.email_verified_at, u.reset_version,
+          u.verify_version, u.signup_count, before.unproven AS first_proof;
 
 -- change_password --
 -- Password change from a signed-in session, only while that session lives

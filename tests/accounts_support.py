@@ -28,7 +28,7 @@ def stored_user(conn: psycopg.Connection, email: str) -> User:
 
 def one_number(conn: psycopg.Connection, query: str, params: tuple[object, ...] = ()) -> int:
     """The single integer `query` answers (a count, a RETURNING id)."""
-    row = conn.execute(query, params).fetchone()  # type: ignore[arg-type]  # tests' own SQL
+    row = conn.execute(query, params).fetchone()
     assert row is not None, query
     return int(row[0])
 

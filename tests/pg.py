@@ -102,4 +102,4 @@ def server_url(tmp_root: Path) -> tuple[str, object | None]:
     if configured:
         return configured, None
     handle = start_embedded_postgres(tmp_root)
-    return str(handle.get_uri()), handle  # type: ignore[attr-defined]
+    return str(handle.get_uri()), handle

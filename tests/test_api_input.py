@@ -86,7 +86,7 @@ def test_wrong_types_are_invalid_request(api, value):
 
 
 
-def _refused(api, paths, member: str, value, status: int, code: str):  # type: ignore[no-untyped-def]
+def _refused(api, paths, member: str, value, status: int, code: str):
     """(path, problem) for each path's valid body with `member` set to `value`."""
     for path in paths:
         response = api.post(path, {**VALID_BODIES[path], member: value})

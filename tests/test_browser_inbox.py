@@ -67,7 +67,7 @@ def audit(browser) -> Iterator[Any]:
 
 
 @pytest.fixture
-def screenshots(tmp_path):  # type: ignore[no-untyped-def]
+def screenshots(tmp_path):
     """Where screenshots go: docs/screenshots/ only when asked to refresh them."""
     if os.environ.get("AUTHSVC_UPDATE_SCREENSHOTS") == "1":
         return DOC_SCREENSHOTS

@@ -60,7 +60,7 @@ class _ResetDuringVerify(Passwords):
         super().__init__(hasher)
         self.on_verify = on_verify
 
-    def verify(self, password_hash, password):  # type: ignore[no-untyped-def]
+    def verify(self, password_hash, password):
         ok = super().verify(password_hash, password)
         self.on_verify()
         return ok
@@ -96,7 +96,7 @@ def test_rehash_applies_when_nothing_changed(conn):
     assert stored_user(conn, "ann@example.com").password_hash == "rehashed"
 
 
-def psycopg_pool_for(url: str):  # type: ignore[no-untyped-def]
+def psycopg_pool_for(url: str):
     from authsvc.db import create_pool
 
     return create_pool(url, min_size=1, max_size=2)

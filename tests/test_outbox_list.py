@@ -9,7 +9,7 @@ from authsvc.outbox.producer import enqueue_email
 from tests.webhook_support import register_webhook_app
 
 
-def _queue_mixed_jobs(conn, settings) -> None:  # type: ignore[no-untyped-def]
+def _queue_mixed_jobs(conn, settings) -> None:
     app, _key, _secret = register_webhook_app(conn, settings, "https://hooks.example.com/in")
     enqueue_email(conn, template="verify", recipient="ann@example.com")
     conn.execute(

@@ -48,7 +48,7 @@ def test_each_batch_commits_on_its_own(conn, database_url):
         deadline_rounds = 200
         remaining = 6
         for _ in range(deadline_rounds):
-            remaining = conn.execute("SELECT count(*) FROM email_jobs").fetchone()[0]  # type: ignore[index]
+            remaining = conn.execute("SELECT count(*) FROM email_jobs").fetchone()[0]
             if remaining <= 2:
                 break
             pruning.join(0.05)

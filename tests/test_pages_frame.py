@@ -13,7 +13,7 @@ from tests.pages_support import csrf_token, make_account, sign_in, submit, text_
 _ICON = re.compile(r'<link rel="icon" href="([^"]+)"')
 
 
-def _nav(response) -> str:  # type: ignore[no-untyped-def]
+def _nav(response) -> str:
     """The header's navigation links, as a person reads them."""
     html = response.get_data(as_text=True)
     match = re.search(r'<nav aria-label="Account">(.*?)</nav>', html, re.S)
@@ -76,7 +76,7 @@ def test_the_too_many_attempts_page_says_how_long_in_words(app_with, conn, svc, 
     assert _nav(limited) == "Account Log out"
 
 
-def _icon_of(client, path: str) -> str:  # type: ignore[no-untyped-def]
+def _icon_of(client, path: str) -> str:
     match = _ICON.search(client.get(path).get_data(as_text=True))
     assert match, f"{path} links no icon"
     return match.group(1)

@@ -157,7 +157,7 @@ def test_worker_without_a_direct_url_polls_instead_of_listening(
         queue_notices(conn, 1)
         smtp.wait_for(1, timeout=15)  # a LISTEN on the pooled URL would sleep for 600 s
     said = [r for r in caplog.records if r.msg == "listen_unavailable"]
-    assert len(said) == 1 and said[0].poll_seconds == 1.0  # type: ignore[attr-defined]
+    assert len(said) == 1 and said[0].poll_seconds == 1.0
 
 
 def test_listen_url_is_the_direct_url_never_the_pooled_one(env):

@@ -79,7 +79,7 @@ def test_only_the_mailbox_holder_ever_decides_the_password(
             self.seen_jobs = 0
             self.owner_signed_up = False
 
-        def _new_mail(self, asked_by: str = "anyone"):  # type: ignore[no-untyped-def]
+        def _new_mail(self, asked_by: str = "anyone"):
             """Whatever the outbox queued since the last look, as the owner receives it."""
             rows = conn.execute(
                 "SELECT id, user_id, purpose, token_version, issued_at FROM email_jobs"

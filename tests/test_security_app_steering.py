@@ -352,7 +352,7 @@ def _database_before_0021(url: str) -> None:
             if migration.version >= "0021":
                 break
             with conn.transaction():
-                conn.execute(migration.path.read_text(encoding="utf-8"))  # type: ignore[arg-type]
+                conn.execute(migration.path.read_text(encoding="utf-8"))
                 conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                              (migration.version, migration.name))
 

@@ -30,7 +30,7 @@ from tests.worker_support import worker
 PASSWORD = "correct horse battery staple"
 
 
-def _job_reference(message) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+def _job_reference(message) -> tuple[str, str]:
     """The job reference in the Message-ID and in X-Authsvc-Job."""
     match = re.fullmatch(r"<authsvc-job-(.+)@localhost>", message.message_id)
     assert match, message.message_id

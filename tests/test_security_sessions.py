@@ -17,7 +17,7 @@ from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, make_account, submit, text_of
 
 
-def _logged_in(app) -> FlaskClient:  # type: ignore[no-untyped-def]
+def _logged_in(app) -> FlaskClient:
     browser = app.test_client()
     answer = submit(browser, "/login", {"email": "ann@example.com", "password": PASSWORD})
     assert answer.status_code == 303
@@ -25,7 +25,7 @@ def _logged_in(app) -> FlaskClient:  # type: ignore[no-untyped-def]
     return browser
 
 
-def _copy_cookie(source: FlaskClient, app) -> FlaskClient:  # type: ignore[no-untyped-def]
+def _copy_cookie(source: FlaskClient, app) -> FlaskClient:
     cookie = source.get_cookie("session")
     assert cookie is not None
     thief = app.test_client()

@@ -237,7 +237,7 @@ def test_delivering_one_claimed_job_twice_leaves_one_sent_row(conn, pool, settin
     assert [e[0] for e in events(conn, job_id)].count("sent") == 1
 
 
-def _listening(conn) -> bool:  # type: ignore[no-untyped-def]
+def _listening(conn) -> bool:
     """Whether a session of this database is LISTENing (a worker's first empty claim is done)."""
     return conn.execute(
         "SELECT 1 FROM pg_stat_activity"
@@ -261,7 +261,7 @@ def test_the_listener_reconnects_after_any_error_and_says_so(
     real_connect = loop.connect
     attempts: list[int] = []
 
-    def lost_once(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def lost_once(*args, **kwargs):
         attempts.append(1)
         if len(attempts) == 1:
             raise psycopg.InterfaceError("the connection is lost")
@@ -274,7 +274,7 @@ def test_the_listener_reconnects_after_any_error_and_says_so(
         accounts.sign_up(conn, svc, email="di@example.com", password="correct horse battery")
         smtp.wait_for(1, timeout=5)
     [said] = [r for r in caplog.records if r.msg == "listener_disconnected"]
-    assert "InterfaceError" in said.error  # type: ignore[attr-defined]
+    assert "InterfaceError" in said.error
 
 
 def test_sigterm_like_stop_releases_claimed_but_unsent_jobs(database_url, conn, settings):

@@ -266,6 +266,6 @@ def test_through_an_outage_an_outcome_is_given_up_when_its_local_lease_deadline_
         assert completer.close(10)
         unreachable.close()
     [said] = [r for r in caplog.records if r.getMessage() == "outcome_unrecorded"]
-    assert said.job_id == job_id  # type: ignore[attr-defined]
+    assert said.job_id == job_id
     # The database's lease still runs: the job is claimed, not recorded as sent.
     assert job_status(conn, job_id) == ("pending", "host:1:a", 1)

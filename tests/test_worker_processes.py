@@ -248,7 +248,7 @@ def test_worker_refuses_an_unmigrated_database_with_a_clear_message(env, test_da
             admin.execute(drop.format(sql.Identifier(name)))
 
 
-def shown_now(runner, env, job_id: int) -> str:  # type: ignore[no-untyped-def]
+def shown_now(runner, env, job_id: int) -> str:
     from authsvc.cli import main
 
     return runner.invoke(main, ["outbox", "show", str(job_id)], env=env).output

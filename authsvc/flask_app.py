@@ -67,11 +67,7 @@ def create_app(
 
     csrf.exempt(provider_webhooks.bp)  # signed by the provider, no cookies
     app.register_blueprint(provider_webhooks.bp)
-    if settings.test_inbox:
-        from authsvc import inbox
-
-        csrf.exempt(inbox.bp)
-        app.register_blueprint(inbox.bp)
+    # The test inbox (/_inbox) is not here: `authsvc inbox --http-port` serves it.
     return app
 
 

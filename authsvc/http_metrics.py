@@ -8,7 +8,7 @@ bare WSGI server) the figures are this process's own.
 
 Series: authsvc_http_requests_total{method,route,status} and the latency
 histogram authsvc_http_request_duration_seconds{method,route}. `route` is
-the URL rule (`/api/v1/signups`, `/_inbox/scopes/<scope>/messages`), never
+the URL rule (`/api/v1/signups`), never
 the raw path, so a scanner cannot grow the label set. Also
 authsvc_page_resends_suppressed_total{purpose}: "Send a new link" requests
 the per-address email limit held back (the page does not say so).

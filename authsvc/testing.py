@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -74,13 +73,6 @@ def _seconds(value: float) -> str:
     return f"{float(value):.3f}"
 
 
-def _retry_after(value: str | None) -> float:
-    try:
-        return min(max(float(value or 1), 0.1), 5.0)
-    except ValueError:
-        return 1.0
-
-
 class InboxError(AssertionError):
     """The inbox did not hold what the test expected; the message says what it held."""
 
@@ -99,29 +91,8 @@ class ScopedInbox:
 
     def _request(
         self, method: str, path: str, query: dict[str, Any] | None = None, timeout: float = 10.0,
-        *, waits: tuple[str, ...] = (),
     ) -> tuple[int, Any]:
-        """One call; a 503 `too_many_waiters` is retried (after Retry-After) within `timeout`.
-
-        `waits` names the query parameters holding seconds to wait: a retry
-        asks for what is left of them, so the call as a whole stays in time.
-        """
-        started = time.monotonic()
-        while True:
-            elapsed = time.monotonic() - started
-            sent = dict(query or {})
-            for key in waits:
-                sent[key] = _seconds(max(0.0, float(sent[key]) - elapsed))
-            status, retry_after, body = self._send(method, path, sent, timeout - elapsed)
-            busy = status == 503 and isinstance(body, dict)
-            busy = busy and body.get("code") == "too_many_waiters"
-            if not busy or time.monotonic() - started + retry_after >= timeout:
-                return status, body
-            time.sleep(retry_after)
-
-    def _send(
-        self, method: str, path: str, query: dict[str, Any], timeout: float
-    ) -> tuple[int, float, Any]:
+        """One call: the status and the decoded JSON body (None when empty)."""
         url = f"{self.base_url}/_inbox{path}" + (f"?{urlencode(query)}" if query else "")
         request = Request(url, method=method)  # noqa: S310 - http(s) URL given by the test
         if self.token:
@@ -132,9 +103,9 @@ class ScopedInbox:
         except HTTPError as exc:
             status, headers, body = exc.code, exc.headers, exc.read()
         if not body:
-            return status, _retry_after(headers.get("Retry-After")), None
+            return status, None
         try:
-            decoded = json.loads(body)
+            return status, json.loads(body)
         except ValueError:
             # Not the inbox API answering (an HTML 404 when the inbox is off, a proxy page…).
             text = body.decode("utf-8", "replace").strip()
@@ -142,7 +113,6 @@ class ScopedInbox:
                 f"{method} {url} answered {status} {headers.get('Content-Type')}, not JSON "
                 f"(is AUTHSVC_TEST_INBOX on?): {text[:300]}"
             ) from None
-        return status, _retry_after(headers.get("Retry-After")), decoded
 
     def _path(self) -> str:
         if self.scope is None:
@@ -168,7 +138,7 @@ class ScopedInbox:
         """Messages in the scope, oldest first, waiting up to `wait` seconds for `at_least`."""
         query = {"wait": _seconds(wait), "min": at_least, "since": since}
         status, body = self._request(
-            "GET", self._path() + "/messages", query, timeout=wait + 10, waits=("wait",)
+            "GET", self._path() + "/messages", query, timeout=wait + 10
         )
         if status != 200:
             raise InboxError(f"listing messages failed: {status} {body}")
@@ -195,8 +165,7 @@ class ScopedInbox:
             "since": self.cursor if since is None else since,
         }
         status, body = self._request(
-            "GET", self._path() + "/expect-one", query, timeout=timeout + settle + 10,
-            waits=("timeout",),
+            "GET", self._path() + "/expect-one", query, timeout=timeout + settle + 10
         )
         if status == 200:
             email = self._whole(body["message"])

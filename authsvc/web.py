@@ -95,7 +95,7 @@ def _database_unavailable(exc: psycopg.OperationalError) -> Response:
 
 
 def _relative_redirect() -> Response | None:
-    """A slash-adding redirect (`/_inbox` → `/_inbox/`) names no host.
+    """A slash-adding redirect (`/path` → `/path/`) names no host.
 
     Werkzeug builds it from the request's Host header, which the client
     chose; a path-only Location sends the browser to the same place.

@@ -1,7 +1,7 @@
 """Test-inbox wake-up latency, SMTP 250 → the long poll's answer, at 1, 100 and 1,000 waiters.
 
 Run: .venv/bin/python -m bench.inbox_wakeup   (writes bench/results/inbox_wakeup.txt)
-Starts a real `authsvc dev` (its asyncio inbox front owns the HTTP port),
+Starts a real `authsvc dev` (the inbox's asyncio server owns the HTTP port),
 parks N long polls on N scopes, then delivers one email per scope over four
 SMTP connections and times each poll from its email's 250 reply.
 """
@@ -64,7 +64,7 @@ async def _round(url: str, smtp_port: int, waiters: int) -> list[float]:
 
         polls = [asyncio.create_task(poll(s)) for s in scopes]
         while True:
-            async with session.get(f"{url}/_inbox/front") as response:
+            async with session.get(f"{url}/_inbox/waiting") as response:
                 if json.loads(await response.read())["waiting"] >= waiters:
                     break
             await asyncio.sleep(0.05)

@@ -1,4 +1,4 @@
-"""The whole service as real processes: gunicorn, outbox workers and the test-inbox SMTP sink."""
+"""The whole service as real processes: gunicorn, outbox workers and the test inbox."""
 
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ def running_stack(
     threads: int = 4,
     outbox_workers: int = 1,
 ) -> Iterator[str]:
-    """Start the stack (as `authsvc dev` does) on free ports; yields the web app's base URL.
+    """Start the stack (as `authsvc dev` does) on free ports; yields its public base URL.
 
     `env` is laid over os.environ (database URL and the like); all output goes to
     `log_path`. On leaving, every process gets SIGTERM and must exit 0.
     """
-    port, smtp_port = free_port(), free_port()
+    port, web_port, smtp_port = free_port(), free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
     stack_env = {
         **os.environ,
@@ -41,8 +41,10 @@ def running_stack(
     }
     cli = [sys.executable, "-m", "authsvc.cli"]
     argvs = [
-        gunicorn_argv(f"127.0.0.1:{port}", workers=web_workers, threads=threads),
-        [*cli, "inbox", "--port", str(smtp_port)],
+        gunicorn_argv(f"127.0.0.1:{web_port}", workers=web_workers, threads=threads),
+        # The inbox's server owns the public port and forwards the rest to gunicorn.
+        [*cli, "inbox", "--port", str(smtp_port), "--http-port", str(port),
+         "--upstream", f"http://127.0.0.1:{web_port}"],
         *([*cli, "worker"] for _ in range(outbox_workers)),
     ]
     with log_path.open("wb") as log:

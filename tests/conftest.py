@@ -23,7 +23,7 @@ from authsvc.services import Services, build_services
 from testkit.smtp_double import SmtpDouble
 from tests.api_support import ApiCaller, register_shop_app
 from tests.browser_support import launched_chromium
-from tests.inbox_support import running_sink
+from tests.inbox_support import HttpClient, inbox_services, running_sink, serving_inbox
 from tests.pg import TestDatabases, direct_server_url, server_url
 
 pytest_plugins = ["tests.process_guard"]
@@ -174,6 +174,17 @@ def sink(request: pytest.FixtureRequest, pool: ConnectionPool) -> Iterator[Inbox
     marker = request.node.get_closest_marker("sink")
     with running_sink(pool, **(marker.kwargs if marker else {})) as running:
         yield running
+
+
+@pytest.fixture
+def inbox(
+    sink: InboxSink, env: dict[str, str], pool: ConnectionPool, passwords: Passwords,
+    clock: FrozenClock,
+) -> Iterator[HttpClient]:
+    """A client of the inbox's HTTP server, run on the sink's loop (no token set)."""
+    svc = inbox_services(env, pool, passwords, clock=clock)
+    with serving_inbox(sink, svc, listen_url=env["AUTHSVC_DIRECT_DATABASE_URL"]) as url:
+        yield HttpClient(url)
 
 
 @pytest.fixture

@@ -205,6 +205,18 @@ def test_the_web_layer_never_reaches_mail_sending_through_any_chain(start):
     assert sorted(_chain(seen, start, m) for m in seen if SENDS_MAIL.match(m)) == []
 
 
+FLASK = re.compile(r"^(flask|flask_wtf|werkzeug|authsvc\.(api|pages|web|flask_app))(\.|$)")
+
+
+@pytest.mark.parametrize("start", ["authsvc.inbox.server", "authsvc.cli.inbox"])
+def test_the_inbox_server_never_reaches_flask_through_any_chain(start):
+    """/_inbox has one server, the inbox's aiohttp one: nothing of the Flask app is in it."""
+    graph = _import_graph()
+    assert start in graph
+    seen = _reachable(graph, start)
+    assert sorted(_chain(seen, start, m) for m in seen if FLASK.match(m)) == []
+
+
 def test_the_graph_check_follows_package_inits():
     """Not vacuous: before commands loaded lazily, cli/__init__ pulled Flask into the worker."""
     graph = {"authsvc.cli": {"authsvc.cli.dev"}, "authsvc.cli.dev": {"flask"},

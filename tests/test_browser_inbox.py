@@ -1,4 +1,4 @@
-"""The test inbox's pages in Chromium, behind the async front: live list, sandboxed mail, axe.
+"""The test inbox's pages in Chromium, through the inbox server: live list, sandboxed mail, axe.
 
 axe-core comes from the npm registry into tests/browser/node_modules (see
 tests/browser/package.json; `make browser` installs it) and is injected from
@@ -19,9 +19,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser_support import BROWSER_MARKS, new_tab
-from tests.inbox_support import email, send
+from tests.inbox_support import email, send, serve_front
 from tests.inbox_ui_support import links_in_each_state, send_links_email
-from tests.test_inbox_front import serve_front
 
 ROOT = Path(__file__).resolve().parent.parent
 AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
@@ -34,8 +33,8 @@ pytestmark = [
 
 
 @pytest.fixture
-def url(sink, env, pool, passwords, database_url, clock) -> Iterator[str]:
-    yield from serve_front(sink, env, pool, passwords, database_url, clock)
+def url(sink, env, pool, passwords, clock) -> Iterator[str]:
+    yield from serve_front(sink, env, pool, passwords, clock)
 
 
 @pytest.fixture

@@ -15,15 +15,12 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from authsvc import accounts
-from authsvc.config import load_settings
-from authsvc.flask_app import create_app
 from authsvc.resources import templates_dir
 from authsvc.users import find_user_by_email
 from testkit.servers import serving
 from tests.browser_support import BROWSER_MARKS, new_tab
-from tests.inbox_support import email, send
+from tests.inbox_support import email, send, serve_front
 from tests.pages_support import PASSWORD, make_account
-from tests.test_inbox_front import serve_front
 
 pytestmark = BROWSER_MARKS
 
@@ -138,8 +135,8 @@ def test_the_account_sessions_table_fits_the_screen(phone, base_url, conn, svc, 
 
 
 @pytest.fixture
-def inbox_url(sink, env, pool, passwords, database_url, clock) -> Iterator[str]:
-    yield from serve_front(sink, env, pool, passwords, database_url, clock)
+def inbox_url(sink, env, pool, passwords, clock) -> Iterator[str]:
+    yield from serve_front(sink, env, pool, passwords, clock)
 
 
 def test_the_inbox_tables_fit_a_phone(phone, inbox_url, sink, tmp_path):
@@ -191,7 +188,7 @@ def test_an_email_with_a_long_address_fits_a_phone(phone, template, tmp_path):
     fits_the_screen(phone, "body", words_whole=False)
 
 
-def test_the_icon_is_linked_and_loads(phone, base_url, env, pool, clock, passwords):
+def test_the_icon_is_linked_and_loads(phone, base_url, sink, env, pool, clock, passwords):
     for path in ("/login", "/no-such-page"):
         phone.goto(f"{base_url}{path}")
         href = phone.locator("link[rel=icon]").get_attribute("href")
@@ -199,8 +196,6 @@ def test_the_icon_is_linked_and_loads(phone, base_url, env, pool, clock, passwor
         answer = phone.request.get(f"{base_url}{href}")
         assert answer.status == 200
         assert answer.headers["content-type"].startswith("image/svg+xml")
-    inbox_app = create_app(load_settings({**env, "AUTHSVC_TEST_INBOX": "on"}), pool=pool,
-                           clock=clock, passwords=passwords)
-    with serving(inbox_app) as inbox_url:
+    for inbox_url in serve_front(sink, env, pool, passwords, clock):
         phone.goto(f"{inbox_url}/_inbox/")
         assert phone.locator("link[rel=icon]").get_attribute("href") == href

@@ -16,13 +16,12 @@ import pytest
 from werkzeug.serving import make_server
 
 from authsvc.app_keys import register_app
-from authsvc.config import load_settings
 from authsvc.flask_app import create_app
 from authsvc.testing import ScopedInbox
 from testkit.waiting import free_port
 from tests.accounts_support import insert_user
 from tests.api_support import job_count
-from tests.inbox_support import running_sink
+from tests.inbox_support import inbox_services, running_sink, serving_inbox
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +60,7 @@ def _drain_outbox(env: dict[str, str], log: Path) -> None:
 
 @pytest.fixture
 def stack(env, pool, passwords, tmp_path) -> Iterator[tuple[str, dict[str, str]]]:
-    """The web app over HTTP and the SMTP sink; yields (base URL, the worker's env)."""
+    """As `authsvc dev`: the inbox's server before the web app, the sink; (base URL, worker env)."""
     with running_sink(pool) as sink:
         port = free_port()
         stack_env = {
@@ -70,12 +69,17 @@ def stack(env, pool, passwords, tmp_path) -> Iterator[tuple[str, dict[str, str]]
             "AUTHSVC_TEST_INBOX": "on",
             "AUTHSVC_SMTP_URL": f"smtp://127.0.0.1:{sink.port}",
         }
-        app = create_app(load_settings(stack_env), pool=pool, passwords=passwords)
-        server = make_server("127.0.0.1", port, app, threaded=True)
+        svc = inbox_services(stack_env, pool, passwords)
+        app = create_app(svc.settings, pool=pool, passwords=passwords)
+        server = make_server("127.0.0.1", 0, app, threaded=True)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
-            yield f"http://127.0.0.1:{port}", {**os.environ, **stack_env}
+            with serving_inbox(
+                sink, svc, listen_url=env["AUTHSVC_DIRECT_DATABASE_URL"], port=port,
+                upstream=f"http://127.0.0.1:{server.server_port}",
+            ) as url:
+                yield url, {**os.environ, **stack_env}
         finally:
             server.shutdown()
             thread.join(timeout=10)

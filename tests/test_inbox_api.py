@@ -1,37 +1,41 @@
-"""The /_inbox HTTP API (SPEC §8) with mail delivered through the real SMTP sink."""
+"""The /_inbox HTTP API (SPEC §8): its server in process, mail through the real SMTP sink."""
 
 from __future__ import annotations
 
 import threading
 import time
+from contextlib import AbstractContextManager
 
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
-from psycopg_pool import ConnectionPool
 from werkzeug.serving import make_server
 
-from authsvc.config import load_settings
-from authsvc.flask_app import create_app
+from authsvc.inbox.waiters import AsyncScopeWatcher
 from authsvc.passwords import Passwords
 from authsvc.testing import InboxError, ScopedInbox
-from tests.inbox_support import email, running_sink, send
+from tests.inbox_support import (
+    HttpClient,
+    email,
+    inbox_services,
+    running_sink,
+    send,
+    serving_inbox,
+)
 
 
 @pytest.fixture
-def inbox_app(env: dict[str, str], pool: ConnectionPool, passwords: Passwords) -> Flask:
-    settings = load_settings({**env, "AUTHSVC_TEST_INBOX": "on"})
-    return create_app(settings, pool=pool, passwords=passwords)
+def serve(sink, env, pool, passwords: Passwords):
+    """Start the inbox's HTTP server with these settings (as `authsvc inbox --http-port`)."""
+
+    def start(**settings: str) -> AbstractContextManager[str]:
+        svc = inbox_services({**env, **settings}, pool, passwords)
+        return serving_inbox(sink, svc, listen_url=env["AUTHSVC_DIRECT_DATABASE_URL"])
+
+    return start
 
 
-@pytest.fixture
-def inbox(inbox_app: Flask) -> FlaskClient:
-    return inbox_app.test_client()
-
-
-def new_scope(inbox: FlaskClient) -> str:
+def new_scope(inbox: HttpClient) -> str:
     response = inbox.post("/_inbox/scopes")
-    assert response.status_code == 201 and response.json is not None
+    assert response.status_code == 201
     return str(response.json["scope"])
 
 
@@ -232,31 +236,40 @@ def test_unknown_message_is_404(inbox):
     assert response.status_code == 404 and response.json["code"] == "not_found"
 
 
-def test_bearer_token_is_required_when_configured(env, pool, passwords):
-    inbox_env = {**env, "AUTHSVC_TEST_INBOX": "on", "AUTHSVC_TEST_INBOX_TOKEN": "s3cret"}
-    settings = load_settings(inbox_env)
-    client = create_app(settings, pool=pool, passwords=passwords).test_client()
-    assert client.post("/_inbox/scopes").status_code == 401
-    wrong = client.post("/_inbox/scopes", headers={"Authorization": "Bearer s3cres"})
-    assert wrong.status_code == 401 and wrong.headers["WWW-Authenticate"].startswith("Bearer")
-    right = client.post("/_inbox/scopes", headers={"Authorization": "Bearer s3cret"})
-    assert right.status_code == 201
+def test_bearer_token_is_required_when_configured(serve):
+    with serve(AUTHSVC_TEST_INBOX_TOKEN="s3cret") as url:
+        client = HttpClient(url)
+        assert client.post("/_inbox/scopes").status_code == 401
+        wrong = client.post("/_inbox/scopes", headers={"Authorization": "Bearer s3cres"})
+        assert wrong.status_code == 401
+        assert wrong.headers["WWW-Authenticate"].startswith("Bearer")
+        right = client.post("/_inbox/scopes", headers={"Authorization": "Bearer s3cret"})
+        assert right.status_code == 201
 
 
-def test_inbox_off_is_404(client):
+def test_the_web_app_serves_no_inbox_even_with_the_inbox_on(app_with):
+    """`authsvc inbox --http-port` is the one server of /_inbox; gunicorn's app has none."""
+    client = app_with(AUTHSVC_TEST_INBOX="on").test_client()
     assert client.post("/_inbox/scopes").status_code == 404
     assert client.get("/_inbox/scopes/abc/messages").status_code == 404
 
 
-def test_requests_with_nothing_to_wait_for_start_no_listener(inbox_app, inbox, sink):
+def test_requests_with_nothing_to_wait_for_never_park(inbox, sink, monkeypatch):
+    parked: list[float] = []
+    park = AsyncScopeWatcher._park
+
+    def recording(self, news, seconds):  # type: ignore[no-untyped-def]
+        parked.append(seconds)
+        return park(self, news, seconds)
+
+    monkeypatch.setattr(AsyncScopeWatcher, "_park", recording)
     scope = new_scope(inbox)
     send(sink.port, email(f"{scope}@inbox.test", subject="there"))
-    watcher = inbox_app.extensions["authsvc_inbox"]
     assert inbox.get(f"/_inbox/scopes/{scope}/messages").json["messages"] != []  # wait=0
     assert inbox.get("/_inbox/scopes/empty/messages?wait=0").json["messages"] == []
     assert inbox.get(f"/_inbox/scopes/{scope}/messages?wait=5").status_code == 200  # already met
     assert inbox.get("/_inbox/scopes/empty/expect-one?timeout=0&settle=0").status_code == 408
-    assert watcher._thread is None, "a request with nothing to wait for started the listener"
+    assert parked == [], "a request with nothing to wait for was parked"
 
 
 def test_scoped_inbox_says_the_inbox_may_be_off_on_a_non_json_answer(app):
@@ -292,14 +305,13 @@ def test_unknown_paths_and_wrong_methods_are_problems(inbox, method, path, statu
         assert "GET" in response.headers["Allow"] or "POST" in response.headers["Allow"]
 
 
-def test_routing_problems_under_the_inbox_still_need_the_token(env, pool, passwords):
-    inbox_env = {**env, "AUTHSVC_TEST_INBOX": "on", "AUTHSVC_TEST_INBOX_TOKEN": "s3cret"}
-    client = create_app(load_settings(inbox_env), pool=pool, passwords=passwords).test_client()
-    assert client.get("/_inbox/nope").status_code == 401
-    found = client.get("/_inbox/nope", headers={"Authorization": "Bearer s3cret"})
-    assert found.status_code == 404 and found.json is not None
-    assert found.json["code"] == "not_found"
-    assert client.get("/_inboxes").mimetype != "application/problem+json"  # not ours
+def test_routing_problems_under_the_inbox_still_need_the_token(serve):
+    with serve(AUTHSVC_TEST_INBOX_TOKEN="s3cret") as url:
+        client = HttpClient(url)
+        assert client.get("/_inbox/nope").status_code == 401
+        found = client.get("/_inbox/nope", headers={"Authorization": "Bearer s3cret"})
+        assert found.status_code == 404 and found.json["code"] == "not_found"
+        assert client.get("/_inboxes").mimetype != "application/problem+json"  # not ours
 
 
 def test_a_dotted_capital_i_scope_is_reachable_over_http(inbox, sink):

@@ -5,26 +5,19 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from authsvc.config import load_settings
-from authsvc.flask_app import create_app
 from authsvc.testing import ScopedInbox
-from testkit.servers import serving
-from tests.inbox_support import email, running_sink, send
+from tests.inbox_support import HttpClient, email, running_sink, send
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def served(env, pool, passwords) -> Iterator[str]:
-    app = create_app(load_settings({**env, "AUTHSVC_TEST_INBOX": "on"}), pool=pool,
-                     passwords=passwords)
-    with serving(app) as url:
-        yield url
+def served(inbox: HttpClient) -> str:
+    return inbox.url
 
 
 @pytest.mark.e2e

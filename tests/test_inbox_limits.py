@@ -6,25 +6,16 @@ import smtplib
 import tracemalloc
 
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
-from psycopg_pool import ConnectionPool
 
-from authsvc.config import load_settings
-from authsvc.flask_app import create_app
 from authsvc.inbox import messages
 from authsvc.inbox.smtp import MAX_RECIPIENTS
-from authsvc.passwords import Passwords
-from tests.inbox_support import email, running_sink, send
+from tests.inbox_support import (
+    email,
+    running_sink,
+    send,
+)
 
 MB = 1024 * 1024
-
-
-@pytest.fixture
-def inbox(env: dict[str, str], pool: ConnectionPool, passwords: Passwords) -> FlaskClient:
-    settings = load_settings({**env, "AUTHSVC_TEST_INBOX": "on"})
-    app: Flask = create_app(settings, pool=pool, passwords=passwords)
-    return app.test_client()
 
 
 def _store_big(conn, scope: str, count: int, body_bytes: int) -> None:

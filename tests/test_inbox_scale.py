@@ -53,7 +53,7 @@ async def _api_latencies(session: aiohttp.ClientSession, dev: Dev, key: str) -> 
 
 
 async def _waiting(session: aiohttp.ClientSession, dev: Dev) -> int:
-    async with session.get(f"{dev.url}/_inbox/front") as response:
+    async with session.get(f"{dev.url}/_inbox/waiting") as response:
         return int(json.loads(await response.read())["waiting"])
 
 

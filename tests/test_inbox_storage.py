@@ -14,25 +14,14 @@ from email.policy import SMTP
 
 import psycopg
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
 from psycopg_pool import ConnectionPool
 
 from authsvc.config import ConfigError, load_settings
-from authsvc.flask_app import create_app
 from authsvc.inbox.parsing import parse_message
-from authsvc.passwords import Passwords
 from tests.inbox_support import email, running_sink
 
 MIB = 1024 * 1024
 SCOPES = 100
-
-
-@pytest.fixture
-def inbox(env: dict[str, str], pool: ConnectionPool, passwords: Passwords) -> FlaskClient:
-    settings = load_settings({**env, "AUTHSVC_TEST_INBOX": "on"})
-    app: Flask = create_app(settings, pool=pool, passwords=passwords)
-    return app.test_client()
 
 
 def _inbox_bytes(conn: psycopg.Connection) -> int:

@@ -1,4 +1,4 @@
-"""The test inbox's pages, rendered by the Flask app (the browser tests drive them too)."""
+"""The test inbox's pages, rendered by its HTTP server (the browser tests drive them too)."""
 
 from __future__ import annotations
 
@@ -6,33 +6,23 @@ import re
 import smtplib
 
 import pytest
-from flask.testing import FlaskClient
-from psycopg_pool import ConnectionPool
 
 from authsvc import accounts
-from authsvc.clock import FrozenClock
-from authsvc.config import load_settings
-from authsvc.flask_app import create_app
 from authsvc.inbox.link_states import find_code
-from authsvc.passwords import Passwords
 from authsvc.services import Services
-from tests.inbox_support import email, send
+from tests.inbox_support import (
+    HttpClient,
+    email,
+    send,
+)
 from tests.inbox_ui_support import links_in_each_state, send_links_email
 from tests.link_support import latest_claims
 from tests.worker_support import renderer
 from worker import jobs
 
 
-@pytest.fixture
-def inbox(env, pool: ConnectionPool, clock: FrozenClock, passwords: Passwords) -> FlaskClient:
-    settings = load_settings({**env, "AUTHSVC_TEST_INBOX": "on"})
-    return create_app(settings, pool=pool, clock=clock, passwords=passwords).test_client()
-
-
-def _message_id(inbox: FlaskClient, scope: str) -> int:
-    found = inbox.get(f"/_inbox/scopes/{scope}/expect-one?settle=0").json
-    assert found is not None
-    return int(found["message"]["id"])
+def _message_id(inbox: HttpClient, scope: str) -> int:
+    return int(inbox.get(f"/_inbox/scopes/{scope}/expect-one?settle=0").json["message"]["id"])
 
 
 def test_the_index_lists_recent_scopes_and_allows_only_its_own_script(inbox, sink):
@@ -109,12 +99,11 @@ def test_links_elsewhere_have_no_state_and_forged_ones_are_invalid(inbox, sink, 
     assert re.findall(r'data-state="([a-z_]+)"', html) == ["invalid"]
 
 
-def test_the_events_url_answers_one_round_when_served_by_flask(inbox, sink):
-    send(sink.port, email("ev@inbox.test"))
-    response = inbox.get("/_inbox/events")
-    assert response.mimetype == "text/event-stream"
-    body = response.get_data(as_text=True)
-    assert body.startswith("retry: ") and '"scope": "ev"' in body
+def test_a_bad_scope_or_filter_on_a_page_is_a_problem_not_a_500(inbox):
+    assert inbox.get("/_inbox/ui/scopes/a%20b").status_code == 404
+    assert inbox.get("/_inbox/ui/scopes/abc/messages/1").status_code == 404
+    bad = inbox.get("/_inbox/ui/scopes/abc?q=%00")
+    assert bad.status_code == 400 and bad.json["code"] == "invalid_request"
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from authsvc.config import load_settings
-from authsvc.flask_app import create_app
+from tests.inbox_support import HttpClient, running_sink, serve_front
 from tests.pages_support import csrf_token, make_account, sign_in, submit, text_of
 
 _ICON = re.compile(r'<link rel="icon" href="([^"]+)"')
@@ -98,12 +97,14 @@ def test_every_page_links_an_icon_that_is_served_and_cached(client, conn, svc):
 
 
 def test_the_inbox_ui_links_the_same_icon(env, pool, clock, passwords, client):
-    settings = load_settings({**env, "AUTHSVC_TEST_INBOX": "on"})
-    inbox = create_app(settings, pool=pool, clock=clock, passwords=passwords).test_client()
-    icon = _icon_of(inbox, "/_inbox/")
-    assert icon == _icon_of(client, "/login")
-    served = inbox.get(icon)
-    assert served.status_code == 200 and served.mimetype == "image/svg+xml"
-    # The UI's own policy lets the page load it.
-    policy = inbox.get("/_inbox/").headers["Content-Security-Policy"]
-    assert "img-src 'self'" in policy
+    # As `authsvc dev` serves them: the inbox's server before the app, one origin.
+    with running_sink(pool) as sink:
+        for url in serve_front(sink, env, pool, passwords, clock):
+            inbox = HttpClient(url)
+            icon = _icon_of(inbox, "/_inbox/")
+            assert icon == _icon_of(client, "/login")
+            served = inbox.get(icon)
+            assert served.status_code == 200 and served.mimetype == "image/svg+xml"
+            # The UI's own policy lets the page load it.
+            policy = inbox.get("/_inbox/").headers["Content-Security-Policy"]
+            assert "img-src 'self'" in policy

@@ -137,10 +137,10 @@ def test_wrong_method_is_a_page_in_the_site_frame_with_allow(client):
     assert set(page.headers["Allow"].replace(" ", "").split(",")) >= {"GET", "POST"}
 
 
-def test_api_and_inbox_paths_keep_answering_problems(app_with):
+def test_api_paths_keep_answering_problems(app_with):
+    # The test inbox's (/_inbox) are its own server's: tests/test_inbox_api.py.
     client = app_with(AUTHSVC_TEST_INBOX="on").test_client()
-    for path in ("/api/v1/no-such-thing", "/_inbox/no-such-thing"):
-        answer = client.get(path)
-        assert answer.status_code == 404, path
-        assert answer.mimetype == "application/problem+json", path
+    answer = client.get("/api/v1/no-such-thing")
+    assert answer.status_code == 404
+    assert answer.mimetype == "application/problem+json"
     assert client.delete("/api/v1/signups").mimetype == "application/problem+json"

@@ -3,21 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from flask import Flask
-from psycopg_pool import ConnectionPool
 
-from authsvc.config import load_settings
-from authsvc.flask_app import create_app
 from authsvc.inbox.answers import expect_one_answer
 from authsvc.inbox.messages import Page
 from authsvc.inbox.params import ExpectQuery, Filters
-from authsvc.passwords import Passwords
-
-
-@pytest.fixture
-def inbox_app(env: dict[str, str], pool: ConnectionPool, passwords: Passwords) -> Flask:
-    return create_app(load_settings({**env, "AUTHSVC_TEST_INBOX": "on"}), pool=pool,
-                      passwords=passwords)
 
 
 def _problem(response) -> dict:
@@ -33,18 +22,17 @@ def _problem(response) -> dict:
     ],
 )
 def test_the_api_and_the_inbox_give_the_same_type_for_the_same_problem(
-    inbox_app, method, api_path, inbox_path, code
+    client, inbox, method, api_path, inbox_path, code
 ):
-    client = inbox_app.test_client()
     api = _problem(client.open(api_path, method=method))
-    inbox = _problem(client.open(inbox_path, method=method))
+    inbox = _problem(inbox.open(inbox_path, method=method))
     assert api["type"] == inbox["type"] == f"urn:authsvc:problem:{code}"
     assert api["code"] == inbox["code"] == code
     assert {"type", "title", "status", "detail", "code"} <= api.keys() & inbox.keys()
 
 
-def test_the_inbox_front_answers_share_the_type_too():
-    """answers.py builds the bodies the asyncio front sends as well as the Flask views."""
+def test_the_inbox_s_own_answers_share_the_type_too():
+    """answers.py builds expect-one's 408 on the same problem shape."""
     query = ExpectQuery(scope="s" * 32, timeout=0.0, settle=0.0, since=0, filters=Filters())
     status, body = expect_one_answer(query, [], Page(messages=[], more=False))
     assert status == 408

@@ -16,6 +16,7 @@ from flask.testing import FlaskClient
 from authsvc import accounts
 from authsvc.api.openapi import openapi_document
 from authsvc.app_keys import register_app
+from tests.inbox_support import HttpClient
 from tests.pages_support import PASSWORD, csrf_token, make_account
 
 HOSTILE = [
@@ -159,7 +160,8 @@ def test_hostile_text_in_every_form_field_is_a_4xx_and_harmless(client: FlaskCli
     assert _snapshot(conn) == before
 
 
-def test_hostile_scope_names_in_the_test_inbox_are_harmless(client: FlaskClient, conn) -> None:
+def test_hostile_scope_names_in_the_test_inbox_are_harmless(inbox: HttpClient, conn) -> None:
+    client = inbox
     before = _snapshot(conn)
     for raw in ENCODABLE:
         value = quote(raw, safe="")

@@ -1,7 +1,8 @@
 """The HTTP servers the project starts, attacked from outside with raw bytes.
 
-`authsvc serve` (gunicorn) and the inbox's asyncio front before it, as
-`authsvc dev` runs them, each a real process on a free port: unread bodies
+`authsvc serve` (gunicorn) and the inbox's server before it (`authsvc inbox
+--http-port --upstream`, the one server of /_inbox), as `authsvc dev` runs
+them, each a real process on a free port: unread bodies
 must not poison a kept-alive connection for the next (maybe someone else's)
 request, every /api/v1 error is problem+json whoever answers it, no byte of a
 header or a filter makes anything 5xx, and nothing private leaks into an
@@ -205,14 +206,14 @@ ODD_HEADER_BYTES = [b"\xff\xfe", b"\x80abc", b"Bearer \xc3\x28", b"Bearer \xed\x
 
 def test_no_header_byte_makes_anything_5xx(stack: Stack) -> None:
     """Non-UTF-8 bytes in Authorization (and any header) get a 4xx from every server."""
-    paths = [
-        "/_inbox/scopes/abc/messages",  # answered by the front itself
+    inbox_paths = [
+        "/_inbox/scopes/abc/messages",
         "/_inbox/scopes/abc/expect-one?timeout=0&settle=0",
-        "/_inbox/scopes",  # proxied to the app
-        "/api/v1/signups",
-        "/login",
+        "/_inbox/scopes",
+        "/_inbox/",
     ]
-    for port in (stack.front_port, stack.web_port):
+    app_paths = ["/api/v1/signups", "/login"]  # forwarded by the front
+    for port, paths in ((stack.front_port, inbox_paths + app_paths), (stack.web_port, app_paths)):
         for path in paths:
             for header in [h + v for v in ODD_HEADER_BYTES for h in (b"Authorization: ", b"X-O: ")]:
                 data = (
@@ -230,18 +231,18 @@ FILTER_ATTACKS = ["%00", "a%00b", "%C0%80", "%ED%A0%80", "%FF", "x%00"]
 
 def test_a_nul_or_broken_utf8_in_inbox_filters_is_a_400_never_a_500(stack: Stack) -> None:
     auth = {"Authorization": f"Bearer {INBOX_TOKEN}"}
-    for port in (stack.front_port, stack.web_port):
-        for name in ("q", "to", "subject"):
-            for attack in FILTER_ATTACKS:
-                for path in (
-                    f"/_inbox/scopes/abc/messages?{name}={attack}",
-                    f"/_inbox/scopes/abc/expect-one?timeout=0&settle=0&{name}={attack}",
-                    f"/_inbox/ui/scopes/abc?{name}={attack}",
-                ):
-                    answer = request(port, "GET", path, headers=auth)
-                    assert answer.status < 500, (port, path, answer.status, answer.body[:300])
-                    if "%00" in attack:
-                        assert answer.status == 400, (port, path, answer.status)
+    port = stack.front_port  # gunicorn serves no /_inbox (test_the_app_has_no_inbox)
+    for name in ("q", "to", "subject"):
+        for attack in FILTER_ATTACKS:
+            for path in (
+                f"/_inbox/scopes/abc/messages?{name}={attack}",
+                f"/_inbox/scopes/abc/expect-one?timeout=0&settle=0&{name}={attack}",
+                f"/_inbox/ui/scopes/abc?{name}={attack}",
+            ):
+                answer = request(port, "GET", path, headers=auth)
+                assert answer.status < 500, (port, path, answer.status, answer.body[:300])
+                if "%00" in attack:
+                    assert answer.status == 400, (port, path, answer.status)
 
 
 def test_an_absolute_form_target_never_reveals_the_upstream(stack: Stack) -> None:
@@ -254,11 +255,17 @@ def test_an_absolute_form_target_never_reveals_the_upstream(stack: Stack) -> Non
     assert answer.status != 502, answer.body
     assert answer.status < 500, answer.body
     # The Host header a client chose never becomes a redirect's target.
-    for port in (stack.front_port, stack.web_port):
-        redirect = raw(port, b"GET /_inbox HTTP/1.1\r\nHost: evil.example\r\n"
-                             b"Connection: close\r\n\r\n")
-        assert redirect.status == 308, redirect
-        assert redirect.headers["location"] == "/_inbox/", redirect.headers
+    redirect = raw(stack.front_port, b"GET /_inbox HTTP/1.1\r\nHost: evil.example\r\n"
+                                     b"Connection: close\r\n\r\n")
+    assert redirect.status == 308, redirect
+    assert redirect.headers["location"] == "/_inbox/", redirect.headers
+
+
+def test_the_app_has_no_inbox(stack: Stack) -> None:
+    """/_inbox has one server, the inbox's: gunicorn's app does not answer it."""
+    auth = {"Authorization": f"Bearer {INBOX_TOKEN}"}
+    assert request(stack.web_port, "GET", "/_inbox/scopes", headers=auth).status == 404
+    assert request(stack.front_port, "GET", "/_inbox/scopes", headers=auth).status == 200
 
 
 def test_malformed_request_lines_never_log_their_query_string(stack: Stack) -> None:

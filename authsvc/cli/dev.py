@@ -56,7 +56,7 @@ def _port_taken(port: int) -> bool:
 
 
 def _free_port() -> int:
-    """A loopback port nothing listens on now, for gunicorn behind the inbox front."""
+    """A loopback port nothing listens on now, for gunicorn behind the inbox server."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -201,8 +201,9 @@ def dev(port: int, smtp_port: int) -> None:
         key = ensure_dev_app(url, settings)
 
         cli = [sys.executable, "-m", "authsvc.cli"]
-        # The inbox's asyncio front owns the public port: it answers long polls
-        # and live events itself (no thread each) and proxies the rest to gunicorn.
+        # The inbox's HTTP server owns the public port: it serves /_inbox itself
+        # (a long poll is a parked coroutine, not a gunicorn thread) and forwards
+        # every other path to gunicorn.
         web_port = _free_port()
         stack.start("web", gunicorn_argv(f"127.0.0.1:{web_port}", workers=2, threads=16))
         stack.start(

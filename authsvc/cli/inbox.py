@@ -1,4 +1,4 @@
-"""`authsvc inbox`: the test-inbox SMTP sink, and optionally its asyncio HTTP front."""
+"""`authsvc inbox`: the test-inbox SMTP sink, and optionally its HTTP server (API, pages)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import threading
 import click
 
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
-from authsvc.db import connect, create_pool, resolve_listen_url
-from authsvc.inbox.front import FrontConfig, InboxFront
+from authsvc.db import connect, create_pool, is_direct, resolve_listen_url
 from authsvc.inbox.messages import DEFAULT_MAX_PER_SCOPE
+from authsvc.inbox.server import DEFAULT_POOL_SIZE, InboxServer
 from authsvc.inbox.smtp import DEFAULT_MAX_MESSAGE_BYTES, InboxSink
 from authsvc.logs import configure_logging
+from authsvc.services import build_services
 
 
 @click.command()
@@ -37,20 +38,20 @@ from authsvc.logs import configure_logging
 @click.option("--http-host", default="127.0.0.1", show_default=True)
 @click.option(
     "--http-port", type=click.IntRange(1, 65535), default=None,
-    help="Also serve the inbox's long polls and live events here (asyncio), "
-    "proxying every other request to --upstream.",
+    help="Also serve the inbox's HTTP API and pages (/_inbox) here.",
 )
 @click.option(
     "--upstream", default=None, metavar="URL",
-    help="The web app behind the HTTP front, e.g. http://127.0.0.1:8001.",
+    help="Forward every path outside /_inbox to this web app, e.g. http://127.0.0.1:8001 "
+    "(as `authsvc dev` does).",
 )
 def inbox(
     host: str, port: int, max_message_size: int, max_per_scope: int, http_host: str,
     http_port: int | None, upstream: str | None,
 ) -> None:
     """Run the test-inbox SMTP sink (needs AUTHSVC_TEST_INBOX=on; never in production)."""
-    if (http_port is None) != (upstream is None):
-        raise click.UsageError("--http-port and --upstream go together")
+    if upstream is not None and http_port is None:
+        raise click.UsageError("--upstream needs --http-port")
     settings = settings_or_exit()
     if not settings.test_inbox:
         raise click.ClickException(
@@ -67,6 +68,7 @@ def inbox(
     with connect(url, connect_timeout=10) as conn:
         conn.execute("SELECT 1 FROM inbox_messages LIMIT 0")
     pool = create_pool(url, min_size=1, max_size=4, name="authsvc-inbox")
+    http_pool = None
     try:
         sink = InboxSink(
             pool, settings.test_inbox_domain, host=host, port=port,
@@ -81,28 +83,35 @@ def inbox(
             f"test inbox: SMTP on {host}:{port}, accepting mail for @{settings.test_inbox_domain}",
             err=True,
         )
-        front = None
-        if http_port is not None and upstream is not None:
-            front = InboxFront(
-                FrontConfig(
-                    upstream=upstream.rstrip("/"), database_url=url,
-                    listen_url=resolve_listen_url(settings),
-                    token=settings.test_inbox_token, host=http_host, port=http_port,
-                )
+        server = None
+        if http_port is not None:
+            listen_url = resolve_listen_url(settings)
+            # Unchecked at checkout: waking a thousand polls costs no extra round
+            # trip each; a dead connection fails one request (503) and is dropped.
+            http_pool = create_pool(
+                url, min_size=1, max_size=DEFAULT_POOL_SIZE, name="authsvc-inbox-http",
+                check=False, direct=is_direct(url, listen_url),
+            )
+            server = InboxServer(
+                build_services(settings, http_pool), listen_url=listen_url,
+                host=http_host, port=http_port, upstream=upstream,
             )
             try:
-                asyncio.run_coroutine_threadsafe(front.start(), sink.loop).result(timeout=20)
+                asyncio.run_coroutine_threadsafe(server.start(), sink.loop).result(timeout=20)
             except OSError as exc:
                 sink.stop()
                 raise click.ClickException(
                     f"cannot listen on {http_host}:{http_port}: {exc}"
                 ) from None
-            click.echo(f"test inbox: HTTP front on {http_host}:{http_port} -> {upstream}", err=True)
+            forwarding = f", the rest to {upstream}" if upstream else ""
+            click.echo(f"test inbox: HTTP on {http_host}:{http_port}{forwarding}", err=True)
         _wait_for_stop_signal()
-        if front is not None:
-            asyncio.run_coroutine_threadsafe(front.stop(), sink.loop).result(timeout=20)
+        if server is not None:
+            asyncio.run_coroutine_threadsafe(server.stop(), sink.loop).result(timeout=20)
         sink.stop()
     finally:
+        if http_pool is not None:
+            http_pool.close()
         pool.close()
 
 

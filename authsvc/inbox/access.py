@@ -1,4 +1,4 @@
-"""Who may read the test inbox's API: the bearer token check both fronts (Flask, aiohttp) share."""
+"""Who may read the test inbox (its API and pages): the bearer token check."""
 
 from __future__ import annotations
 

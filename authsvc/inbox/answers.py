@@ -1,4 +1,4 @@
-"""What an expect-one or a listing answers, decided once for the Flask app and the async front."""
+"""What an expect-one answers once the waiting is over: 200, 409 or 408."""
 
 from __future__ import annotations
 

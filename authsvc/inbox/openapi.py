@@ -63,8 +63,7 @@ _COMMON = {
     "401": _problem("AUTHSVC_TEST_INBOX_TOKEN is set and the bearer token is missing or wrong."),
 }
 _BUSY = _problem(
-    "Only from the Flask app served alone (no async front): its cap of waiting requests is "
-    "reached (code too_many_waiters, Retry-After: 1). Retry."
+    "The database is unavailable (code service_unavailable, Retry-After: 2). Retry."
 )
 
 _SCHEMAS: dict[str, Any] = {
@@ -270,8 +269,7 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "operationId": "scopeEvents",
                     "summary": "Server-sent events: `scopes` with the recent scopes, again "
-                    "whenever mail lands (behind the async front; the Flask app alone answers "
-                    "one round and lets EventSource reconnect).",
+                    "whenever mail lands.",
                     "responses": {
                         "200": {"description": "An event stream.",
                                 "content": {"text/event-stream": {"schema": {"type": "string"}}}},

@@ -1,4 +1,4 @@
-"""Query parameters of the /_inbox API, parsed the same way by the Flask app and the async front."""
+"""Query parameters of the /_inbox API: what each one may be, and the 400 when it is not."""
 
 from __future__ import annotations
 

@@ -106,8 +106,8 @@ def _http_error(error: HTTPException) -> Response:
     """Any HTTP error as a page in the site's frame, its status kept.
 
     Also the app's handler for paths no blueprint owns (unknown paths, wrong
-    methods): the API and the inbox answer their own paths with problem+json
-    before routing errors reach it (see api/problems.py, inbox/views.py).
+    methods): the API answers its own paths with problem+json before routing
+    errors reach it (see api/problems.py).
     """
     status = error.code or 500
     if status >= 500:
@@ -138,7 +138,7 @@ def install(bp: Blueprint) -> None:
     bp.after_request(_never_cache)
     bp.register_error_handler(CSRFError, _csrf_refused)
     bp.register_error_handler(HTTPException, _http_error)
-    # By class, not by code: a blueprint's own class handler (the API's, the
-    # inbox's problem+json) is then still found first for its requests.
+    # By class, not by code: a blueprint's own class handler (the API's
+    # problem+json) is then still found first for its requests.
     bp.app_errorhandler(HTTPException)(_http_error)
     bp.register_error_handler(psycopg.OperationalError, _database_unavailable)

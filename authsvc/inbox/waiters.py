@@ -1,8 +1,8 @@
 """Long polls as coroutines: one LISTEN connection per process wakes every waiter on its scope.
 
-The async counterpart of authsvc.inbox.thread_waiters, for the inbox's asyncio front:
-a waiting request is a parked coroutine holding no thread and no pooled
-connection, so a process can hold thousands of them. Each scope has an
+The inbox's HTTP server (authsvc.inbox.server) parks each waiting request
+here: a coroutine holding no thread and no pooled connection, so a process
+can hold thousands of them. Each scope has an
 asyncio.Event that a NOTIFY for the scope sets and replaces; a waiter takes the
 current event *before* it checks the database, so a message committed between
 its check and its wait still wakes it.
@@ -20,8 +20,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TypeVar
 
-import psycopg
-
 from authsvc.db import connect_async
 from authsvc.inbox.messages import NOTIFY_CHANNEL
 from authsvc.logs import log_event
@@ -32,7 +30,6 @@ T = TypeVar("T")
 # While the listening connection is down, or with no direct URL: slow polling, not missed mail.
 FALLBACK_POLL_SECONDS = 1.0
 RECONNECT_DELAY_SECONDS = 1.0
-LISTEN_GRACE_SECONDS = 2.0
 
 
 class AsyncScopeWatcher:
@@ -42,14 +39,15 @@ class AsyncScopeWatcher:
         self._conninfo = conninfo
         self._events: dict[str, asyncio.Event] = {}
         self._waiters: dict[str, int] = {}
+        self._parked = 0
         self._any = asyncio.Event()
         self._listening = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     @property
     def waiting(self) -> int:
-        """How many requests are parked right now."""
-        return sum(self._waiters.values())
+        """How many requests are parked right now (checked, and waiting for news)."""
+        return self._parked
 
     def start(self) -> None:
         """Start listening (call on the loop that serves the requests)."""
@@ -73,16 +71,12 @@ class AsyncScopeWatcher:
         """Await `check` until `done(result)` or `timeout` seconds pass; re-check only on news."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        result = await check()
-        if done(result) or timeout <= 0:
-            return result
+        if timeout <= 0:
+            return await check()
         with self._watching(scope):
-            if not self._listening.is_set() and self._conninfo is not None:
-                # A check before LISTEN is active could miss a message landing in between.
-                limit = min(deadline - loop.time(), LISTEN_GRACE_SECONDS)
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(self._listening.wait(), max(0.0, limit))
             while True:
+                # Taken before the check: news landing during it still wakes this waiter.
+                # Before LISTEN is active nothing is announced; once it is, every scope is.
                 news = self._events[scope]
                 result = await check()
                 remaining = deadline - loop.time()
@@ -90,8 +84,15 @@ class AsyncScopeWatcher:
                     return result
                 if not self._listening.is_set():
                     remaining = min(remaining, FALLBACK_POLL_SECONDS)
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(news.wait(), remaining)
+                await self._park(news, remaining)
+
+    async def _park(self, news: asyncio.Event, seconds: float) -> None:
+        self._parked += 1
+        try:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(news.wait(), seconds)
+        finally:
+            self._parked -= 1
 
     async def any_news(self, timeout: float) -> bool:
         """Wait until a message lands in any scope; False after `timeout` seconds of silence."""
@@ -137,8 +138,9 @@ class AsyncScopeWatcher:
                     self._wake_everyone()
                     async for notify in conn.notifies():
                         self._announce(notify.payload)
-            except psycopg.Error as exc:
-                log_event(log, "inbox_listener_lost", logging.WARNING, error=str(exc))
+            except Exception as exc:  # any error: waiters poll meanwhile, never wait blind
+                log_event(log, "inbox_listener_lost", logging.WARNING,
+                          error=f"{type(exc).__name__}: {exc}")
             self._listening.clear()
             self._wake_everyone()
             await asyncio.sleep(RECONNECT_DELAY_SECONDS)

@@ -304,3 +304,22 @@ def test_requests_gunicorn_cannot_parse_get_a_problem_not_a_page(stack: Stack) -
         _is_problem(answer, status)
         assert answer.headers.get("connection") == "close"
         assert b"SECRET" not in answer.body and b"<html" not in answer.body
+
+
+def test_requests_the_inbox_server_cannot_parse_get_a_problem_not_a_page(stack: Stack) -> None:
+    """aiohttp's own answers to unparsable requests were text/plain echoing the request line."""
+    secret = "?token=SECRET-link-token"
+    cases = {
+        b"G@T /api/v1/signups" + secret.encode() + b" HTTP/1.1\r\n\r\n": 400,
+        b"GET /api/v1/\xff" + secret.encode() + b" HTTP/1.1\r\n\r\n": 400,
+        b"GET /api/v1/" + b"a" * 9000 + secret.encode() + b" HTTP/1.1\r\n\r\n": 400,
+        b"GET /api/v1/openapi.json" + secret.encode() + b" HTTP/1.1\r\nX-Big: "
+        + b"b" * 9000 + b"\r\n\r\n": 400,
+        b"POST /api/v1/signups" + secret.encode()
+        + b" HTTP/1.1\r\nContent-Length: abc\r\n\r\n": 400,
+    }
+    for data, status in cases.items():
+        answer = raw(stack.front_port, data)
+        assert answer.status in (status, 414, 431), (answer.status, data[:40])
+        _is_problem(answer, answer.status)
+        assert b"SECRET" not in answer.body, answer.body[:300]

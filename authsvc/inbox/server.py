@@ -31,6 +31,7 @@ import jinja2
 import psycopg
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler
 from psycopg import Connection
 
 from authsvc.inbox import link_states, messages, params
@@ -131,6 +132,33 @@ class _BadRequestLines(logging.Filter):
 
 
 _SERVER_LOG_FILTERS = (_BadRequestLines(), QueryStringFilter())
+
+_aiohttp_handle_error = RequestHandler.handle_error
+
+
+def _problem_for_unreadable_request(
+    handler: RequestHandler, request: Any, status: int = 500,
+    exc: BaseException | None = None, message: str | None = None,
+) -> web.StreamResponse:
+    """aiohttp answers a request it cannot parse (a bad request line, an oversized
+    header, a broken Content-Length) itself, as text/plain quoting the line, query
+    string and all. This server's handlers answer it as problem+json instead, like
+    every other error of /api/v1 and /_inbox, with a generic detail; aiohttp
+    still logs it (through the filters above) and closes the connection."""
+    _aiohttp_handle_error(handler, request, status, exc, message)
+    code = "internal_error" if status >= 500 else "invalid_request"
+    title = "Internal server error" if status >= 500 else "Bad request"
+    response = problem_response(status, code, title,
+                                "The request could not be read as HTTP; nothing was done.")
+    response.headers["Cache-Control"] = "no-store"
+    response.force_close()
+    return response
+
+
+def answer_unreadable_requests_with_problems() -> None:
+    """Install the answer above on aiohttp's request handler (idempotent)."""
+    # Same signature as aiohttp's method; mypy cannot see a function assigned onto a class.
+    RequestHandler.handle_error = _problem_for_unreadable_request  # type: ignore[method-assign,assignment]
 
 
 def _inside(path: str) -> bool:
@@ -233,6 +261,7 @@ class InboxServer:
         self.watcher.start()
         if self.upstream is not None:
             await self.upstream.open()
+        answer_unreadable_requests_with_problems()
         server_log = logging.getLogger("aiohttp.server")
         for log_filter in _SERVER_LOG_FILTERS:
             server_log.addFilter(log_filter)  # idempotent: the same instances

@@ -1,15 +1,15 @@
-"""The outbox counters (migrations/0011): exact through every writer, never backwards.
+"""The outbox counters (migrations/0024): exact through every writer, never backwards.
 
 `authsvc outbox stats` and /metrics read final-state counts, event totals and
-the send-latency histogram from a rollup the triggers keep, so these tests
-hold it against a count of every row after worker outcomes, a redrive, an
-operator's UPDATE and a prune, and race two folds against each other.
+the send-latency histogram from counters that the claim, the outcomes, the
+redrive and the prune write in the statements that change the outbox, so
+these tests hold them against a count of every row after each of those,
+read them while a fold is under way, and check the deltas stay few.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import replace
 
 import psycopg
@@ -21,13 +21,13 @@ from authsvc.outbox import STATUSES
 from authsvc.outbox.admin import (
     OutboxStats,
     event_totals,
+    fold_counters,
     live_outbox_stats,
     outbox_stats,
     prune_jobs,
     redrive_job,
     send_latency,
 )
-from tests.race_support import wait_until_waiting_on_a_lock
 from tests.worker_support import queue_notices
 from worker.jobs import Outcome, claim_batch, record_outcomes
 
@@ -49,7 +49,18 @@ def _gauges(body: str) -> dict[str, int]:
         r'^authsvc_outbox_jobs\{status="(\w+)"\} (\S+)$', body, re.MULTILINE)}
 
 
-def test_counts_stay_exact_across_outcomes_redrive_an_update_and_prune(conn, client):
+def _deltas(conn: psycopg.Connection) -> list[str]:
+    """The counter deltas waiting to be folded, by name."""
+    return sorted(str(r[0]) for r in conn.execute("SELECT name FROM outbox_counter_deltas"))
+
+
+def _sample(body: str, series: str) -> float:
+    match = re.search(rf"^{re.escape(series)} (\S+)$", body, re.MULTILINE)
+    assert match, f"{series} missing"
+    return float(match.group(1))
+
+
+def test_counts_stay_exact_across_outcomes_a_redrive_and_a_prune(conn, client):
     queue_notices(conn, 8)
     claimed = claim_batch(conn, "counter-test", 8, 30)
     events = ["sent", "sent", "failed", "failed", "retry", "superseded", "expired", "suppressed"]
@@ -64,10 +75,15 @@ def test_counts_stay_exact_across_outcomes_redrive_an_update_and_prune(conn, cli
     stats = assert_exact(conn)
     assert (stats.failed, stats.pending) == (1, 2)
 
-    # An operator's hand edit is counted too: the triggers see every writer.
-    conn.execute("UPDATE email_jobs SET status = 'expired' WHERE id = %s", (failed[0],))
-    conn.execute("INSERT INTO email_jobs (template, recipient, status)"
-                 " VALUES ('password_changed', 'x@example.com', 'sent')")
+    # The redriven job expires on its next try, a job queued since is sent,
+    # and the earlier retry is put off again.
+    [late] = queue_notices(conn, 1, prefix="late")
+    again = {job.id: job for job in claim_batch(conn, "counter-test", 10, 30)}
+    retried = next(j.id for j, e in zip(claimed, events, strict=True) if e == "retry")
+    assert set(again) == {failed[0], late, retried}
+    assert all(record_outcomes(conn, [Outcome(again[failed[0]], "expired"),
+                                      Outcome(again[late], "sent"),
+                                      Outcome(again[retried], "retry", delay_seconds=600)]))
     stats = assert_exact(conn)
     assert (stats.sent, stats.expired) == (3, 2)
 
@@ -81,22 +97,21 @@ def test_counts_stay_exact_across_outcomes_redrive_an_update_and_prune(conn, cli
     stats = assert_exact(conn)
     assert (stats.sent, stats.failed, stats.expired) == (0, 0, 0)
     assert stats.pending == 1
-    assert event_totals(conn)["sent"] == sends_before == 2
+    assert event_totals(conn)["sent"] == sends_before == 3
     assert send_latency(conn, LATENCY_BOUNDS) == latency_before
-    assert latency_before.sent == 3  # the two the worker sent and the hand-inserted one
+    assert latency_before.sent == 3
 
     # /metrics reports the same gauges as `outbox stats`.
     body = client.get("/metrics").get_data(as_text=True)
     assert _gauges(body) == {s: getattr(stats, s) for s in STATUSES}
-    assert "authsvc_email_sends_total 2" in body.splitlines()
+    assert _sample(body, "authsvc_email_sends_total") == 3
 
 
 def test_a_claim_leaves_the_job_counters_alone(conn):
     queue_notices(conn, 4)
-    outbox_stats(conn)  # fold what the inserts left
+    assert _deltas(conn) == []  # queueing counts nothing: pending jobs are counted live
     claim_batch(conn, "counter-test", 4, 30)
-    names = [r[0] for r in conn.execute("SELECT name FROM outbox_counter_deltas")]
-    assert names == ["events_claimed"]  # one delta row for the statement, no job counts
+    assert _deltas(conn) == ["events_claimed"]  # one delta row for the statement, no job counts
 
 
 def test_a_retaken_lease_counts_as_an_expiry_once(conn):
@@ -110,23 +125,39 @@ def test_a_retaken_lease_counts_as_an_expiry_once(conn):
     assert (totals["claimed"], totals["lease_expired"], totals["sent"]) == (2, 1, 1)
 
 
-def test_two_scrapes_folding_at_once_never_read_a_total_that_went_back(direct_database_url, conn):
+def test_a_read_during_a_fold_sees_the_same_totals_and_a_second_fold_does_not_wait(
+        direct_database_url, conn):
     queue_notices(conn, 3)
     claimed = claim_batch(conn, "counter-test", 3, 30)
     record_outcomes(conn, [Outcome(job, "sent") for job in claimed])
-    seen: list[OutboxStats] = []
     # On the server itself: through a pooler the backend pid changes per transaction.
     with psycopg.connect(direct_database_url, autocommit=True) as first, \
             psycopg.connect(direct_database_url, autocommit=True) as second:
-        second_pid = second.info.backend_pid
         with first.transaction():
-            outbox_stats(first)  # folds the sends, still uncommitted, holding the fold lock
-            scrape = threading.Thread(target=lambda: seen.append(outbox_stats(second)))
-            scrape.start()
-            wait_until_waiting_on_a_lock(conn, second_pid, "the second fold to wait")
-        scrape.join(10)
-        assert not scrape.is_alive()
-    assert seen[0].sent == 3
+            assert fold_counters(first)  # moved, not yet committed, under the fold lock
+            assert outbox_stats(second).sent == 3  # the deltas, still there for others
+            assert not fold_counters(second)  # one fold at a time; the other does not wait
+            assert event_totals(second)["sent"] == 3
+        assert outbox_stats(second).sent == 3  # the folded total
+        assert event_totals(second)["sent"] == 3
+    assert _deltas(conn) == []
+
+
+def test_the_worker_folds_the_deltas_without_anyone_reading(database_url, settings, conn,
+                                                            monkeypatch):
+    """Bounded with no scraper: each worker round that claimed folds what was written."""
+    from testkit.smtp_double import SmtpDouble
+    from tests.worker_support import worker
+    from worker import loop
+
+    monkeypatch.setattr(loop, "FOLD_EVERY_SECONDS", 0.0)
+    queue_notices(conn, 6)
+    with SmtpDouble() as smtp:
+        worker(database_url, settings, smtp.url, once=True, batch=2).run()
+    # Every claim of a job was followed by a fold in the same round.
+    assert "events_claimed" not in _deltas(conn)
+    assert assert_exact(conn).sent == 6
+    assert event_totals(conn)["claimed"] == 6
 
 
 def test_a_latency_bound_the_counters_do_not_keep_is_refused(conn):
@@ -165,52 +196,24 @@ def test_an_expiry_after_a_late_lease_lost_still_counts(conn):
 
 
 
-def test_a_statement_over_sent_and_newly_sent_rows_counts_only_the_new_sends(conn):
-    """The histogram reads the new rows alone unless a statement also found sent rows (0017)."""
-    ids = queue_notices(conn, 3)
-    conn.execute("UPDATE email_jobs SET status = 'sent', sent_at = created_at + interval '1 s'"
-                 " WHERE id = %s", (ids[0],))
-    # One operator statement: a job already sent (counted at 1 s) and two becoming sent.
-    conn.execute("UPDATE email_jobs SET status = 'sent', sent_at = created_at + interval '3 s',"
-                 " provider_message_id = 'by-hand' WHERE id = ANY(%s)", (ids,))
-    assert assert_exact(conn).sent == 3
-    latency = send_latency(conn, LATENCY_BOUNDS)
-    assert (latency.sent, latency.total_seconds) == (3, 7.0)
-    assert event_totals(conn).get("lease_expired", 0) == 0
-
-
 def test_a_retry_or_a_release_leaves_the_job_counters_alone(conn):
     queue_notices(conn, 2)
     claimed = claim_batch(conn, "counter-test", 2, 30)
-    outbox_stats(conn)  # fold what the inserts and the claim left
+    assert fold_counters(conn)  # the claim's deltas
     assert all(record_outcomes(conn, [Outcome(claimed[0], "retry", delay_seconds=60),
                                       Outcome(claimed[1], "released")]))
-    names = sorted(r[0] for r in conn.execute("SELECT name FROM outbox_counter_deltas"))
-    assert names == ["events_released", "events_retry"]  # no jobs_* row, no histogram
+    assert _deltas(conn) == ["events_released", "events_retry"]  # no jobs_* row, no histogram
     assert assert_exact(conn).pending == 2
 
 
-def test_one_statement_that_swaps_final_statuses_keeps_the_counts_exact(conn):
-    ids = queue_notices(conn, 4)
-    conn.execute("UPDATE email_jobs SET status = 'sent', sent_at = now() WHERE id = ANY(%s)",
-                 (ids[:2],))
-    conn.execute("UPDATE email_jobs SET status = 'failed' WHERE id = ANY(%s)", (ids[2:],))
-    # sent -> failed, failed -> sent, and an untouched status, all in one statement.
-    conn.execute("UPDATE email_jobs SET status = CASE WHEN id = %(a)s THEN 'failed'"
-                 " WHEN id = %(b)s THEN 'sent' ELSE status END, sent_at = coalesce(sent_at, now())"
-                 " WHERE id = ANY(%(all)s)", {"a": ids[0], "b": ids[2], "all": ids})
-    stats = assert_exact(conn)
-    assert (stats.sent, stats.failed) == (2, 2)
-    assert send_latency(conn, LATENCY_BOUNDS).sent == 3  # ids[2] became sent; ids[0] was
-
-
-def test_an_insert_of_pending_and_final_jobs_counts_the_final_ones(conn):
-    conn.execute("INSERT INTO email_jobs (template, recipient, status, sent_at) VALUES"
-                 " ('password_changed', 'a@example.com', 'pending', NULL),"
-                 " ('password_changed', 'b@example.com', 'sent', now()),"
-                 " ('password_changed', 'c@example.com', 'failed', NULL)")
-    stats = assert_exact(conn)
-    assert (stats.pending, stats.sent, stats.failed) == (1, 1, 1)
+def test_an_outcome_recorded_twice_counts_one_send(conn):
+    """The second record finds the lease gone: a lease_lost event, not a second send."""
+    queue_notices(conn, 1)
+    [job] = claim_batch(conn, "counter-test", 1, 30)
+    assert record_outcomes(conn, [Outcome(job, "sent")]) == [True]
+    assert record_outcomes(conn, [Outcome(job, "sent")]) == [False]
+    assert assert_exact(conn).sent == 1
+    assert (event_totals(conn)["sent"], event_totals(conn)["lease_lost"]) == (1, 1)
     assert send_latency(conn, LATENCY_BOUNDS).sent == 1
 
 
@@ -223,60 +226,19 @@ def test_a_claim_of_one_expired_lease_and_one_fresh_job_counts_one_expiry(conn):
     assert event_totals(conn)["lease_expired"] == 1
 
 
-def test_a_hand_made_attempt_raise_on_a_leased_job_counts_as_an_expiry(conn):
-    """0012's rule is the attempt rising on an owned row, whatever the statement sets."""
-    [job_id] = queue_notices(conn, 1)
-    claim_batch(conn, "first", 1, 30)
-    conn.execute("UPDATE email_jobs SET attempt_count = attempt_count + 1, lease_owner = NULL,"
-                 " lease_expires_at = NULL WHERE id = %s", (job_id,))
-    assert event_totals(conn)["lease_expired"] == 1
-
-
-def _histogram_calls(conn: psycopg.Connection) -> int:
-    """Executions of outbox_latency_deltas as a function (not inlined) in this transaction."""
-    row = conn.execute("SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions"
-                       " WHERE funcname = 'outbox_latency_deltas'").fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def test_queueing_and_recording_do_not_run_the_histogram_function_per_statement(conn):
-    """0011 planned the histogram's SQL function afresh for every job INSERT and outcome.
-
-    That was ~0.5 ms of server time per password-reset request, for a pending
-    job that counts nothing (migrations/0013). Within one transaction (so the
-    figures hold through a pooler), a queued job must not call the function
-    at all, and a statement that sends jobs must run it inlined, not as a call.
-    """
-    with conn.transaction():
-        conn.execute("SET LOCAL track_functions = 'all'")
-        queue_notices(conn, 2)
-        assert _histogram_calls(conn) == 0  # was 1: the INSERT's empty histogram
-        claimed = claim_batch(conn, "counter-test", 2, 30)
-        assert record_outcomes(conn, [Outcome(job, "sent") for job in claimed]) == [True, True]
-        assert _histogram_calls(conn) == 0  # was 1 more: the outcome's histogram
-    assert send_latency(conn, LATENCY_BOUNDS).sent == 2  # and the histogram still counts
-
-
-
-_UNDO_0011 = (
-    "DROP TRIGGER outbox_count_lease_takeovers ON email_jobs",
-    "DROP FUNCTION outbox_count_lease_takeovers",
-    "DROP TRIGGER outbox_count_inserted_jobs ON email_jobs",
-    "DROP TRIGGER outbox_count_updated_jobs ON email_jobs",
-    "DROP TRIGGER outbox_count_deleted_jobs ON email_jobs",
-    "DROP TRIGGER outbox_count_inserted_events ON email_job_events",
-    "DROP FUNCTION outbox_count_job_changes, outbox_count_events, outbox_latency_deltas,"
-    " outbox_latency_bounds",
+_COUNTER_MIGRATIONS = ["0011", "0012", "0013", "0017", "0024"]
+_UNDO_COUNTERS = (
+    "DROP VIEW outbox_counter_totals",
+    "DROP FUNCTION outbox_latency_bounds",
     "DROP TABLE outbox_counters, outbox_counter_deltas",
-    "DELETE FROM schema_migrations WHERE version IN ('0011', '0012', '0013', '0017')",
+    "DELETE FROM schema_migrations WHERE version = ANY(%(versions)s)",
 )
 
 
 def test_the_migration_seeds_the_counters_from_an_outbox_that_already_has_history(
         database_url, conn):
-    for statement in _UNDO_0011:
-        conn.execute(statement)  # type: ignore[arg-type]  # the test's own SQL
+    for statement in _UNDO_COUNTERS:
+        conn.execute(statement, {"versions": _COUNTER_MIGRATIONS})  # type: ignore[arg-type]
     ids = queue_notices(conn, 3)
     conn.execute("UPDATE email_jobs SET status = 'sent', sent_at = created_at + interval '3 s'"
                  " WHERE id = ANY(%s)", (ids[:2],))
@@ -285,7 +247,7 @@ def test_the_migration_seeds_the_counters_from_an_outbox_that_already_has_histor
                  " (%(a)s, 'claimed', 1), (%(a)s, 'claimed', 2), (%(a)s, 'sent', 2)",
                  {"a": ids[0]})
 
-    assert [m.version for m in upgrade(database_url)] == ["0011", "0012", "0013", "0017"]
+    assert [m.version for m in upgrade(database_url)] == _COUNTER_MIGRATIONS
 
     assert_exact(conn)
     assert event_totals(conn) == {"claimed": 2, "sent": 1, "lease_expired": 1}

@@ -67,7 +67,7 @@ def test_a_renamed_column_or_a_dropped_rule_fails_the_check(conn):
     assert "worker/jobs.sql:claim_batch" in failures
     assert "worker/jobs.sql:record_outcomes" in failures
     assert "lease_owner" in failures["authsvc/outbox/admin.sql:list_jobs"]
-    assert "outbox_job_leased" in failures["authsvc/outbox/admin.sql:outbox_stats"]
+    assert "outbox_job_leased" in failures["authsvc/outbox/admin.sql:pending_figures"]
     assert "authsvc/sql/users.sql" not in " ".join(failures)  # untouched tables still prepare
 
 

@@ -75,7 +75,7 @@ def test_a_restart_costs_one_failed_request_then_every_call_succeeds(env, tmp_pa
         probes = calls(lambda _n: client.get("/readyz").status_code, 4)
         assert probes[1:] == [200] * 3, probes
         pg_ctl(server, "-w", "-m", "fast", "restart")
-        ups = calls(lambda _n: int("authsvc_database_up 1" in client.get("/metrics").text), 4)
+        ups = calls(lambda _n: int("authsvc_database_up 1.0" in client.get("/metrics").text), 4)
         assert ups[1:] == [1] * 3, ups
         pool.close()
     finally:

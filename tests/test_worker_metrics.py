@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
+import psycopg
+
 from tests.worker_support import queue_notices
+from worker.jobs import Outcome, claim_batch, record_outcomes
 
 
 def _value(body: str, series: str) -> float:
@@ -16,23 +20,18 @@ def _value(body: str, series: str) -> float:
 def test_metrics_report_requests_and_outbox_state_from_the_database(client, conn):
     ids = queue_notices(conn, 5)
     # The first job's first worker died mid-send; a second one took its lease over.
-    conn.execute("UPDATE email_jobs SET lease_owner = 'dead:1:0', attempt_count = 1,"
-                 " lease_expires_at = now() - interval '1 minute' WHERE id = %s", (ids[0],))
-    conn.execute("UPDATE email_jobs SET lease_owner = 'rescuer:2:0', attempt_count = 2"
-                 " WHERE id = %s", (ids[0],))
-    conn.execute(
-        "UPDATE email_jobs SET status = 'sent', sent_at = created_at + interval '2 seconds'"
-        " WHERE id = ANY(%s)", (ids[:2],)
-    )
-    conn.execute("UPDATE email_jobs SET status = 'failed' WHERE id = %s", (ids[2],))
+    claim_batch(conn, "dead:1:0", 1, 30)
+    conn.execute("UPDATE email_jobs SET lease_expires_at = now() - interval '1 minute',"
+                 " next_attempt_at = now() - interval '1 minute' WHERE id = %s", (ids[0],))
+    rescued, second, third = claim_batch(conn, "rescuer:2:0", 3, 30)
+    assert [rescued.id, second.id, third.id] == ids[:3]
+    with conn.transaction():  # one now(): both sent exactly 2 s after they were queued
+        conn.execute("UPDATE email_jobs SET created_at = now() - interval '2 seconds'"
+                     " WHERE id = ANY(%s)", (ids[:2],))
+        assert record_outcomes(conn, [Outcome(rescued, "sent"), Outcome(second, "sent"),
+                                      Outcome(third, "failed")]) == [True] * 3
     conn.execute("UPDATE email_jobs SET created_at = now() - interval '90 seconds' WHERE id = %s",
                  (ids[3],))
-    conn.execute(
-        "INSERT INTO email_job_events (job_id, event, attempt) VALUES"
-        " (%(a)s, 'claimed', 1), (%(a)s, 'claimed', 2), (%(a)s, 'sent', 2),"
-        " (%(b)s, 'claimed', 1), (%(b)s, 'sent', 1), (%(c)s, 'claimed', 1), (%(c)s, 'failed', 1)",
-        {"a": ids[0], "b": ids[1], "c": ids[2]},
-    )
     client.get("/healthz")
 
     response = client.get("/metrics")
@@ -53,3 +52,22 @@ def test_metrics_report_requests_and_outbox_state_from_the_database(client, conn
     assert _value(body, "authsvc_email_send_latency_seconds_count") == 2
     assert _value(body, "authsvc_email_send_latency_seconds_sum") == 4
     assert _value(body, "authsvc_database_up") == 1
+
+
+def test_a_database_error_is_logged_and_reported_as_down(client, monkeypatch, caplog):
+    from authsvc.outbox import admin
+
+    def unreachable(*_args: object) -> None:
+        raise psycopg.OperationalError("connection refused")
+
+    monkeypatch.setattr(admin, "outbox_figures", unreachable)
+    client.get("/healthz")
+    with caplog.at_level(logging.WARNING, logger="authsvc.metrics"):
+        response = client.get("/metrics")
+    assert response.status_code == 200
+    body = response.get_data(as_text=True)
+    assert _value(body, "authsvc_database_up") == 0
+    assert _value(body, 'authsvc_http_requests_total{method="GET",route="/healthz",status="200"}')
+    assert "authsvc_outbox_jobs" not in body and "authsvc_email_sends_total" not in body
+    [logged] = [r for r in caplog.records if r.getMessage() == "metrics_database_error"]
+    assert logged.__dict__["error"] == "connection refused"

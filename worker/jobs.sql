@@ -11,7 +11,9 @@ WITH due AS (
     -- The outbox's one due rule (migrations/0005_outbox_rules.sql), the one
     -- `authsvc outbox stats` and /metrics count with. The planner inlines it,
     -- so the partial index email_jobs_due still serves this scan.
-    SELECT id FROM email_jobs
+    -- A due row that still has a lease owner is a lease that ran out
+    -- unrecorded: every way a claim ends clears the owner.
+    SELECT id, lease_owner IS NOT NULL AS taken_over FROM email_jobs
     WHERE outbox_job_due(status, next_attempt_at, lease_expires_at)
     ORDER BY next_attempt_at, id
     LIMIT %(batch)s
@@ -46,6 +48,12 @@ WITH due AS (
 ), logged AS (
     INSERT INTO email_job_events (job_id, event, lease_owner, lease_expires_at, attempt, token_version)
     SELECT id, 'claimed', lease_owner, lease_expires_at, attempt_count, token_version FROM claimed
+), counted AS (
+    -- The outbox counters this claim moves (migrations/0024_counters_in_the_statements.sql).
+    INSERT INTO outbox_counter_deltas (name, delta)
+    SELECT 'events_claimed', count(*) FROM claimed HAVING count(*) > 0
+    UNION ALL
+    SELECT 'events_lease_expired', count(*) FROM due WHERE taken_over HAVING count(*) > 0
 )
 SELECT * FROM claimed ORDER BY id;
 
@@ -99,7 +107,8 @@ WITH outcome AS (
       -- backlog); the array fetches exactly these rows by primary key.
       AND j.id = ANY (%(job_ids)b::bigint[])
     RETURNING o.job_id, j.public_id, o.attempt, o.event, j.kind, j.app_id, j.user_id, j.recipient,
-              j.template, j.payload
+              j.template, j.payload,
+              extract(epoch FROM j.sent_at - j.created_at)::float8 AS latency
 ), app_events AS (
     -- An email an app's call queued tells that app how it ended, in this same
     -- statement: the outcome and its event commit together or not at all.
@@ -148,6 +157,26 @@ WITH outcome AS (
        -- is waited for (and then there is no job), workers' updates are not.
        OR (o.event <> 'released' AND EXISTS (
            SELECT 1 FROM email_jobs AS g WHERE g.id = o.job_id FOR KEY SHARE))
+    RETURNING event
+), counted AS (
+    -- The outbox counters these outcomes move (migrations/0024): the jobs
+    -- that became final, by status; the trail's events; and the queue-to-sent
+    -- seconds of the jobs sent, each in the one histogram bucket it falls in
+    -- (a batch's sends share one or two buckets: one or two rows).
+    INSERT INTO outbox_counter_deltas (name, delta, seconds)
+    SELECT 'jobs_' || event, count(*), 0 FROM recorded
+    WHERE event NOT IN ('retry', 'ambiguous', 'released') GROUP BY event
+    UNION ALL
+    SELECT 'events_' || event, count(*), 0 FROM trail GROUP BY event
+    UNION ALL
+    SELECT 'send_latency_bucket_' || b.bound::text, count(*), 0
+    FROM recorded AS r,
+         LATERAL (SELECT min(bound) AS bound FROM unnest(outbox_latency_bounds()) AS bound
+                  WHERE r.latency <= bound) AS b
+    WHERE r.event = 'sent' AND b.bound IS NOT NULL GROUP BY b.bound
+    UNION ALL
+    SELECT 'send_latency', count(*), sum(latency) FROM recorded
+    WHERE event = 'sent' HAVING count(*) > 0
 )
 SELECT job_id, attempt FROM recorded;
 

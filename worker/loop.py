@@ -32,6 +32,7 @@ from authsvc.db import connect, create_pool, is_direct
 from authsvc.idempotency import prune_idempotency_keys
 from authsvc.logs import log_event
 from authsvc.outbox import NOTIFY_CHANNEL
+from authsvc.outbox.admin import fold_counters
 from authsvc.ratelimit import prune_rate_limits
 from worker import jobs
 from worker.completer import Completer, CompleterStopped
@@ -44,6 +45,10 @@ from worker.webhooks import WebhookDelivery
 
 log = logging.getLogger("worker.loop")
 PRUNE_EVERY_SECONDS = 600.0
+# The outbox counters' deltas (one row or a few per statement) are folded this
+# often, so a read that adds them up stays cheap and, with nobody scraping,
+# they do not pile up (migrations/0024).
+FOLD_EVERY_SECONDS = 1.0
 # Without a direct URL nothing wakes the worker early: look this often instead.
 POLL_WITHOUT_LISTEN_SECONDS = 1.0
 
@@ -146,35 +151,39 @@ class Worker:
 
     def _claim_loop(self, pool: ConnectionPool) -> None:
         opts = self.options
-        next_prune = time.monotonic()
+        next_prune = next_fold = time.monotonic()
         backoff = 0.5
         while not self.stop.is_set():
             self._wake.clear()
             claimed = 0
-            if self._queue.qsize() < self._ahead:
-                try:
+            try:
+                if self._queue.qsize() < self._ahead:
                     claimed = self._claim(pool)
-                    if time.monotonic() >= next_prune:
-                        # Housekeeping for the web side's expiring state; the
-                        # worker is the one long-running process every install has.
-                        with pool.connection(timeout=5) as conn:
-                            prune_rate_limits(conn, system_clock())
-                            prune_idempotency_keys(conn, system_clock())
-                            prune_code_attempts(
-                                conn, system_clock(), self.renderer.codec.longest_ttl()
-                            )
-                        next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
-                    backoff = 0.5
-                except psycopg.OperationalError as exc:
-                    self.metrics.database_errors.inc()
-                    pool.check()  # drop the broken connections before the next try
-                    log_event(log, "database_unavailable", logging.WARNING,
-                              lease_owner=self.owner, error=str(exc), retry_in_seconds=backoff)
-                    self.stop.wait(backoff)
-                    backoff = min(backoff * 2, 10.0)
-                    continue
-                if claimed == opts.batch:
-                    continue  # probably more due; claim again once there is room
+                if time.monotonic() >= next_prune:
+                    # Housekeeping for the web side's expiring state; the
+                    # worker is the one long-running process every install has.
+                    with pool.connection(timeout=5) as conn:
+                        prune_rate_limits(conn, system_clock())
+                        prune_idempotency_keys(conn, system_clock())
+                        prune_code_attempts(
+                            conn, system_clock(), self.renderer.codec.longest_ttl()
+                        )
+                    next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
+                if time.monotonic() >= next_fold:
+                    with pool.connection(timeout=5) as conn:
+                        fold_counters(conn)
+                    next_fold = time.monotonic() + FOLD_EVERY_SECONDS
+                backoff = 0.5
+            except psycopg.OperationalError as exc:
+                self.metrics.database_errors.inc()
+                pool.check()  # drop the broken connections before the next try
+                log_event(log, "database_unavailable", logging.WARNING,
+                          lease_owner=self.owner, error=str(exc), retry_in_seconds=backoff)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+                continue
+            if claimed == opts.batch:
+                continue  # probably more due; claim again once there is room
             with self._lock:
                 idle = self._unfinished == 0
             if opts.once and claimed == 0 and idle:

@@ -6,11 +6,11 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
 from authsvc.cli.startup import check_database, database_url_or_exit, settings_or_exit
-from authsvc.http_metrics import prepare_multiprocess_dir
 
 
 def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
@@ -73,3 +73,11 @@ def serve(bind: str, workers: int, threads: int) -> None:
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     sys.exit(child.wait())
+
+
+def prepare_multiprocess_dir(folder: Path) -> Path:
+    """Create `folder` and remove a previous run's files (they belong to dead processes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.db"):
+        stale.unlink()
+    return folder

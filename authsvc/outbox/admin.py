@@ -15,9 +15,12 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.rows import class_row
 
+from authsvc.outbox.rules import STATUSES
 from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
+FINAL_STATUSES = tuple(status for status in STATUSES if status != "pending")
+_Totals = dict[str, tuple[int, float]]  # counter name: (total, seconds)
 
 
 @dataclass(frozen=True)
@@ -73,16 +76,19 @@ class JobEvent:
     created_at: datetime
 
 
-def fold_counters(conn: Connection) -> None:
-    """Add the counters' pending deltas to their totals (migrations/0011_outbox_counters.sql).
+def fold_counters(conn: Connection) -> bool:
+    """Add the counters' deltas to their totals (migrations/0024); False if another
+    process is folding right now (it takes these deltas too).
 
-    Under a lock on outbox_counters, then in a statement of its own: its
-    snapshot starts after any fold that held the lock before, so a total read
-    after it never goes backwards, however many scrapes run at once.
+    The worker calls this about once a second and `outbox prune` when done, so
+    the deltas stay few whether or not anyone scrapes; no read needs it.
     """
     with conn.transaction():
-        conn.execute(Q["lock_counters"])
+        row = conn.execute(Q["lock_counters"]).fetchone()
+        if not (row and row[0]):
+            return False
         conn.execute(Q["fold_counters"])
+    return True
 
 
 def outbox_stats(conn: Connection) -> OutboxStats:
@@ -90,17 +96,18 @@ def outbox_stats(conn: Connection) -> OutboxStats:
 
     Pending, due, leased and the oldest are counted live over the pending
     rows; final states come from the counters, so the cost does not grow with
-    the retained jobs (docs/BENCHMARKS.md, "Big outbox").
+    the retained jobs (docs/worker.md, "Where the figures come from").
     """
-    fold_counters(conn)
-    return _read_stats(conn)
+    return _stats(conn, _counter_totals(conn))
 
 
-def _read_stats(conn: Connection) -> OutboxStats:
-    with conn.cursor(row_factory=class_row(OutboxStats)) as cur:
-        stats = cur.execute(Q["outbox_stats"]).fetchone()
-    assert stats is not None
-    return stats
+def _stats(conn: Connection, totals: _Totals) -> OutboxStats:
+    row = conn.execute(Q["pending_figures"]).fetchone()
+    assert row is not None
+    pending, due, leased, oldest = row
+    final = {status: totals.get("jobs_" + status, (0, 0.0))[0] for status in FINAL_STATUSES}
+    return OutboxStats(pending=pending, due=due, leased=leased, **final,
+                       oldest_pending_seconds=oldest)
 
 
 def live_outbox_stats(conn: Connection) -> OutboxStats:
@@ -109,17 +116,6 @@ def live_outbox_stats(conn: Connection) -> OutboxStats:
         stats = cur.execute(Q["live_outbox_stats"]).fetchone()
     assert stats is not None
     return stats
-
-
-def event_totals(conn: Connection) -> dict[str, int]:
-    """Audit-trail events by kind since install, and `lease_expired`: claims that took over a
-    dead lease. Totals: `outbox prune` deleting old trails does not lower them."""
-    fold_counters(conn)
-    return _read_event_totals(conn)
-
-
-def _read_event_totals(conn: Connection) -> dict[str, int]:
-    return {str(event): int(total) for event, total in conn.execute(Q["event_totals"])}
 
 
 @dataclass(frozen=True)
@@ -132,38 +128,57 @@ class SendLatency:
     sent: int
 
 
-def send_latency(conn: Connection, bounds: Sequence[float]) -> SendLatency:
-    """The histogram at `bounds`, each one the counters keep (outbox_latency_bounds())."""
-    fold_counters(conn)
-    return _read_send_latency(conn, bounds)
-
-
-def _read_send_latency(conn: Connection, bounds: Sequence[float]) -> SendLatency:
-    rows = conn.execute(Q["send_latency"], {"bounds": list(bounds)}).fetchall()
-    missing = [float(bound) for bound, _count, kept in rows if not kept]
-    if missing:
-        raise ValueError(f"no latency counter for bounds {missing}: see outbox_latency_bounds()")
-    buckets = [(float(bound), int(count)) for bound, count, _kept in rows]
-    totals = conn.execute(Q["send_latency_totals"]).fetchone()
-    assert totals is not None
-    return SendLatency(buckets, float(totals[0]), int(totals[1]))
-
-
 @dataclass(frozen=True)
 class OutboxFigures:
-    """Everything /metrics reports about the outbox, read after one fold."""
+    """Everything /metrics reports about the outbox."""
 
     stats: OutboxStats
     event_totals: dict[str, int]
     latency: SendLatency
 
 
+def event_totals(conn: Connection) -> dict[str, int]:
+    """Audit-trail events by kind since install, and `lease_expired`: claims that took over a
+    dead lease. Totals: `outbox prune` deleting old trails does not lower them."""
+    return _events(_counter_totals(conn))
+
+
+def send_latency(conn: Connection, bounds: Sequence[float]) -> SendLatency:
+    """The histogram at `bounds`, each one the counters keep (outbox_latency_bounds())."""
+    return _latency(conn, bounds, _counter_totals(conn))
+
+
 def outbox_figures(conn: Connection, bounds: Sequence[float]) -> OutboxFigures:
-    """Stats, event totals and the latency histogram: one fold for the three reads."""
-    fold_counters(conn)
-    return OutboxFigures(
-        _read_stats(conn), _read_event_totals(conn), _read_send_latency(conn, bounds)
-    )
+    """Stats, event totals and the latency histogram at `bounds`, from one read of the
+    counters."""
+    totals = _counter_totals(conn)
+    return OutboxFigures(_stats(conn, totals), _events(totals), _latency(conn, bounds, totals))
+
+
+def _counter_totals(conn: Connection) -> _Totals:
+    return {str(name): (int(total), float(seconds))
+            for name, total, seconds in conn.execute(Q["counter_totals"])}
+
+
+def _events(totals: _Totals) -> dict[str, int]:
+    prefix = "events_"
+    return {name.removeprefix(prefix): total for name, (total, _seconds) in totals.items()
+            if name.startswith(prefix) and total != 0}
+
+
+def _latency(conn: Connection, bounds: Sequence[float], totals: _Totals) -> SendLatency:
+    # Each bucket counts the sends above the bound below it, at most its own:
+    # the cumulative count at a bound is the running sum up to it.
+    cumulative: dict[float, int] = {}
+    running = 0
+    for bound, name in conn.execute(Q["latency_bounds"]):
+        running += totals.get(str(name), (0, 0.0))[0]
+        cumulative[float(bound)] = running
+    missing = [float(bound) for bound in bounds if float(bound) not in cumulative]
+    if missing:
+        raise ValueError(f"no latency counter for bounds {missing}: see outbox_latency_bounds()")
+    sent, seconds = totals.get("send_latency", (0, 0.0))
+    return SendLatency([(float(b), cumulative[float(b)]) for b in sorted(bounds)], seconds, sent)
 
 
 def list_jobs(conn: Connection, status: str | None = None, limit: int = 50) -> list[JobSummary]:
@@ -205,13 +220,16 @@ def prune_jobs(conn: Connection, older_than_seconds: int, batch: int = PRUNE_BAT
     At 10 million retained rows one DELETE would hold every row's lock for
     tens of seconds (docs/BENCHMARKS.md, "Big outbox"); batches of 10,000 hold
     theirs for a fraction of a second each, and a crash loses at most one.
+    Each batch writes its counter deltas; the fold at the end takes them in.
     """
     deleted = 0
     while True:
         with conn.transaction():
-            done = conn.execute(
+            row = conn.execute(
                 Q["prune_jobs"], {"older_than_seconds": older_than_seconds, "batch": batch}
-            ).rowcount
+            ).fetchone()
+        done = int(row[0]) if row else 0
         deleted += done
         if done < batch:
+            fold_counters(conn)
             return deleted

@@ -1,8 +1,8 @@
 -- fold_counters --
--- Move the outbox counters' deltas into their totals (migrations/0011): the
+-- Move the outbox counters' deltas into their totals (migrations/0024): the
 -- deltas read here are deleted and their sums added, in one statement. Run
--- under lock_counters, so two scrapes never fold the same rows twice or read
--- a total that misses a fold committed after their snapshot.
+-- under lock_counters by one process at a time. Reads never need it: they
+-- add what is not folded yet (outbox_counter_totals).
 WITH folded AS (
     DELETE FROM outbox_counter_deltas RETURNING name, delta, seconds
 )
@@ -12,37 +12,21 @@ ON CONFLICT (name) DO UPDATE
 SET total = c.total + excluded.total, seconds = c.seconds + excluded.seconds;
 
 -- lock_counters --
--- One fold at a time (until the transaction ends). Readers and the worker
--- never wait on it: the worker's triggers only append deltas.
-SELECT pg_advisory_xact_lock(hashtext('authsvc.outbox_counters.fold'));
+-- One fold at a time (until the transaction ends); false when another process
+-- is folding, and then there is no need to. Writers never wait on it: they
+-- only append deltas.
+SELECT pg_try_advisory_xact_lock(hashtext('authsvc.outbox_counters.fold'));
 
--- outbox_stats --
--- Jobs per status, plus what an operator watches: due now, leased, oldest
--- pending. `authsvc outbox stats` and /metrics both read this one query, and
--- due is the claim's own predicate (migrations/0005_outbox_rules.sql).
--- Pending-side figures are live, over the pending rows only (the partial
--- index email_jobs_due); final states come from the folded counters
--- (migrations/0011), so neither grows with the retained jobs.
-WITH live AS (
-    SELECT count(*) AS pending,
-           count(*) FILTER (WHERE outbox_job_due(status, next_attempt_at, lease_expires_at)) AS due,
-           count(*) FILTER (WHERE outbox_job_leased(status, lease_expires_at)) AS leased,
-           min(created_at) AS oldest
-    FROM email_jobs WHERE status = 'pending'
-), final AS (
-    SELECT coalesce(sum(total) FILTER (WHERE name = 'jobs_sent'), 0) AS sent,
-           coalesce(sum(total) FILTER (WHERE name = 'jobs_failed'), 0) AS failed,
-           coalesce(sum(total) FILTER (WHERE name = 'jobs_superseded'), 0) AS superseded,
-           coalesce(sum(total) FILTER (WHERE name = 'jobs_expired'), 0) AS expired,
-           coalesce(sum(total) FILTER (WHERE name = 'jobs_suppressed'), 0) AS suppressed
-    FROM outbox_counters
-)
-SELECT live.pending, live.due, live.leased,
-       final.sent::bigint AS sent, final.failed::bigint AS failed,
-       final.superseded::bigint AS superseded, final.expired::bigint AS expired,
-       final.suppressed::bigint AS suppressed,
-       coalesce(extract(epoch FROM now() - live.oldest), 0)::float8 AS oldest_pending_seconds
-FROM live, final;
+-- pending_figures --
+-- What an operator watches on the pending side, live: pending, due now, leased,
+-- the oldest. Over the pending rows only (the partial index email_jobs_due),
+-- so it does not grow with the retained jobs; due is the claim's own
+-- predicate (migrations/0005_outbox_rules.sql).
+SELECT count(*) AS pending,
+       count(*) FILTER (WHERE outbox_job_due(status, next_attempt_at, lease_expires_at)) AS due,
+       count(*) FILTER (WHERE outbox_job_leased(status, lease_expires_at)) AS leased,
+       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_pending_seconds
+FROM email_jobs WHERE status = 'pending';
 
 -- live_outbox_stats --
 -- outbox_stats counted straight from the table: every retained row, so slow
@@ -96,39 +80,47 @@ WITH redriven AS (
         public_id = coalesce(public_id, gen_random_uuid())
     WHERE id = %(job_id)s AND status = 'failed'
     RETURNING id, token_version
+), logged AS (
+    INSERT INTO email_job_events (job_id, event, token_version, error)
+    SELECT id, 'redriven', token_version, %(note)s FROM redriven
+), counted AS (
+    -- The outbox counters a redrive moves (migrations/0024).
+    INSERT INTO outbox_counter_deltas (name, delta)
+    SELECT name, delta FROM redriven, (VALUES ('jobs_failed', -1), ('events_redriven', 1))
+                                      AS change (name, delta)
 )
-INSERT INTO email_job_events (job_id, event, token_version, error)
-SELECT id, 'redriven', token_version, %(note)s FROM redriven
-RETURNING job_id;
+SELECT id FROM redriven;
 
 -- prune_jobs --
 -- Delete up to %(batch)s finished jobs (and, by trigger, their trails: 0014) created before
 -- the cutoff, oldest first: one short transaction per batch, never a table's worth of locks.
-DELETE FROM email_jobs
-WHERE id IN (
-    SELECT id FROM email_jobs
-    WHERE status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed')
-      AND created_at < now() - make_interval(secs => %(older_than_seconds)s)
-    ORDER BY created_at
-    LIMIT %(batch)s
-);
+-- Returns how many it deleted; the deleted jobs leave the status counters,
+-- while the event counters and the histogram, totals since install, keep them.
+WITH pruned AS (
+    DELETE FROM email_jobs
+    WHERE id IN (
+        SELECT id FROM email_jobs
+        WHERE status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed')
+          AND created_at < now() - make_interval(secs => %(older_than_seconds)s)
+        ORDER BY created_at
+        LIMIT %(batch)s
+    )
+    RETURNING status
+), counted AS (
+    INSERT INTO outbox_counter_deltas (name, delta)
+    SELECT 'jobs_' || status, -count(*) FROM pruned GROUP BY status
+)
+SELECT count(*) FROM pruned;
 
--- event_totals --
--- Audit-trail events by kind since install, plus claims that took over an
--- expired lease (the job still had a lease owner: migrations/0012),
--- from the folded counters: pruned trails stay counted.
-SELECT substr(name, length('events_') + 1) AS event, total
-FROM outbox_counters WHERE starts_with(name, 'events_') AND total <> 0;
+-- counter_totals --
+-- Every counter (migrations/0024), folded or not: final jobs by status now
+-- (jobs_<status>), and since install, so pruned trails stay counted, events by
+-- kind (events_<event>; events_lease_expired: claims that took over a lease
+-- that ran out) and the send-latency histogram (send_latency_bucket_<bound>,
+-- send_latency: count and seconds).
+SELECT name, total, seconds FROM outbox_counter_totals;
 
--- send_latency --
--- Queue-to-accepted seconds of jobs sent since install, as cumulative
--- histogram buckets; in_rollup is false for a bound the counters do not keep.
-SELECT bound, coalesce(c.total, 0) AS le, bound = ANY (outbox_latency_bounds()) AS in_rollup
-FROM unnest(%(bounds)s::float8[]) AS bound
-LEFT JOIN outbox_counters AS c ON c.name = 'send_latency_le_' || bound::text
-ORDER BY bound;
-
--- send_latency_totals --
--- Sum and count for the histogram.
-SELECT coalesce(sum(seconds), 0)::float8 AS total_seconds, coalesce(sum(total), 0)::bigint AS sent
-FROM outbox_counters WHERE name = 'send_latency';
+-- latency_bounds --
+-- The bounds the histogram keeps, and each one's bucket counter.
+SELECT bound, 'send_latency_bucket_' || bound::text AS name
+FROM unnest(outbox_latency_bounds()) AS bound ORDER BY bound;

@@ -228,8 +228,7 @@ def test_a_claim_of_one_expired_lease_and_one_fresh_job_counts_one_expiry(conn):
 
 _COUNTER_MIGRATIONS = ["0011", "0012", "0013", "0017", "0024"]
 _UNDO_COUNTERS = (
-    "DROP VIEW outbox_counter_totals",
-    "DROP FUNCTION outbox_latency_bounds",
+    "DROP FUNCTION outbox_counter_totals, outbox_latency_bounds",
     "DROP TABLE outbox_counters, outbox_counter_deltas",
     "DELETE FROM schema_migrations WHERE version = ANY(%(versions)s)",
 )

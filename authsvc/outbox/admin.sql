@@ -2,7 +2,7 @@
 -- Move the outbox counters' deltas into their totals (migrations/0024): the
 -- deltas read here are deleted and their sums added, in one statement. Run
 -- under lock_counters by one process at a time. Reads never need it: they
--- add what is not folded yet (outbox_counter_totals).
+-- add what is not folded yet (outbox_counter_totals()).
 WITH folded AS (
     DELETE FROM outbox_counter_deltas RETURNING name, delta, seconds
 )
@@ -118,7 +118,7 @@ SELECT count(*) FROM pruned;
 -- kind (events_<event>; events_lease_expired: claims that took over a lease
 -- that ran out) and the send-latency histogram (send_latency_bucket_<bound>,
 -- send_latency: count and seconds).
-SELECT name, total, seconds FROM outbox_counter_totals;
+SELECT name, total, seconds FROM outbox_counter_totals();
 
 -- latency_bounds --
 -- The bounds the histogram keeps, and each one's bucket counter.

@@ -47,7 +47,7 @@ from bench.common import RESULTS, bench_server, fresh_database, percentile
 from worker import jobs
 
 PENDING = 400
-ROUNDS = 60
+ROUNDS = 120
 BLOCKS = 6
 DRAIN_PER_SECOND = 10_000  # jobs/s whose deltas wait for a scrape: batch claims + outcomes
 
@@ -197,8 +197,9 @@ def _scrape(conn: psycopg.Connection, how: str, statements: int) -> float:
 
 
 def _figures(samples: list[float]) -> dict[str, float]:
+    # On a shared machine the least a statement took is its own cost, best.
     return {"p50_ms": round(percentile(samples, 0.5), 3),
-            "p95_ms": round(percentile(samples, 0.95), 3)}
+            "p95_ms": round(percentile(samples, 0.95), 3), "min_ms": round(min(samples), 3)}
 
 
 def run(big: int, batch: int) -> dict[str, Any]:
@@ -255,23 +256,24 @@ def table(r: dict[str, Any]) -> str:
     none = r["c"]
     lines = [
         f"{r['big']:,} retained jobs ({r['table_mb']:,} MB with indexes), {r['pending']}"
-        f" pending; batch {r['batch']}; p50 (p95) ms. Counting every row instead:"
+        f" pending; batch {r['batch']}; ms, p50 (least). Counting every row instead:"
         f" {r['count_every_row_ms']:,} ms.",
         "",
-        "| option | claim_batch | record_outcomes | added to claim + record |",
+        "| option | claim_batch | record_outcomes | added to claim + record, p50 (least) |",
         "|---|---|---|---|",
     ]
     for option in ("a", "b", "c"):
         o = r[option]
-        added = (o["claim"]["p50_ms"] + o["record"]["p50_ms"]
-                 - none["claim"]["p50_ms"] - none["record"]["p50_ms"])
+        added = {k: o["claim"][k] + o["record"][k] - none["claim"][k] - none["record"][k]
+                 for k in ("p50_ms", "min_ms")}
         lines.append(
-            f"| {NAMES[option]} | {o['claim']['p50_ms']:.2f} ({o['claim']['p95_ms']:.2f}) |"
-            f" {o['record']['p50_ms']:.2f} ({o['record']['p95_ms']:.2f}) | {added:+.2f} |")
-    lines += ["", "| /metrics outbox section | p50 (p95) ms |", "|---|---|"]
+            f"| {NAMES[option]} | {o['claim']['p50_ms']:.2f} ({o['claim']['min_ms']:.2f}) |"
+            f" {o['record']['p50_ms']:.2f} ({o['record']['min_ms']:.2f}) |"
+            f" {added['p50_ms']:+.2f} ({added['min_ms']:+.2f}) |")
+    lines += ["", "| /metrics outbox section | p50 (least) ms |", "|---|---|"]
     for how, label in SCRAPES.items():
         f = r["scrapes"][how]
-        lines.append(f"| {label} | {f['p50_ms']:.2f} ({f['p95_ms']:.2f}) |")
+        lines.append(f"| {label} | {f['p50_ms']:.2f} ({f['min_ms']:.2f}) |")
     return "\n".join(lines)
 
 

@@ -72,6 +72,14 @@
 --   lease_lost  an outcome too late to record: another claim held the lease
 --   redriven    an operator gave a failed job fresh attempts (error: their note)
 --
+-- The outbox's figures (outbox stats, /metrics) count the pending side live
+-- and take the rest from outbox_counters: the claim, outcome, redrive and
+-- prune statements each append what they changed to outbox_counter_deltas
+-- (migration 0024: jobs_<status>, events_<event>, events_lease_expired, the
+-- send-latency buckets); every worker folds the deltas about once a second;
+-- a read adds the unfolded ones (outbox_counter_totals()). docs/worker.md,
+-- "Where the figures come from".
+--
 -- Python names the same sets (authsvc/outbox/rules.py STATUSES,
 -- worker/jobs.py FINAL_STATUSES and OUTCOME_EVENTS); tests/test_schema_file.py
 -- holds them to these CHECKs.
@@ -359,32 +367,19 @@ BEGIN
     RETURN NULL;
 END $function$;
 
-CREATE OR REPLACE FUNCTION public.outbox_count_events()
- RETURNS trigger
- LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION public.outbox_counter_totals()
+ RETURNS TABLE(name text, total bigint, seconds double precision)
+ LANGUAGE sql
+ STABLE
 AS $function$
-BEGIN
-    INSERT INTO outbox_counter_deltas (name, delta)
-    SELECT 'events_' || event, count(*) FROM new_events GROUP BY event;
-    RETURN NULL;
-END $function$;
-
-CREATE OR REPLACE FUNCTION public.outbox_count_lease_takeovers()
- RETURNS trigger
- LANGUAGE plpgsql
-AS $function$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM old_jobs WHERE lease_owner IS NOT NULL)
-       OR (SELECT max(attempt_count) FROM new_jobs)
-          <= (SELECT min(attempt_count) FROM old_jobs WHERE lease_owner IS NOT NULL) THEN
-        RETURN NULL;  -- a claim of unleased rows, or an outcome (no attempt rises)
-    END IF;
-    INSERT INTO outbox_counter_deltas (name, delta)
-    SELECT 'events_lease_expired', count(*) FROM old_jobs AS o JOIN new_jobs AS n USING (id)
-    WHERE n.attempt_count > o.attempt_count AND o.lease_owner IS NOT NULL
-    HAVING count(*) > 0;
-    RETURN NULL;
-END $function$;
+    SELECT name, sum(total)::bigint, sum(seconds)::float8
+    FROM (
+        SELECT name, total, seconds FROM outbox_counters
+        UNION ALL
+        SELECT name, delta, seconds FROM outbox_counter_deltas
+    ) AS counted
+    GROUP BY name
+$function$;
 
 CREATE OR REPLACE FUNCTION public.outbox_delete_trails()
  RETURNS trigger
@@ -417,64 +412,6 @@ CREATE OR REPLACE FUNCTION public.outbox_latency_bounds()
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$ SELECT '{0.05,0.1,0.25,0.5,1,2.5,5,10,30,60,300}'::float8[] $function$;
-
-CREATE OR REPLACE FUNCTION public.outbox_latency_deltas(latencies double precision[])
- RETURNS TABLE(name text, delta bigint, seconds double precision)
- LANGUAGE sql
- STABLE
-AS $function$
-    SELECT 'send_latency_le_' || bound::text, count(*) FILTER (WHERE l <= bound), 0::float8
-    FROM unnest(outbox_latency_bounds()) AS bound, unnest(latencies) AS l
-    GROUP BY bound
-    UNION ALL
-    SELECT 'send_latency', count(*), coalesce(sum(l), 0) FROM unnest(latencies) AS l
-$function$;
-
-CREATE OR REPLACE FUNCTION public.outbox_count_job_changes()
- RETURNS trigger
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    latencies float8[];
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        IF NOT EXISTS (SELECT 1 FROM new_jobs WHERE status <> 'pending') THEN
-            RETURN NULL;  -- queued jobs: nothing final, nothing sent
-        END IF;
-        INSERT INTO outbox_counter_deltas (name, delta)
-        SELECT 'jobs_' || status, count(*) FROM new_jobs WHERE status <> 'pending' GROUP BY status;
-        latencies := ARRAY(SELECT extract(epoch FROM sent_at - created_at)::float8 FROM new_jobs
-                           WHERE status = 'sent');
-    ELSIF TG_OP = 'UPDATE' THEN
-        IF NOT EXISTS (SELECT 1 FROM new_jobs WHERE status <> 'pending')
-           AND NOT EXISTS (SELECT 1 FROM old_jobs WHERE status <> 'pending') THEN
-            RETURN NULL;  -- a claim, or a retry: pending before and after
-        END IF;
-        INSERT INTO outbox_counter_deltas (name, delta)
-        SELECT 'jobs_' || s.status, sum(s.delta) FROM (
-            SELECT status, 1 AS delta FROM new_jobs WHERE status <> 'pending'
-            UNION ALL
-            SELECT status, -1 FROM old_jobs WHERE status <> 'pending'
-        ) AS s GROUP BY s.status HAVING sum(s.delta) <> 0;
-        IF EXISTS (SELECT 1 FROM old_jobs WHERE status = 'sent') THEN
-            latencies := ARRAY(SELECT extract(epoch FROM n.sent_at - n.created_at)::float8
-                               FROM old_jobs AS o JOIN new_jobs AS n USING (id)
-                               WHERE n.status = 'sent' AND o.status <> 'sent');
-        ELSE
-            latencies := ARRAY(SELECT extract(epoch FROM sent_at - created_at)::float8
-                               FROM new_jobs WHERE status = 'sent');
-        END IF;
-    ELSE
-        INSERT INTO outbox_counter_deltas (name, delta)
-        SELECT 'jobs_' || status, -count(*) FROM old_jobs WHERE status <> 'pending' GROUP BY status;
-        RETURN NULL;
-    END IF;
-    IF cardinality(latencies) > 0 THEN
-        INSERT INTO outbox_counter_deltas (name, delta, seconds)
-        SELECT * FROM outbox_latency_deltas(latencies) WHERE delta <> 0;
-    END IF;
-    RETURN NULL;
-END $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_hit(counted_bucket text, counted_window timestamp with time zone, counted_limit integer, wait_for_disk boolean)
  RETURNS boolean
@@ -510,31 +447,10 @@ END $function$;
 
 -- Triggers
 
-CREATE TRIGGER outbox_count_deleted_jobs AFTER DELETE ON email_jobs
-    REFERENCING OLD TABLE AS old_jobs
-    FOR EACH STATEMENT
-    EXECUTE FUNCTION outbox_count_job_changes();
-CREATE TRIGGER outbox_count_inserted_jobs AFTER INSERT ON email_jobs
-    REFERENCING NEW TABLE AS new_jobs
-    FOR EACH STATEMENT
-    EXECUTE FUNCTION outbox_count_job_changes();
-CREATE TRIGGER outbox_count_lease_takeovers AFTER UPDATE ON email_jobs
-    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
-    FOR EACH STATEMENT
-    EXECUTE FUNCTION outbox_count_lease_takeovers();
-CREATE TRIGGER outbox_count_updated_jobs AFTER UPDATE ON email_jobs
-    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
-    FOR EACH STATEMENT
-    EXECUTE FUNCTION outbox_count_job_changes();
 CREATE TRIGGER outbox_delete_trails AFTER DELETE ON email_jobs
     REFERENCING OLD TABLE AS old_jobs
     FOR EACH STATEMENT
     EXECUTE FUNCTION outbox_delete_trails();
-
-CREATE TRIGGER outbox_count_inserted_events AFTER INSERT ON email_job_events
-    REFERENCING NEW TABLE AS new_events
-    FOR EACH STATEMENT
-    EXECUTE FUNCTION outbox_count_events();
 
 CREATE TRIGGER inbox_count_deleted_contents AFTER DELETE ON inbox_contents
     REFERENCING OLD TABLE AS old_contents

@@ -20,7 +20,6 @@ from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
 FINAL_STATUSES = tuple(status for status in STATUSES if status != "pending")
-_Totals = dict[str, tuple[int, float]]  # counter name: (total, seconds)
 
 
 @dataclass(frozen=True)
@@ -98,16 +97,7 @@ def outbox_stats(conn: Connection) -> OutboxStats:
     rows; final states come from the counters, so the cost does not grow with
     the retained jobs (docs/worker.md, "Where the figures come from").
     """
-    return _stats(conn, _counter_totals(conn))
-
-
-def _stats(conn: Connection, totals: _Totals) -> OutboxStats:
-    row = conn.execute(Q["pending_figures"]).fetchone()
-    assert row is not None
-    pending, due, leased, oldest = row
-    final = {status: totals.get("jobs_" + status, (0, 0.0))[0] for status in FINAL_STATUSES}
-    return OutboxStats(pending=pending, due=due, leased=leased, **final,
-                       oldest_pending_seconds=oldest)
+    return _read(conn).stats()
 
 
 def live_outbox_stats(conn: Connection) -> OutboxStats:
@@ -140,45 +130,69 @@ class OutboxFigures:
 def event_totals(conn: Connection) -> dict[str, int]:
     """Audit-trail events by kind since install, and `lease_expired`: claims that took over a
     dead lease. Totals: `outbox prune` deleting old trails does not lower them."""
-    return _events(_counter_totals(conn))
+    return _read(conn).events()
 
 
 def send_latency(conn: Connection, bounds: Sequence[float]) -> SendLatency:
     """The histogram at `bounds`, each one the counters keep (outbox_latency_bounds())."""
-    return _latency(conn, bounds, _counter_totals(conn))
+    return _read(conn).latency(bounds)
 
 
 def outbox_figures(conn: Connection, bounds: Sequence[float]) -> OutboxFigures:
-    """Stats, event totals and the latency histogram at `bounds`, from one read of the
-    counters."""
-    totals = _counter_totals(conn)
-    return OutboxFigures(_stats(conn, totals), _events(totals), _latency(conn, bounds, totals))
+    """Stats, event totals and the latency histogram at `bounds`, from one read."""
+    reading = _read(conn)
+    return OutboxFigures(reading.stats(), reading.events(), reading.latency(bounds))
 
 
-def _counter_totals(conn: Connection) -> _Totals:
-    return {str(name): (int(total), float(seconds))
-            for name, total, seconds in conn.execute(Q["counter_totals"])}
+@dataclass(frozen=True)
+class _Reading:
+    pending: tuple[int, int, int, float]  # pending, due, leased, oldest pending seconds
+    totals: dict[str, tuple[int, float]]  # counter name: (total, seconds)
+    bounds: list[tuple[float, str]]  # the histogram's bounds, each with its bucket's counter
+
+    def stats(self) -> OutboxStats:
+        pending, due, leased, oldest = self.pending
+        final = {status: self.totals.get("jobs_" + status, (0, 0.0))[0]
+                 for status in FINAL_STATUSES}
+        return OutboxStats(pending=pending, due=due, leased=leased, **final,
+                           oldest_pending_seconds=oldest)
+
+    def events(self) -> dict[str, int]:
+        prefix = "events_"
+        return {name.removeprefix(prefix): total for name, (total, _s) in self.totals.items()
+                if name.startswith(prefix) and total != 0}
+
+    def latency(self, bounds: Sequence[float]) -> SendLatency:
+        # Each bucket counts the sends above the bound below it, at most its own:
+        # the cumulative count at a bound is the running sum up to it.
+        cumulative: dict[float, int] = {}
+        running = 0
+        for bound, name in self.bounds:
+            running += self.totals.get(name, (0, 0.0))[0]
+            cumulative[bound] = running
+        missing = [float(bound) for bound in bounds if float(bound) not in cumulative]
+        if missing:
+            raise ValueError(
+                f"no latency counter for bounds {missing}: see outbox_latency_bounds()")
+        sent, seconds = self.totals.get("send_latency", (0, 0.0))
+        return SendLatency([(float(b), cumulative[float(b)]) for b in sorted(bounds)],
+                           seconds, sent)
 
 
-def _events(totals: _Totals) -> dict[str, int]:
-    prefix = "events_"
-    return {name.removeprefix(prefix): total for name, (total, _seconds) in totals.items()
-            if name.startswith(prefix) and total != 0}
-
-
-def _latency(conn: Connection, bounds: Sequence[float], totals: _Totals) -> SendLatency:
-    # Each bucket counts the sends above the bound below it, at most its own:
-    # the cumulative count at a bound is the running sum up to it.
-    cumulative: dict[float, int] = {}
-    running = 0
-    for bound, name in conn.execute(Q["latency_bounds"]):
-        running += totals.get(str(name), (0, 0.0))[0]
-        cumulative[float(bound)] = running
-    missing = [float(bound) for bound in bounds if float(bound) not in cumulative]
-    if missing:
-        raise ValueError(f"no latency counter for bounds {missing}: see outbox_latency_bounds()")
-    sent, seconds = totals.get("send_latency", (0, 0.0))
-    return SendLatency([(float(b), cumulative[float(b)]) for b in sorted(bounds)], seconds, sent)
+def _read(conn: Connection) -> _Reading:
+    """The live pending side, every counter and the histogram's bounds, in one round trip
+    (pipelined: on a busy host each round trip waits its turn for a core, twice)."""
+    with conn.pipeline():
+        pending = conn.execute(Q["pending_figures"])
+        totals = conn.execute(Q["counter_totals"])
+        bounds = conn.execute(Q["latency_bounds"])
+    row = pending.fetchone()
+    assert row is not None
+    return _Reading(
+        (int(row[0]), int(row[1]), int(row[2]), float(row[3])),
+        {str(name): (int(total), float(seconds)) for name, total, seconds in totals},
+        [(float(bound), str(name)) for bound, name in bounds],
+    )
 
 
 def list_jobs(conn: Connection, status: str | None = None, limit: int = 50) -> list[JobSummary]:

@@ -184,6 +184,15 @@ def test_outcomes_arriving_during_a_write_share_the_next_statement_and_are_cappe
     assert completer.largest_batch == 3 and completer.batches in (3, 4)
 
 
+def _busy_sessions(conn: psycopg.Connection) -> int:
+    """Other sessions of this database running a statement (a pooler keeps idle ones)."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'"
+    ).fetchone()
+    return row[0] if row else 0
+
+
 def _lock_waiters(conn: psycopg.Connection) -> int:
     row = conn.execute(
         "SELECT count(*) FROM pg_stat_activity"
@@ -217,8 +226,11 @@ def test_sigkill_with_outcomes_unrecorded_resends_at_most_concurrency_plus_batch
     queue_notices(conn, 60)
     with SmtpDouble() as smtp:
         env = {**env, "AUTHSVC_SMTP_URL": smtp.url}
+        # A lease long enough that no send times out on a loaded machine (its
+        # timeout is a quarter of the lease): a timeout's retry would wait out
+        # its backoff past the second, draining run. The leases are ended below.
         args = ["--concurrency", str(concurrency), "--batch", str(batch),
-                "--lease-seconds", "2", "--poll-seconds", "0.2"]
+                "--lease-seconds", "30", "--poll-seconds", "0.2"]
         first = start_worker_process(env, tmp_path / "first.log", *args)
         try:
             smtp.wait_for(1, timeout=20)
@@ -233,6 +245,9 @@ def test_sigkill_with_outcomes_unrecorded_resends_at_most_concurrency_plus_batch
             if first.poll() is None:
                 first.kill()
         sent_by_first = len(smtp.messages)
+        # A claim the lock held up still commits once the lock is gone, with
+        # the dead worker as its owner: let its sessions end before the leases do.
+        wait_until(lambda: _busy_sessions(conn) == 0, 20, "the killed worker's statements to end")
         expire_leases(conn)  # the killed worker's leases ran out
         second = start_worker_process(env, tmp_path / "second.log", "--once", *args[:-2])
         assert second.wait(60) == 0

@@ -12,11 +12,21 @@ from collections.abc import Iterator
 from urllib.request import Request, urlopen
 
 import pytest
+from flask import Flask, request
+from werkzeug.serving import make_server
 
 from authsvc.inbox.server import DEFAULT_POOL_SIZE
 from authsvc.testing import ScopedInbox
 from testkit.waiting import wait_until
-from tests.inbox_support import Answer, HttpClient, email, send, serve_front
+from tests.inbox_support import (
+    Answer,
+    HttpClient,
+    email,
+    inbox_services,
+    send,
+    serve_front,
+    serving_inbox,
+)
 
 
 @pytest.fixture
@@ -100,3 +110,52 @@ def test_events_stream_the_scope_list_when_mail_lands(front_url, sink):
         assert next_scopes() == []
         send(sink.port, email("live@inbox.test", subject="now"))
         assert next_scopes() == ["live"]
+
+
+def _echo_app() -> Flask:
+    """An upstream that answers with the request target and headers as it received them."""
+    echo = Flask("echo")
+
+    @echo.route("/", defaults={"path": ""})
+    @echo.route("/<path:path>")
+    def everything(path: str) -> dict[str, object]:
+        return {
+            "target": request.environ["REQUEST_URI"],
+            # The WSGI server joins repeated headers with a comma.
+            "forwarded_for": request.environ.get("HTTP_X_FORWARDED_FOR"),
+        }
+
+    return echo
+
+
+@pytest.fixture
+def echo_front(sink, env, pool, passwords) -> Iterator[HttpClient]:
+    server = make_server("127.0.0.1", 0, _echo_app(), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        svc = inbox_services(env, pool, passwords)
+        upstream = f"http://127.0.0.1:{server.server_port}"
+        with serving_inbox(sink, svc, listen_url=None, upstream=upstream) as url:
+            yield HttpClient(url)
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["/p?x=%2F", "/p?x=%7E&y=%7e", "/p?x=%zz", "/a/../b", "/a/./b", "/a%2Fb/%7E?q=a+b%20c",
+     "/p?x=%41"],
+)
+def test_the_request_target_reaches_the_app_byte_for_byte(echo_front, target):
+    answer = echo_front.get(target)
+    assert answer.status_code == 200
+    assert answer.json["target"] == target
+
+
+def test_x_forwarded_for_is_sent_once_with_the_peer_appended(echo_front):
+    assert echo_front.get("/p").json["forwarded_for"] == "127.0.0.1"
+    chained = echo_front.get("/p", headers={"X-Forwarded-For": "203.0.113.7"})
+    assert chained.json["forwarded_for"] == "203.0.113.7, 127.0.0.1"

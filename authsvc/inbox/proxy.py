@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from yarl import URL
 
 from authsvc.logs import log_event
 from authsvc.problem_documents import problem_document
@@ -88,13 +89,13 @@ class Upstream:
             )
         headers = [
             (k, wire_header(v)) for k, v in request.headers.items()
-            if k.lower() not in _HOP_BY_HOP
+            if k.lower() not in _HOP_BY_HOP and k.lower() != "x-forwarded-for"
         ]
+        # One X-Forwarded-For: the client's chain (several headers read as one
+        # list, RFC 9110 §5.3) with this hop's peer appended.
         peer = request.remote or ""
-        forwarded = request.headers.get("X-Forwarded-For")
-        headers.append(
-            ("X-Forwarded-For", wire_header(f"{forwarded}, {peer}" if forwarded else peer))
-        )
+        chain = [*request.headers.getall("X-Forwarded-For", ()), peer]
+        headers.append(("X-Forwarded-For", wire_header(", ".join(v for v in chain if v))))
         attempts = 2 if request.method in RETRIED_METHODS else 1
         for attempt in range(1, attempts + 1):
             try:
@@ -117,9 +118,11 @@ class Upstream:
         body: bytes | None,
     ) -> web.StreamResponse:
         assert self._session is not None
+        # encoded=True: yarl would otherwise re-quote the target (%2F -> /, %7E -> ~,
+        # %zz -> %25zz) and resolve dot segments; the web app gets the bytes the client sent.
+        url = URL(self.url + target, encoded=True)
         async with self._session.request(
-            request.method, self.url + target, headers=headers, data=body,
-            allow_redirects=False,
+            request.method, url, headers=headers, data=body, allow_redirects=False,
         ) as upstream:
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for name, value in upstream.headers.items():

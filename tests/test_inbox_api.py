@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from contextlib import AbstractContextManager
+from http.client import HTTPResponse
+from typing import Any
+from urllib.request import urlopen
 
+import psycopg
 import pytest
 from werkzeug.serving import make_server
 
+from authsvc.inbox.server import InboxServer
 from authsvc.inbox.waiters import AsyncScopeWatcher
 from authsvc.passwords import Passwords
 from authsvc.testing import InboxError, ScopedInbox
@@ -358,3 +364,52 @@ def test_the_slash_redirect_names_no_host(inbox):
     answer = inbox.get("/_inbox?x=1", headers={"Host": "evil.example"})
     assert answer.status_code == 308
     assert answer.headers["Location"] == "/_inbox/?x=1"
+
+
+def _next_scopes(stream: HTTPResponse) -> list[str]:
+    """The scope names of the event stream's next `scopes` event."""
+    data = None
+    while True:
+        line = stream.readline().decode()
+        assert line, "the stream ended"
+        line = line.rstrip("\n")
+        if line.startswith("data: "):
+            data = json.loads(line[6:])
+        elif line == "" and data is not None:
+            return [s["scope"] for s in data["scopes"]]
+
+
+def test_the_event_stream_ends_on_a_database_error_so_eventsource_reconnects(
+    inbox, sink, monkeypatch
+):
+    """Once the stream has begun no 503 can be sent: it must end, not fall silent."""
+    real = InboxServer._db
+    calls = 0
+
+    async def failing_after_the_first(self: InboxServer, *args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise psycopg.OperationalError("the database went away")
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(InboxServer, "_db", failing_after_the_first)
+    with urlopen(f"{inbox.url}/_inbox/events", timeout=5) as stream:  # noqa: S310
+        assert _next_scopes(stream) == []
+        send(sink.port, email("gone@inbox.test"))  # news: the stream lists again, and fails
+        started = time.monotonic()
+        assert stream.read() == b""  # EOF; a silent open stream times out here instead
+        assert time.monotonic() - started < 4
+    assert calls == 2
+
+
+def test_the_event_stream_is_live_without_listen(sink, env, pool, passwords):
+    """With no direct URL to LISTEN on, the stream polls as the long polls do."""
+    svc = inbox_services(env, pool, passwords)
+    with serving_inbox(sink, svc, listen_url=None) as url, \
+            urlopen(f"{url}/_inbox/events", timeout=10) as stream:  # noqa: S310
+        assert _next_scopes(stream) == []
+        send(sink.port, email("polled@inbox.test", subject="now"))
+        started = time.monotonic()
+        assert _next_scopes(stream) == ["polled"]
+        assert time.monotonic() - started < 5

@@ -21,6 +21,7 @@ import logging
 import mimetypes
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from email.utils import format_datetime
 from functools import partial
 from pathlib import Path
@@ -504,18 +505,37 @@ class InboxServer:
         return web.Response(body=_STATIC[name], content_type=content_type)
 
     async def events(self, request: web.Request) -> web.StreamResponse:
-        """Server-sent events: the recent scopes now, then again whenever mail lands."""
+        """Server-sent events: the recent scopes now, then again whenever they change.
+
+        On a database error the stream ends rather than answering 503: a 503
+        can no longer be sent once the stream has begun, and EventSource gives
+        up for good on a non-200 answer but reconnects (after `retry`) when a
+        stream ends.
+        """
+        loop = asyncio.get_running_loop()
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         try:
             await response.write(f"retry: {EVENTS_RETRY_MS}\n\n".encode())
+            shown, written_at = "", loop.time()
             while True:
                 scopes = await self._db(messages.list_scopes)
                 data = json.dumps({"scopes": [s.as_json() for s in scopes]})
-                await response.write(f"event: scopes\ndata: {data}\n\n".encode())
-                while not await self.watcher.any_news(EVENTS_HEARTBEAT_SECONDS):
-                    await response.write(b": still here\n\n")
+                if data != shown:  # news may be a poll's turn or a reconnect: push only changes
+                    await response.write(f"event: scopes\ndata: {data}\n\n".encode())
+                    shown, written_at = data, loop.time()
+                while True:
+                    quiet_for = EVENTS_HEARTBEAT_SECONDS - (loop.time() - written_at)
+                    if quiet_for <= 0:
+                        await response.write(b": still here\n\n")
+                        written_at = loop.time()
+                    elif await self.watcher.any_news(quiet_for):
+                        break
                 await asyncio.sleep(EVENTS_DEBOUNCE_SECONDS)  # one update for a burst of mail
         except ConnectionResetError:
             pass  # the browser went away
+        except psycopg.Error as exc:
+            log_event(log, "database_unavailable", path=request.path, error=type(exc).__name__)
+            with suppress(ConnectionResetError):
+                await response.write_eof()
         return response

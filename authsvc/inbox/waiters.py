@@ -8,8 +8,9 @@ current event *before* it checks the database, so a message committed between
 its check and its wait still wakes it.
 
 Without a direct URL to LISTEN on (`conninfo=None`: the pooled URL would
-swallow notifications) every waiter polls every FALLBACK_POLL_SECONDS,
-logged once at start.
+swallow notifications), and while the listening connection is down, every
+waiter re-checks every FALLBACK_POLL_SECONDS (one rule, `_recheck_within`, for
+the long polls and the event stream); logged once at start.
 """
 
 from __future__ import annotations
@@ -82,9 +83,7 @@ class AsyncScopeWatcher:
                 remaining = deadline - loop.time()
                 if done(result) or remaining <= 0:
                     return result
-                if not self._listening.is_set():
-                    remaining = min(remaining, FALLBACK_POLL_SECONDS)
-                await self._park(news, remaining)
+                await self._park(news, self._recheck_within(remaining))
 
     async def _park(self, news: asyncio.Event, seconds: float) -> None:
         self._parked += 1
@@ -94,13 +93,22 @@ class AsyncScopeWatcher:
         finally:
             self._parked -= 1
 
+    def _recheck_within(self, seconds: float) -> float:
+        """How long a waiter may go without looking: without LISTEN no news ever comes, so a
+        waiter looks again every FALLBACK_POLL_SECONDS rather than waiting blind."""
+        if self._listening.is_set():
+            return seconds
+        return min(seconds, FALLBACK_POLL_SECONDS)
+
     async def any_news(self, timeout: float) -> bool:
-        """Wait until a message lands in any scope; False after `timeout` seconds of silence."""
+        """Wait until a message may have landed in any scope: True on news (or, without
+        LISTEN, when it is time to look again); False after `timeout` seconds of silence."""
         news = self._any
+        seconds = self._recheck_within(timeout)
         try:
-            await asyncio.wait_for(news.wait(), timeout)
+            await asyncio.wait_for(news.wait(), seconds)
         except TimeoutError:
-            return False
+            return seconds < timeout
         return True
 
     @contextmanager

@@ -12,7 +12,7 @@ reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -20,16 +20,11 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
-from authsvc.outbox import NOTIFY_CHANNEL
+from authsvc.outbox import notify_workers
 from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).parent / "sql" / "events.sql")
 EVENT_TYPES = ("user.verified", "user.password_changed", "email.delivered", "email.failed")
-
-
-def event_timestamp(moment: datetime) -> str:
-    """RFC 3339 in UTC with milliseconds, as the body's `timestamp` carries it."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -66,14 +61,14 @@ def queue_event(
     params = {
         "app_id": app_id,
         "type": event_type,
-        "timestamp": event_timestamp(now),
+        "happened_at": now,
         "data": Jsonb(data),
         "user_id": user_id,
     }
     row = conn.execute(Q["queue_event"], params).fetchone()
     if row is None:
         return None
-    conn.execute(Q["notify_workers"], {"channel": NOTIFY_CHANNEL})
+    notify_workers(conn)
     return int(row[0])
 
 

@@ -337,6 +337,11 @@ CREATE OR REPLACE FUNCTION public.account_belongs_to_app(account bigint, app uui
  STABLE PARALLEL SAFE
 RETURN (EXISTS (SELECT 1 FROM (account_apps m JOIN users u ON ((u.id = m.user_id))) WHERE ((m.user_id = account_belongs_to_app.account) AND (m.app_id = account_belongs_to_app.app) AND ((u.email_verified_at IS NOT NULL) OR (u.signup_count = 1)))));
 
+CREATE OR REPLACE FUNCTION public.app_event_payload(event_type text, happened_at timestamp with time zone, data jsonb)
+ RETURNS jsonb
+ LANGUAGE sql
+RETURN jsonb_build_object('webhook_id', ('evt_'::text || replace((gen_random_uuid())::text, '-'::text, ''::text)), 'event', jsonb_build_object('type', event_type, 'timestamp', to_char((happened_at AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'::text), 'data', data));
+
 CREATE OR REPLACE FUNCTION public.inbox_count_contents()
  RETURNS trigger
  LANGUAGE plpgsql

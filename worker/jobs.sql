@@ -112,29 +112,24 @@ WITH outcome AS (
 ), app_events AS (
     -- An email an app's call queued tells that app how it ended, in this same
     -- statement: the outcome and its event commit together or not at all.
-    -- (events.sql queue_event is the same insert for the web side's events.)
+    -- (events.sql queue_event is the same insert for the web side's events;
+    -- app_event_payload, migrations/0025, builds the envelope for both.)
     INSERT INTO email_jobs (kind, template, recipient, payload, app_id, user_id)
-    SELECT 'webhook', CASE WHEN r.event = 'sent' THEN 'email.delivered' ELSE 'email.failed' END,
-           a.webhook_url,
-           jsonb_build_object(
-               'webhook_id', 'evt_' || replace(gen_random_uuid()::text, '-', ''),
-               'event', jsonb_build_object(
-                   'type', CASE WHEN r.event = 'sent' THEN 'email.delivered'
-                                ELSE 'email.failed' END,
-                   'timestamp', to_char(now() AT TIME ZONE 'UTC',
-                                        'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                   'data', jsonb_strip_nulls(jsonb_build_object(
-                       'email', jsonb_build_object(
-                           -- The public id: the internal one would count everyone's emails.
-                           'id', r.public_id::text,
-                           'to', r.recipient,
-                           'flow', CASE WHEN r.template IN ('reset', 'password_changed')
-                                        THEN 'password_reset' ELSE 'verification' END),
-                       'reason', CASE r.event WHEN 'failed' THEN 'rejected'
-                                              WHEN 'expired' THEN 'expired' END)))),
+    SELECT 'webhook', e.type, a.webhook_url,
+           app_event_payload(e.type, now(), jsonb_strip_nulls(jsonb_build_object(
+               'email', jsonb_build_object(
+                   -- The public id: the internal one would count everyone's emails.
+                   'id', r.public_id::text,
+                   'to', r.recipient,
+                   'flow', CASE WHEN r.template IN ('reset', 'password_changed')
+                                THEN 'password_reset' ELSE 'verification' END),
+               'reason', CASE r.event WHEN 'failed' THEN 'rejected'
+                                      WHEN 'expired' THEN 'expired' END))),
            a.id, r.user_id
     FROM recorded AS r
     JOIN apps AS a ON a.id = r.app_id
+    CROSS JOIN LATERAL (SELECT CASE WHEN r.event = 'sent' THEN 'email.delivered'
+                                    ELSE 'email.failed' END AS type) AS e
     WHERE r.kind = 'email' AND r.event IN ('sent', 'failed', 'expired')
       -- Link requests report nothing: unknown addresses queue no job (outbox/rules.py).
       AND NOT coalesce((r.payload ->> 'no_outcome_events')::boolean, false)

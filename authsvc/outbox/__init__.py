@@ -9,7 +9,7 @@
 The worker's claim (worker/jobs.sql) uses the same due predicate.
 """
 
-from authsvc.outbox.producer import count_and_queue_link, enqueue_email
+from authsvc.outbox.producer import count_and_queue_link, enqueue_email, notify_workers
 from authsvc.outbox.rules import NO_OUTCOME_EVENTS, NOTIFY_CHANNEL, STATUSES, TEMPLATES
 
 __all__ = [
@@ -19,4 +19,5 @@ __all__ = [
     "TEMPLATES",
     "count_and_queue_link",
     "enqueue_email",
+    "notify_workers",
 ]

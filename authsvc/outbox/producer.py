@@ -54,8 +54,13 @@ def enqueue_email(
         },
     ).fetchone()
     assert row is not None
-    conn.execute(Q["notify_workers"], {"channel": NOTIFY_CHANNEL})
+    notify_workers(conn)
     return int(row[0])
+
+
+def notify_workers(conn: Connection) -> None:
+    """Wake idle workers: delivered only if the caller's transaction commits."""
+    conn.execute(Q["notify_workers"], {"channel": NOTIFY_CHANNEL})
 
 
 @dataclass(frozen=True)

@@ -13,19 +13,12 @@ LIMIT 1;
 
 -- queue_event --
 -- One delivery of one event to a live app with a webhook, in the caller's
--- transaction; nothing for any other app. The webhook-id is fixed here, so
--- every retry carries the same one.
+-- transaction; nothing for any other app. The envelope, and in it the
+-- webhook-id every retry carries, is app_event_payload's (migrations/0025).
 INSERT INTO email_jobs (kind, template, recipient, payload, app_id, user_id)
 SELECT 'webhook', %(type)s, a.webhook_url,
-       jsonb_build_object(
-           'webhook_id', 'evt_' || replace(gen_random_uuid()::text, '-', ''),
-           'event', jsonb_build_object('type', %(type)s::text, 'timestamp', %(timestamp)s::text,
-                                       'data', %(data)s::jsonb)),
+       app_event_payload(%(type)s::text, %(happened_at)s::timestamptz, %(data)s::jsonb),
        a.id, %(user_id)s
 FROM apps AS a
 WHERE a.id = %(app_id)s AND a.webhook_url IS NOT NULL AND a.revoked_at IS NULL
 RETURNING id;
-
--- notify_workers --
--- Wake idle workers; delivered only if the transaction commits.
-SELECT pg_notify(%(channel)s, '');

@@ -117,14 +117,14 @@ class HttpClient:
 
     def open(
         self, path: str, method: str = "GET", headers: dict[str, str] | None = None,
-        timeout: float = 40,
+        timeout: float = 40, body: bytes | None = None,
     ) -> Answer:
         sent = dict(headers or {})
         if self.token:
             sent.setdefault("Authorization", f"Bearer {self.token}")
         conn = HTTPConnection(self.host, self.port, timeout=timeout)
         try:
-            conn.request(method, path, headers=sent)
+            conn.request(method, path, body=body, headers=sent)
             response = conn.getresponse()
             return Answer(response.status, response.headers, response.read())
         finally:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections import defaultdict
+from typing import Any
+from urllib.request import Request, urlopen
 
 import jsonschema
+import psycopg
 import pytest
 from openapi_spec_validator import validate
 
-from authsvc.inbox.server import InboxServer
+from authsvc.inbox.server import MAX_BODY_BYTES, InboxServer
 from tests.api_support import _inline_refs
-from tests.inbox_support import email, inbox_services, send
+from tests.inbox_support import Answer, HttpClient, email, inbox_services, send, serving_inbox
 
 # The pages, their script and stylesheet, and the parked-poll count: not the API.
 NOT_THE_API = re.compile(r"^/_inbox/(ui/.*|static/.*|waiting|)$")
@@ -53,9 +57,13 @@ def _check(document: dict, response, method: str, path: str) -> None:
     operation = document["paths"][path][method]
     documented = operation["responses"].get(str(response.status_code))
     assert documented, f"{method} {path} answered undocumented {response.status_code}"
+    if "content" not in documented:
+        assert response.data == b"", f"{method} {path} {response.status_code} has a body"
+        return
     media = documented["content"][response.mimetype]
-    schema = _inline_refs(media["schema"], document)
-    jsonschema.validate(response.json, schema, cls=jsonschema.Draft202012Validator)
+    if response.mimetype.endswith("json"):
+        schema = _inline_refs(media["schema"], document)
+        jsonschema.validate(response.json, schema, cls=jsonschema.Draft202012Validator)
 
 
 def test_real_answers_match_their_schemas(inbox, sink, document):
@@ -78,3 +86,92 @@ def test_real_answers_match_their_schemas(inbox, sink, document):
            "/scopes/{scope}/messages/{id}")
     _check(document, inbox.get(f"{base}/messages/999999"), "get", "/scopes/{scope}/messages/{id}")
     _check(document, inbox.get("/_inbox/scopes"), "get", "/scopes")
+
+
+TOKEN = "openapi-token"
+TOO_LARGE = b"x" * (MAX_BODY_BYTES + 1)
+
+
+def _stream_status(url: str, path: str, token: str) -> tuple[int, bytes]:
+    """An event stream's status and its first bytes (the whole of it, when it ends at once)."""
+    request = Request(url + path, headers={"Authorization": f"Bearer {token}"})  # noqa: S310
+    with urlopen(request, timeout=10) as stream:  # noqa: S310
+        return stream.status, stream.read(11)
+
+
+def test_every_answer_the_server_gives_is_documented_and_every_documented_one_given(
+    sink, env, pool, passwords, document, monkeypatch
+):
+    """Per operation, the statuses the server answers (provoked here, including the door's
+    401 and 413 and a database outage's 503) are exactly those the document lists."""
+    answered: dict[tuple[str, str], set[int]] = defaultdict(set)
+    svc = inbox_services({**env, "AUTHSVC_TEST_INBOX_TOKEN": TOKEN}, pool, passwords)
+    with serving_inbox(sink, svc, listen_url=None) as url:
+        client, anonymous = HttpClient(url, token=TOKEN), HttpClient(url)
+
+        def call(method: str, documented: str, path: str, who: HttpClient = client,
+                 body: bytes | None = None) -> Answer:
+            answer = who.open("/_inbox" + path, method, body=body)
+            answered[(documented, method.lower())].add(answer.status_code)
+            if str(answer.status_code) in document["paths"][documented][method.lower()][
+                "responses"
+            ]:  # an undocumented one shows in the comparison at the end, with all the others
+                _check(document, answer, method.lower(), documented)
+            return answer
+
+        scope = call("POST", "/scopes", "/scopes").json["scope"]
+        send(sink.port, email(f"{scope}@inbox.test", message_id="<authsvc-job-1@h>"))
+        one = call("GET", "/scopes/{scope}/expect-one",
+                   f"/scopes/{scope}/expect-one?timeout=5&settle=0")
+        message = f"/scopes/{scope}/messages/{one.json['message']['id']}"
+        operations = [  # (method, documented path, a real path, that path broken)
+            ("POST", "/scopes", "/scopes", None),
+            ("GET", "/scopes", "/scopes", "/scopes?limit=0"),
+            ("GET", "/scopes/{scope}/messages", f"/scopes/{scope}/messages",
+             f"/scopes/{scope}/messages?wait=x"),
+            ("GET", "/scopes/{scope}/expect-one", f"/scopes/{scope}/expect-one?settle=0",
+             f"/scopes/{scope}/expect-one?timeout=x"),
+            ("GET", "/scopes/{scope}/messages/{id}", message, "/scopes/a%20b/messages/1"),
+            ("GET", "/scopes/{scope}/messages/{id}/raw", message + "/raw",
+             "/scopes/a%20b/messages/1/raw"),
+            ("GET", "/openapi.json", "/openapi.json", None),
+            ("GET", "/events", "/events", None),
+        ]
+        for method, documented, path, broken in operations:
+            call(method, documented, path, anonymous)
+            call(method, documented, path, body=TOO_LARGE)
+            if broken is not None:
+                call(method, documented, broken)
+            if documented != "/events":
+                call(method, documented, path)
+        call("GET", "/scopes/{scope}/messages/{id}", f"/scopes/{scope}/messages/999999")
+        call("GET", "/scopes/{scope}/messages/{id}/raw", f"/scopes/{scope}/messages/999999/raw")
+        call("GET", "/scopes/{scope}/expect-one", "/scopes/none/expect-one?timeout=0&settle=0")
+        send(sink.port, email(f"{scope}@inbox.test", message_id="<authsvc-job-1@h>"))
+        call("GET", "/scopes/{scope}/expect-one", f"/scopes/{scope}/expect-one?settle=0")
+        status, start = _stream_status(url, "/_inbox/events", TOKEN)
+        answered[("/events", "get")].add(status)
+        assert start == b"retry: 2000"
+        for documented, path in (("/scopes/{scope}", f"/scopes/{scope}"),
+                                 ("/scopes/{scope}", "/scopes/a%20b")):
+            call("DELETE", documented, path)
+        call("DELETE", "/scopes/{scope}", f"/scopes/{scope}", anonymous)
+        call("DELETE", "/scopes/{scope}", f"/scopes/{scope}", body=TOO_LARGE)
+
+        async def unavailable(self: InboxServer, *args: Any, **kwargs: Any) -> Any:
+            raise psycopg.OperationalError("the database went away")
+
+        monkeypatch.setattr(InboxServer, "_db", unavailable)
+        for method, documented, path, _broken in operations:
+            if documented != "/events":
+                call(method, documented, path)
+        call("DELETE", "/scopes/{scope}", f"/scopes/{scope}")
+        status, whole = _stream_status(url, "/_inbox/events", TOKEN)
+        assert (status, whole) == (200, b"retry: 2000")  # and then the end, no 503
+        answered[("/events", "get")].add(status)
+
+    documented_answers = {
+        (path, method): {int(status) for status in operation["responses"]}
+        for path, item in document["paths"].items() for method, operation in item.items()
+    }
+    assert dict(answered) == documented_answers

@@ -58,13 +58,33 @@ _FILTERS = [
         ("q", "Case-insensitive substring of the subject, sender, recipients or text part."),
     )
 ]
-_COMMON = {
-    "400": _problem("A malformed parameter or scope name (code invalid_request)."),
-    "401": _problem("AUTHSVC_TEST_INBOX_TOKEN is set and the bearer token is missing or wrong."),
-}
+_BAD_REQUEST = _problem("A malformed parameter or scope name (code invalid_request).")
+_UNAUTHORIZED = _problem(
+    "AUTHSVC_TEST_INBOX_TOKEN is set and the bearer token is missing or wrong."
+)
+_TOO_LARGE = _problem(
+    "A request body too large to buffer (code payload_too_large); the connection closes."
+)
 _BUSY = _problem(
     "The database is unavailable (code service_unavailable, Retry-After: 2). Retry."
 )
+
+
+def _answers(
+    own: dict[str, Any], *, parameters: bool = True, database: bool = True
+) -> dict[str, Any]:
+    """An operation's own answers, then those of the server's door: 401 without the token and
+    413 for an oversized body on every route, 400 where it reads parameters, 503 where it
+    queries the database."""
+    answers = dict(own)
+    if parameters:
+        answers["400"] = _BAD_REQUEST
+    answers["401"] = _UNAUTHORIZED
+    answers["413"] = _TOO_LARGE
+    if database:
+        answers["503"] = _BUSY
+    return answers
+
 
 _SCHEMAS: dict[str, Any] = {
     "Problem": {
@@ -144,14 +164,13 @@ def openapi_document() -> dict[str, Any]:
                 "post": {
                     "operationId": "createScope",
                     "summary": "A fresh, unguessable scope and the address that lands in it.",
-                    "responses": {
+                    "responses": _answers({
                         "201": _json("Created.", {
                             "type": "object", "required": ["scope", "address"],
                             "properties": {"scope": {"type": "string"},
                                            "address": {"type": "string"}},
                         }),
-                        "401": _COMMON["401"],
-                    },
+                    }, parameters=False, database=False),
                 },
                 "get": {
                     "operationId": "listScopes",
@@ -159,13 +178,12 @@ def openapi_document() -> dict[str, Any]:
                     "parameters": [_query("limit", "At most this many.",
                                           {"type": "integer", "minimum": 1, "maximum": 500,
                                            "default": 50})],
-                    "responses": {
+                    "responses": _answers({
                         "200": _json("The scopes.", {
                             "type": "object", "required": ["scopes"],
                             "properties": {"scopes": {"type": "array", "items": _ref("Scope")}},
                         }),
-                        **_COMMON,
-                    },
+                    }),
                 },
             },
             "/scopes/{scope}/messages": {
@@ -188,8 +206,7 @@ def openapi_document() -> dict[str, Any]:
                                 "default": "1"}),
                         *_FILTERS,
                     ],
-                    "responses": {"200": _json("A page.", _ref("MessagePage")), **_COMMON,
-                                  "503": _BUSY},
+                    "responses": _answers({"200": _json("A page.", _ref("MessagePage"))}),
                 },
             },
             "/scopes/{scope}/expect-one": {
@@ -205,7 +222,7 @@ def openapi_document() -> dict[str, Any]:
                         _SINCE,
                         *_FILTERS,
                     ],
-                    "responses": {
+                    "responses": _answers({
                         "200": _json("Exactly one.", {
                             "type": "object", "required": ["message"],
                             "properties": {"message": _ref("Message")},
@@ -224,9 +241,7 @@ def openapi_document() -> dict[str, Any]:
                                 },
                             },
                         }),
-                        **_COMMON,
-                        "503": _BUSY,
-                    },
+                    }),
                 },
             },
             "/scopes/{scope}/messages/{id}": {
@@ -234,14 +249,13 @@ def openapi_document() -> dict[str, Any]:
                     "operationId": "getMessage",
                     "summary": "One message, bodies included.",
                     "parameters": [*scope_path, _MESSAGE_ID],
-                    "responses": {
+                    "responses": _answers({
                         "200": _json("The message.", {
                             "type": "object", "required": ["message"],
                             "properties": {"message": _ref("Message")},
                         }),
                         "404": _problem("No such message in this scope."),
-                        **_COMMON,
-                    },
+                    }),
                 },
             },
             "/scopes/{scope}/messages/{id}/raw": {
@@ -249,12 +263,11 @@ def openapi_document() -> dict[str, Any]:
                     "operationId": "getRawMessage",
                     "summary": "The message exactly as received.",
                     "parameters": [*scope_path, _MESSAGE_ID],
-                    "responses": {
+                    "responses": _answers({
                         "200": {"description": "The bytes.",
                                 "content": {"message/rfc822": {"schema": {"type": "string"}}}},
                         "404": _problem("No such message in this scope."),
-                        **_COMMON,
-                    },
+                    }),
                 },
             },
             "/scopes/{scope}": {
@@ -262,26 +275,29 @@ def openapi_document() -> dict[str, Any]:
                     "operationId": "emptyScope",
                     "summary": "Empty the scope; later mail still lands in it.",
                     "parameters": scope_path,
-                    "responses": {"204": {"description": "Emptied."}, **_COMMON},
+                    "responses": _answers({"204": {"description": "Emptied."}}),
                 },
             },
             "/events": {
                 "get": {
                     "operationId": "scopeEvents",
                     "summary": "Server-sent events: `scopes` with the recent scopes, again "
-                    "whenever mail lands.",
-                    "responses": {
+                    "whenever they change.",
+                    "description": "The 200 is sent before the first query, so the database "
+                    "being unavailable never answers 503 here: the stream ends instead, and "
+                    "EventSource reconnects after the stream's `retry`.",
+                    "responses": _answers({
                         "200": {"description": "An event stream.",
                                 "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                        "401": _COMMON["401"],
-                    },
+                    }, parameters=False, database=False),
                 },
             },
             "/openapi.json": {
                 "get": {
                     "operationId": "openapi",
                     "summary": "This document.",
-                    "responses": {"200": _json("The document.", {"type": "object"})},
+                    "responses": _answers({"200": _json("The document.", {"type": "object"})},
+                                          parameters=False, database=False),
                 },
             },
         },

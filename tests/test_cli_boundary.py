@@ -29,6 +29,7 @@ DATABASE_COMMANDS = {
     "outbox-show": ["outbox", "show", "1"],
     "outbox-redrive": ["outbox", "redrive", "1"],
     "outbox-prune": ["outbox", "prune", "--older-than", "30d"],
+    "outbox-recount": ["outbox", "recount"],
     "worker": ["worker", "--once", "--wait-for-database", "0"],
     "serve": ["serve", "--bind", "127.0.0.1:0"],
     "inbox": ["inbox", "--port", "9"],  # never bound: the database check comes first
@@ -65,9 +66,10 @@ def test_every_command_says_the_same_line_when_the_database_is_unreachable(env, 
 @pytest.mark.parametrize(
     "args",
     [DATABASE_COMMANDS[name] for name in ("apps-create", "outbox-stats", "outbox-list",
-                                          "outbox-show", "outbox-prune", "worker", "inbox")],
-    ids=["apps-create", "outbox-stats", "outbox-list", "outbox-show", "outbox-prune", "worker",
-         "inbox"],
+                                          "outbox-show", "outbox-prune", "outbox-recount",
+                                          "worker", "inbox")],
+    ids=["apps-create", "outbox-stats", "outbox-list", "outbox-show", "outbox-prune",
+         "outbox-recount", "worker", "inbox"],
 )
 def test_every_command_on_an_unmigrated_database_says_to_upgrade(env, empty_database_url, args):
     line = _one_error_line(_run(args, {**env, "AUTHSVC_DATABASE_URL": empty_database_url}))

@@ -10,11 +10,14 @@ read them while a fold is under way, and check the deltas stay few.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import replace
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
+from authsvc.cli import main
 from authsvc.metrics import LATENCY_BOUNDS
 from authsvc.migrate import upgrade
 from authsvc.outbox import STATUSES
@@ -25,9 +28,11 @@ from authsvc.outbox.admin import (
     live_outbox_stats,
     outbox_stats,
     prune_jobs,
+    recount_jobs,
     redrive_job,
     send_latency,
 )
+from tests.race_support import wait_until_waiting_on_a_lock
 from tests.worker_support import queue_notices
 from worker.jobs import Outcome, claim_batch, record_outcomes
 
@@ -253,3 +258,86 @@ def test_the_migration_seeds_the_counters_from_an_outbox_that_already_has_histor
     latency = send_latency(conn, LATENCY_BOUNDS)
     assert (latency.sent, latency.total_seconds) == (2, 6.0)
     assert dict(latency.buckets)[2.5] == 0 and dict(latency.buckets)[5.0] == 2
+
+
+def _hand_made_sent_job(conn: psycopg.Connection) -> int:
+    """A job made sent by an UPDATE no counter sees (an old worker, or a hand edit)."""
+    [job_id] = queue_notices(conn, 1, prefix="by-hand")
+    conn.execute("UPDATE email_jobs SET status = 'sent', created_at = now() - interval '40 days'"
+                 " WHERE id = %s", (job_id,))
+    return job_id
+
+
+def test_a_recount_repairs_what_a_prune_of_an_uncounted_job_drove_below_zero(conn, client, env):
+    _hand_made_sent_job(conn)
+    assert prune_jobs(conn, 86400) == 1
+    # Prune takes away what it deletes, counted or not: the drift a recount repairs.
+    assert outbox_stats(conn).sent == -1 and live_outbox_stats(conn).sent == 0
+    assert _gauges(client.get("/metrics").get_data(as_text=True))["sent"] == -1
+
+    result = CliRunner().invoke(main, ["outbox", "recount"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == ["sent: counted -1, now 0"]
+    stats = assert_exact(conn)
+    assert _gauges(client.get("/metrics").get_data(as_text=True)) == {
+        s: getattr(stats, s) for s in STATUSES}
+    assert recount_jobs(conn) == []  # nothing left to correct
+
+
+def test_a_recount_leaves_the_unfolded_deltas_to_the_fold(conn):
+    queue_notices(conn, 3)
+    claimed = claim_batch(conn, "counter-test", 3, 30)
+    assert all(record_outcomes(conn, [Outcome(job, "sent") for job in claimed]))
+    _hand_made_sent_job(conn)
+    assert "jobs_sent" in _deltas(conn)  # not folded yet: the recount must not count them twice
+    assert [(c.status, c.counted, c.live) for c in recount_jobs(conn)] == [("sent", 3, 4)]
+    assert assert_exact(conn).sent == 4
+    assert fold_counters(conn)
+    assert assert_exact(conn).sent == 4
+
+
+def test_a_recount_waits_for_a_fold_under_way(direct_database_url, conn):
+    """Had it not waited, the fold's commit would add deltas the recount already took off."""
+    queue_notices(conn, 2)
+    claimed = claim_batch(conn, "counter-test", 2, 30)
+    assert all(record_outcomes(conn, [Outcome(job, "sent") for job in claimed]))
+    _hand_made_sent_job(conn)
+    corrections: list[object] = []
+    with psycopg.connect(direct_database_url, autocommit=True) as folder, \
+            psycopg.connect(direct_database_url, autocommit=True) as recounter:
+        with folder.transaction():
+            assert fold_counters(folder)
+            thread = threading.Thread(target=lambda: corrections.extend(recount_jobs(recounter)))
+            thread.start()
+            wait_until_waiting_on_a_lock(conn, recounter.info.backend_pid,
+                                         "the recount to wait for the fold")
+        thread.join(30)
+    assert len(corrections) == 1
+    assert assert_exact(conn).sent == 3
+
+
+def test_outbox_recount_takes_no_arguments(env):
+    result = CliRunner().invoke(main, ["outbox", "recount", "sent"], env=env)
+    assert result.exit_code == 2, result.output
+    assert "Got unexpected extra argument (sent)" in result.output
+
+
+def test_one_scrape_counts_a_job_that_is_sent_meanwhile_once(direct_database_url, conn):
+    """The pending side and the counters are read in one snapshot."""
+    queue_notices(conn, 1)
+    [job] = claim_batch(conn, "counter-test", 1, 30)
+    seen: list[OutboxStats] = []
+    with psycopg.connect(direct_database_url, autocommit=True) as recorder, \
+            psycopg.connect(direct_database_url, autocommit=True) as reader:
+        with recorder.transaction():
+            # The deltas table held: the read counts the pending side, then waits.
+            recorder.execute("LOCK TABLE outbox_counter_deltas IN ACCESS EXCLUSIVE MODE")
+            assert record_outcomes(recorder, [Outcome(job, "sent")]) == [True]
+            thread = threading.Thread(target=lambda: seen.append(outbox_stats(reader)))
+            thread.start()
+            wait_until_waiting_on_a_lock(conn, reader.info.backend_pid,
+                                         "the read to wait for the outcome")
+        thread.join(30)
+    [stats] = seen
+    assert (stats.pending, stats.sent) == (1, 0)  # as before the outcome, whole
+    assert assert_exact(conn).sent == 1

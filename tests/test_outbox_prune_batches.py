@@ -6,7 +6,8 @@ import threading
 
 import psycopg
 
-from authsvc.outbox.admin import prune_jobs
+from authsvc.outbox.admin import prune_jobs, redrive_job
+from testkit.waiting import wait_until
 from tests.worker_support import queue_notices
 
 
@@ -39,10 +40,14 @@ def test_each_batch_commits_on_its_own(conn, database_url):
     ids = queue_notices(conn, 6)
     for older, job_id in enumerate(reversed(ids)):  # the last job is the youngest
         _age(conn, [job_id], "sent", 40 + older)
+    conn.execute("INSERT INTO email_job_events (job_id, event) VALUES (%s, 'claimed')",
+                 (ids[-1],))
     with psycopg.connect(database_url, autocommit=True, prepare_threshold=None) as blocker:
-        # Hold the youngest job's row: the last batch waits for it, the first ones do not.
+        # Hold the youngest job's trail: the last batch, deleting it (0014), waits for it;
+        # the first ones do not. (A held job the prune would pass by.)
         blocker.execute("BEGIN")
-        blocker.execute("SELECT id FROM email_jobs WHERE id = %s FOR UPDATE", (ids[-1],))
+        blocker.execute("SELECT id FROM email_job_events WHERE job_id = %s FOR UPDATE",
+                        (ids[-1],))
         pruning = threading.Thread(target=lambda: prune_jobs_in_own_connection(database_url))
         pruning.start()
         deadline_rounds = 200
@@ -61,3 +66,27 @@ def test_each_batch_commits_on_its_own(conn, database_url):
 def prune_jobs_in_own_connection(url: str) -> None:
     with psycopg.connect(url, autocommit=True, prepare_threshold=None) as own:
         prune_jobs(own, 30 * 86400, batch=2)
+
+
+def test_prune_leaves_a_job_that_a_redrive_makes_pending_meanwhile(direct_database_url, conn):
+    [job_id] = queue_notices(conn, 1)
+    _age(conn, [job_id], "failed", 40)
+    pruned: list[int] = []
+    with psycopg.connect(direct_database_url, autocommit=True) as redriver, \
+            psycopg.connect(direct_database_url, autocommit=True) as pruner:
+        with redriver.transaction():
+            assert redrive_job(redriver, job_id)
+            pruning = threading.Thread(
+                target=lambda: pruned.append(prune_jobs(pruner, 30 * 86400)))
+            pruning.start()
+            # The prune either waits for the redrive or passes the row by.
+            wait_until(lambda: not pruning.is_alive() or conn.execute(
+                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                (pruner.info.backend_pid,)).fetchone() == (True,),
+                what="the prune to finish or wait for the redrive")
+        pruning.join(30)
+    assert pruned == [0]
+    assert conn.execute("SELECT status FROM email_jobs WHERE id = %s", (job_id,)).fetchone() \
+        == ("pending",)
+    assert conn.execute("SELECT total FROM outbox_counter_totals() WHERE name = 'jobs_pending'"
+                        ).fetchall() == []

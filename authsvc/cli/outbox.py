@@ -161,3 +161,14 @@ def outbox_prune(older_than: int) -> None:
     with _connection() as conn:
         deleted = admin.prune_jobs(conn, older_than)
     click.echo(f"deleted {deleted} job(s)")
+
+
+@outbox.command("recount")
+def outbox_recount() -> None:
+    """Set the final-status counts to the jobs there are (after old workers or hand edits)."""
+    with _connection() as conn:
+        corrections = admin.recount_jobs(conn)
+    for c in corrections:
+        click.echo(f"{c.status}: counted {c.counted}, now {c.live}")
+    if not corrections:
+        click.echo("every final status was counted right")

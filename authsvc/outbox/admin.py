@@ -7,12 +7,15 @@ what an operator sees and what Prometheus scrapes are the same figures.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from uuid import UUID
 
+import psycopg
 from psycopg import Connection
+from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row
 
 from authsvc.outbox.rules import STATUSES
@@ -88,6 +91,29 @@ def fold_counters(conn: Connection) -> bool:
             return False
         conn.execute(Q["fold_counters"])
     return True
+
+
+@dataclass(frozen=True)
+class Recount:
+    """One final status whose counter a recount set to the jobs there are."""
+
+    status: str
+    counted: int  # what outbox_stats said before
+    live: int  # the jobs with this status, and the counter now
+
+
+def recount_jobs(conn: Connection) -> list[Recount]:
+    """Set each final status's counter to the jobs that have it; the corrections made.
+
+    For jobs no statement counted: recorded by a worker of the release before
+    0024 after the upgrade, or changed by a hand-made UPDATE (a prune of them
+    drives a total below zero). Under the fold's lock, waiting for a fold under
+    way: a fold committing after the recount read the deltas would add them
+    twice. Counts every row, so it takes as long as `live_outbox_stats`.
+    """
+    with conn.transaction(), conn.cursor(row_factory=class_row(Recount)) as cur:
+        cur.execute(Q["wait_for_counters"])
+        return cur.execute(Q["recount_jobs"], {"statuses": list(FINAL_STATUSES)}).fetchall()
 
 
 def outbox_stats(conn: Connection) -> OutboxStats:
@@ -181,11 +207,25 @@ class _Reading:
 
 def _read(conn: Connection) -> _Reading:
     """The live pending side, every counter and the histogram's bounds, in one round trip
-    (pipelined: on a busy host each round trip waits its turn for a core, twice)."""
-    with conn.pipeline():
-        pending = conn.execute(Q["pending_figures"])
-        totals = conn.execute(Q["counter_totals"])
-        bounds = conn.execute(Q["latency_bounds"])
+    (pipelined: on a busy host each round trip waits its turn for a core, twice)
+    and one snapshot: a job sent between two reads would be counted pending and sent."""
+    # Inside a caller's transaction, that transaction's snapshots are the ones there are.
+    # BEGIN and COMMIT by hand: conn.transaction() in a pipeline adds syncs, round trips.
+    own = conn.info.transaction_status == TransactionStatus.IDLE
+    try:
+        with conn.pipeline():
+            if own:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            pending = conn.execute(Q["pending_figures"])
+            totals = conn.execute(Q["counter_totals"])
+            bounds = conn.execute(Q["latency_bounds"])
+            if own:
+                conn.execute("COMMIT")
+    except BaseException:
+        if own and conn.info.transaction_status != TransactionStatus.IDLE:
+            with suppress(psycopg.Error):  # a dead connection: the first error tells it
+                conn.rollback()
+        raise
     row = pending.fetchone()
     assert row is not None
     return _Reading(

@@ -17,6 +17,38 @@ SET total = c.total + excluded.total, seconds = c.seconds + excluded.seconds;
 -- only append deltas.
 SELECT pg_try_advisory_xact_lock(hashtext('authsvc.outbox_counters.fold'));
 
+-- wait_for_counters --
+-- lock_counters, waiting its turn: for a recount, which must not run beside a fold.
+SELECT pg_advisory_xact_lock(hashtext('authsvc.outbox_counters.fold'));
+
+-- recount_jobs --
+-- Set each final status's counter to the jobs that have it now, less the deltas
+-- not yet folded (they add themselves at the next fold or read), for the jobs
+-- a counter never saw: recorded by a worker of an earlier release after 0024,
+-- or changed by hand. Under wait_for_counters, in one statement: the count and
+-- the deltas are one snapshot, and a writer's job and delta commit together.
+-- Returns what it corrected: the status, what was counted, what is there.
+WITH live AS (
+    SELECT 'jobs_' || s.status AS name, s.status, coalesce(c.jobs, 0) AS jobs
+    FROM unnest(%(statuses)s::text[]) AS s (status)
+    LEFT JOIN (SELECT status, count(*) AS jobs FROM email_jobs GROUP BY status) AS c
+           ON c.status = s.status
+), unfolded AS (
+    SELECT name, sum(delta) AS delta FROM outbox_counter_deltas GROUP BY name
+), wrong AS (
+    SELECT l.name, l.status, l.jobs, coalesce(t.total, 0) AS counted,
+           coalesce(u.delta, 0) AS unfolded
+    FROM live AS l
+    LEFT JOIN outbox_counter_totals() AS t ON t.name = l.name
+    LEFT JOIN unfolded AS u ON u.name = l.name
+    WHERE coalesce(t.total, 0) <> l.jobs
+), corrected AS (
+    INSERT INTO outbox_counters AS c (name, total)
+    SELECT name, jobs - unfolded FROM wrong
+    ON CONFLICT (name) DO UPDATE SET total = excluded.total
+)
+SELECT status, counted, jobs AS live FROM wrong ORDER BY status;
+
 -- pending_figures --
 -- What an operator watches on the pending side, live: pending, due now, leased,
 -- the oldest. Over the pending rows only (the partial index email_jobs_due),
@@ -96,6 +128,9 @@ SELECT id FROM redriven;
 -- the cutoff, oldest first: one short transaction per batch, never a table's worth of locks.
 -- Returns how many it deleted; the deleted jobs leave the status counters,
 -- while the event counters and the histogram, totals since install, keep them.
+-- A row another transaction holds (a redrive making it pending) is passed by,
+-- left to the next prune; the status is said again in the DELETE so a row
+-- changed since the batch was chosen is rechecked, never deleted as pending.
 WITH pruned AS (
     DELETE FROM email_jobs
     WHERE id IN (
@@ -104,7 +139,9 @@ WITH pruned AS (
           AND created_at < now() - make_interval(secs => %(older_than_seconds)s)
         ORDER BY created_at
         LIMIT %(batch)s
+        FOR UPDATE SKIP LOCKED
     )
+      AND status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed')
     RETURNING status
 ), counted AS (
     INSERT INTO outbox_counter_deltas (name, delta)

@@ -17,6 +17,8 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from authsvc.config import ConfigError, load_settings
+from authsvc.inbox import messages
+from authsvc.inbox.params import Filters
 from authsvc.inbox.parsing import parse_message
 from tests.inbox_support import email, running_sink
 
@@ -192,3 +194,31 @@ def test_messages_stored_before_the_split_keep_their_ids_and_answers(empty_datab
         messages.prune_messages(conn)
         assert conn.execute("SELECT count(*) FROM inbox_contents").fetchone() == (1,)
         assert messages.inbox_usage(conn) == len("two") + len("body two")
+
+
+def test_what_a_long_poll_counts_and_what_the_listing_returns_is_one_rule(conn):
+    """scan_scope (a poll's check) and list_summaries (the answer it then lists) both read
+    inbox_visible_messages (migrations/0026), so they cannot drift apart; the function is
+    inlined, so the (scope, id) index still serves both and no row is read whole."""
+    conn.execute("""
+        WITH c AS (
+            INSERT INTO inbox_contents (mail_from, subject, raw, text_body)
+            SELECT 'a@b', 'subject ' || g, 'raw', 'text ' || g
+            FROM generate_series(1, 2000) AS g RETURNING id)
+        INSERT INTO inbox_messages (scope, recipients, content_id)
+        SELECT 'scope' || id % 100, ARRAY['x+scope' || id % 100 || '@inbox.test'], id FROM c
+    """)
+    conn.execute("ANALYZE inbox_messages")
+    conn.execute("ANALYZE inbox_contents")
+    for name in ("scan_scope", "list_summaries"):
+        query = messages.Q[name]
+        assert "inbox_visible_messages(" in query, name
+        assert "ILIKE" not in query and "received_at >" not in query, name  # no second copy
+        for filters in (Filters(), Filters(to="x", subject="s", q="t")):
+            params = messages.scan_params("scope7", 0, filters, 10)
+            plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + query, params))
+            assert "inbox_messages_scope" in plan, plan
+            assert "Function Scan on inbox_visible_messages" not in plan, plan
+    page = messages.list_messages(conn, "scope7", limit=500, bodies=False)
+    listed = [m.id for m in page.messages]
+    assert [s.id for s in messages.scan_scope(conn, "scope7")] == listed and len(listed) == 20

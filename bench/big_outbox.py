@@ -32,7 +32,7 @@ from authsvc.metrics import LATENCY_BOUNDS, OutboxCollector
 from authsvc.outbox import enqueue_email
 from authsvc.outbox.admin import PRUNE_BATCH, live_outbox_stats, outbox_figures, outbox_stats
 from authsvc.outbox.admin import Q as ADMIN_Q
-from bench.common import RESULTS, bench_server, fresh_database, percentile
+from bench.common import RESULTS, bench_server, fill_finished_jobs, fresh_database, percentile
 from worker import jobs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,24 +45,8 @@ SECTION = "## Big outbox (issue 15)"
 
 def _fill(conn: psycopg.Connection, retained: int) -> None:
     """`retained` finished jobs, oldest first, then PENDING due ones."""
-    step = 1_000_000
-    for start in range(0, retained, step):
-        conn.execute(
-            "INSERT INTO email_jobs (template, recipient, status, created_at, next_attempt_at,"
-            " sent_at, attempt_count)"
-            " SELECT 'password_changed', 'u' || n || '@example.com',"
-            "   (ARRAY['sent','sent','sent','sent','sent','sent','sent','failed','superseded',"
-            "          'expired'])[1 + n %% 10],"
-            "   now() - interval '400 days' + (n || ' seconds')::interval,"
-            "   now() - interval '400 days' + (n || ' seconds')::interval,"
-            "   now() - interval '400 days' + (n || ' seconds')::interval + interval '1 second', 1"
-            " FROM generate_series(%s::bigint, %s::bigint) n",
-            (start + 1, min(retained, start + step)),
-        )
-    conn.execute(
-        "INSERT INTO email_jobs (template, recipient) SELECT 'password_changed',"
-        " 'p' || n || '@example.com' FROM generate_series(1, %s::int) n", (PENDING,)
-    )
+    fill_finished_jobs(conn, retained, "(ARRAY['sent','sent','sent','sent','sent','sent',"
+                       "'sent','failed','superseded','expired'])[1 + n %% 10]", PENDING)
     conn.execute("VACUUM ANALYZE email_jobs")
 
 

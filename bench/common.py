@@ -101,3 +101,25 @@ def worker_env(url: str, smtp_url: str, data_dir: str) -> dict[str, str]:
 
 def authsvc_script() -> str:
     return str(Path(sys.executable).parent / "authsvc")
+
+
+def fill_finished_jobs(conn: psycopg.Connection, retained: int, status_sql: str,
+                       pending: int) -> None:
+    """`retained` finished jobs, oldest first (`status_sql` picks each one's status from
+    its number `n`), then `pending` due ones: a big outbox as months of use leave it."""
+    step = 1_000_000
+    for start in range(0, retained, step):
+        conn.execute(
+            "INSERT INTO email_jobs (template, recipient, status, created_at, next_attempt_at,"
+            " sent_at, attempt_count)"
+            " SELECT 'password_changed', 'u' || n || '@example.com', " + status_sql + ","
+            "   now() - interval '400 days' + (n || ' seconds')::interval,"
+            "   now() - interval '400 days' + (n || ' seconds')::interval,"
+            "   now() - interval '400 days' + (n || ' seconds')::interval + interval '1 second', 1"
+            " FROM generate_series(%s::bigint, %s::bigint) n",  # type: ignore[arg-type]  # a literal of the caller
+            (start + 1, min(retained, start + step)),
+        )
+    conn.execute(
+        "INSERT INTO email_jobs (template, recipient) SELECT 'password_changed',"
+        " 'p' || n || '@example.com' FROM generate_series(1, %s::int) n", (pending,)
+    )

@@ -43,7 +43,7 @@ import psycopg
 
 from authsvc.metrics import LATENCY_BOUNDS
 from authsvc.outbox.admin import fold_counters, live_outbox_stats, outbox_figures
-from bench.common import RESULTS, bench_server, fresh_database, percentile
+from bench.common import RESULTS, bench_server, fill_finished_jobs, fresh_database, percentile
 from worker import jobs
 
 PENDING = 400
@@ -54,24 +54,10 @@ DRAIN_PER_SECOND = 10_000  # jobs/s whose deltas wait for a scrape: batch claims
 
 def _fill(conn: psycopg.Connection, retained: int) -> None:
     """`retained` final jobs (97 % sent, 2 % superseded, 0.9 % expired, 0.1 % failed)."""
-    step = 1_000_000
-    for start in range(0, retained, step):
-        conn.execute(
-            "INSERT INTO email_jobs (template, recipient, status, created_at, next_attempt_at,"
-            " sent_at, attempt_count)"
-            " SELECT 'password_changed', 'u' || n || '@example.com',"
-            "   CASE WHEN n %% 1000 < 970 THEN 'sent' WHEN n %% 1000 < 990 THEN 'superseded'"
-            "        WHEN n %% 1000 < 999 THEN 'expired' ELSE 'failed' END,"
-            "   now() - interval '400 days' + (n || ' seconds')::interval,"
-            "   now() - interval '400 days' + (n || ' seconds')::interval,"
-            "   now() - interval '400 days' + (n || ' seconds')::interval + interval '1 second', 1"
-            " FROM generate_series(%s::bigint, %s::bigint) n",
-            (start + 1, min(retained, start + step)),
-        )
-    conn.execute(
-        "INSERT INTO email_jobs (template, recipient) SELECT 'password_changed',"
-        " 'p' || n || '@example.com' FROM generate_series(1, %s::int) n", (PENDING,)
-    )
+    fill_finished_jobs(
+        conn, retained,
+        "CASE WHEN n %% 1000 < 970 THEN 'sent' WHEN n %% 1000 < 990 THEN 'superseded'"
+        " WHEN n %% 1000 < 999 THEN 'expired' ELSE 'failed' END", PENDING)
     # Option c's exact count of failed jobs reads a partial index, as pending's does.
     conn.execute("CREATE INDEX IF NOT EXISTS email_jobs_failed ON email_jobs (id)"
                  " WHERE status = 'failed'")

@@ -1,4 +1,4 @@
-"""The bearer-token rule of the metrics endpoints: the web app's /metrics and each worker's."""
+"""The bearer-token rule: the web app's /metrics, each worker's, and the test inbox's."""
 
 from __future__ import annotations
 

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import hmac
+from authsvc.bearer import authorization_presents
 
 UNAUTHORIZED_DETAIL = "send Authorization: Bearer <token>"
 CHALLENGE = 'Bearer realm="authsvc test inbox"'  # the WWW-Authenticate value of a 401
 
 
 def token_accepted(expected: str | None, authorization: str) -> bool:
-    """True when no token is configured, or the Authorization header presents it.
-
-    Compared in constant time, so the answer's timing does not tell how much of a
-    guessed token was right.
-    """
-    if not expected:
-        return True
-    scheme, _, presented = authorization.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        # surrogateescape: bytes that are not UTF-8 (aiohttp keeps them as
-        # surrogates) are compared as the bytes they were, and fail.
-        presented.strip().encode("utf-8", "surrogateescape"), expected.encode()
-    )
+    """True when no token is configured, or the Authorization header presents it
+    (the same constant-time rule as the metrics endpoints)."""
+    return not expected or authorization_presents(authorization, expected)

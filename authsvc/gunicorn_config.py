@@ -17,7 +17,7 @@ from typing import Any
 from gunicorn import util
 
 from authsvc.flask_app import MAX_BODY_BYTES
-from authsvc.problem_documents import problem_document
+from authsvc.problem_documents import UNREADABLE_REQUEST_DETAIL, problem_document
 
 # What gunicorn (27) reads of an unread body before keeping a connection alive.
 GUNICORN_DRAIN_BYTES = 64 * 1024
@@ -51,8 +51,7 @@ def protocol_problem(status: int, reason: str) -> bytes:
     request line, which may carry a link's ?token=.
     """
     code = _PROTOCOL_CODES.get(status, "invalid_request")
-    detail = "The request could not be read as HTTP; nothing was done."
-    body = json.dumps(problem_document(status, code, reason, detail)).encode()
+    body = json.dumps(problem_document(status, code, reason, UNREADABLE_REQUEST_DETAIL)).encode()
     head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
             "Content-Type: application/problem+json\r\nCache-Control: no-store\r\n"
             f"Content-Length: {len(body)}\r\n\r\n")

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# What the servers answer, themselves, to a request they cannot parse (gunicorn's
+# hook, the inbox server's): nothing of the request, which may carry ?token=.
+UNREADABLE_REQUEST_DETAIL = "The request could not be read as HTTP; nothing was done."
+
 
 def problem_type(code: str) -> str:
     """The problem's `type` URI for a stable `code`."""

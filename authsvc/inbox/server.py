@@ -46,6 +46,7 @@ from authsvc.inbox.scopes import new_scope_name
 from authsvc.inbox.waiters import AsyncScopeWatcher
 from authsvc.log_redaction import QueryStringFilter
 from authsvc.logs import log_event
+from authsvc.problem_documents import UNREADABLE_REQUEST_DETAIL
 from authsvc.resources import templates_dir
 from authsvc.services import Services
 
@@ -149,8 +150,7 @@ def _problem_for_unreadable_request(
     _aiohttp_handle_error(handler, request, status, exc, message)
     code = "internal_error" if status >= 500 else "invalid_request"
     title = "Internal server error" if status >= 500 else "Bad request"
-    response = problem_response(status, code, title,
-                                "The request could not be read as HTTP; nothing was done.")
+    response = problem_response(status, code, title, UNREADABLE_REQUEST_DETAIL)
     response.headers["Cache-Control"] = "no-store"
     response.force_close()
     return response

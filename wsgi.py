@@ -2,7 +2,7 @@
 
 from dotenv import load_dotenv
 
-from authsvc.flask_app import create_served_app
+from authsvc.web.app import create_served_app
 
 load_dotenv(".env", override=False)
 app = create_served_app()

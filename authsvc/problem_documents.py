@@ -1,6 +1,6 @@
 """RFC 9457 problem documents, one shape for every JSON error the service answers.
 
-The JSON API (authsvc/api/problems.py) and the test inbox's HTTP server
+The JSON API (authsvc/web/api/problems.py) and the test inbox's HTTP server
 (authsvc/inbox/server.py) both build their bodies here, so a client reads
 `type` the same way everywhere: `urn:authsvc:problem:<code>`, beside the
 same `code`.

@@ -16,9 +16,9 @@ from psycopg import Connection
 from psycopg.pq import PipelineStatus, TransactionStatus
 
 from authsvc.config import RateLimit
-from authsvc.queries import load_queries
+from authsvc.db.queries import load_queries
 
-Q = load_queries(Path(__file__).parent / "sql" / "ratelimit.sql")
+Q = load_queries(Path(__file__).with_suffix(".sql"))
 
 
 @dataclass(frozen=True)

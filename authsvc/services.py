@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from psycopg_pool import ConnectionPool
 
+from authsvc.accounts.passwords import Passwords
+from authsvc.accounts.tokens import TokenCodec
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings
-from authsvc.passwords import Passwords
-from authsvc.tokens import TokenCodec
 
 
 @dataclass(frozen=True)

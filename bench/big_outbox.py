@@ -28,12 +28,12 @@ from typing import Any
 import psycopg
 from prometheus_client import CollectorRegistry, generate_latest
 
-from authsvc.metrics import LATENCY_BOUNDS, OutboxCollector
+from authsvc.observability.metrics import LATENCY_BOUNDS, OutboxCollector
 from authsvc.outbox import enqueue_email
 from authsvc.outbox.admin import PRUNE_BATCH, live_outbox_stats, outbox_figures, outbox_stats
 from authsvc.outbox.admin import Q as ADMIN_Q
+from authsvc.worker import jobs
 from bench.common import RESULTS, bench_server, fill_finished_jobs, fresh_database, percentile
-from worker import jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "BENCHMARKS.md"

@@ -11,7 +11,7 @@ import os
 
 from flask import Flask, request
 
-from authsvc.db import create_pool, is_direct
+from authsvc.db.connections import create_pool, is_direct
 
 
 def create_app() -> Flask:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import psycopg
 
+from authsvc.worker.jobs import Q
 from bench.common import fresh_database, report
-from worker.jobs import Q
 
 ROWS = 20_000
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from authsvc.migrate import upgrade
+from authsvc.db.migrate import upgrade
 from testkit.figures import percentile
 from testkit.postgres import throwaway_postgres
 

@@ -41,10 +41,10 @@ from typing import Any
 
 import psycopg
 
-from authsvc.metrics import LATENCY_BOUNDS
+from authsvc.observability.metrics import LATENCY_BOUNDS
 from authsvc.outbox.admin import fold_counters, live_outbox_stats, outbox_figures
+from authsvc.worker import jobs
 from bench.common import RESULTS, bench_server, fill_finished_jobs, fresh_database, percentile
-from worker import jobs
 
 PENDING = 400
 ROUNDS = 120

@@ -14,10 +14,10 @@ from typing import Any
 
 import psycopg
 
+from authsvc.worker.jobs import ClaimedJob
+from authsvc.worker.loop import Worker, WorkerOptions
+from authsvc.worker.mailers import OutgoingEmail
 from bench.common import authsvc_script, queue_notices, worker_env
-from worker.jobs import ClaimedJob
-from worker.loop import Worker, WorkerOptions
-from worker.mailers import OutgoingEmail
 
 _DATA = b"Subject: x\r\n\r\nx\r\n"
 

@@ -10,7 +10,7 @@ import statistics
 import time
 from pathlib import Path
 
-from authsvc.passwords import MEMORY_COST_KIB, PARALLELISM, TIME_COST, Passwords
+from authsvc.accounts.passwords import MEMORY_COST_KIB, PARALLELISM, TIME_COST, Passwords
 
 ROUNDS = 30
 

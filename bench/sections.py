@@ -16,14 +16,14 @@ from typing import Any
 import psutil
 import psycopg
 
-from authsvc.app_keys import register_app
+from authsvc.apps.keys import register_app
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.outbox import enqueue_email
+from authsvc.worker import jobs
 from bench.common import authsvc_script, percentile, worker_env
 from bench.drain import queue_resets
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import free_port, wait_until_ready
-from worker import jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psycopg
 
-from authsvc.app_keys import register_app
+from authsvc.apps.keys import register_app
 from chaos.cluster import ThrowawayPostgres
 from chaos.failover import FailoverPair
 from chaos.fleet import MAX_BACKOFF_SECONDS, MAX_RESENDS_PER_KILL, Fleet

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from authsvc.migrate import upgrade
+from authsvc.db.migrate import upgrade
 from testkit.postgres import pg_ctl, throwaway_postgres
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import psycopg
 
-from authsvc.migrate import upgrade
+from authsvc.db.migrate import upgrade
 from chaos.servers import Postgres
 
 

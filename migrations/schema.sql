@@ -35,11 +35,11 @@
 --                                            the change that needs the email or
 --                                            event; the worker's outcome
 --                                            statement, for email.* events
---   claim        pending -> claimed          worker (worker/jobs.sql             claimed
+--   claim        pending -> claimed          worker (authsvc/worker/jobs.sql             claimed
 --                                            claim_batch), oldest due first
 --   re-claim     claimed, lease run out      any worker, as a claim; counted as  claimed
 --                -> claimed                  events_lease_expired
---   outcome      claimed -> sent, failed,    worker (worker/jobs.sql             the status
+--   outcome      claimed -> sent, failed,    worker (authsvc/worker/jobs.sql             the status
 --                superseded, expired or      record_outcomes), only while that
 --                suppressed                  claim still holds the lease
 --   retry        claimed -> pending          worker: a transient failure; due    retry
@@ -81,7 +81,7 @@
 -- "Where the figures come from".
 --
 -- Python names the same sets (authsvc/outbox/rules.py STATUSES,
--- worker/jobs.py FINAL_STATUSES and OUTCOME_EVENTS); tests/test_schema_file.py
+-- authsvc/worker/jobs.py FINAL_STATUSES and OUTCOME_EVENTS); tests/test_schema_file.py
 -- holds them to these CHECKs.
 --
 -- =========================================================================

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
-from authsvc.users import User, find_user_by_email
+from authsvc.accounts.users import User, find_user_by_email
 
 
 def insert_user(

@@ -10,8 +10,8 @@ import psycopg
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from authsvc.api.openapi import openapi_document
-from authsvc.app_keys import App, register_app
+from authsvc.apps.keys import App, register_app
+from authsvc.web.api.openapi import openapi_document
 
 ALLOWED_REDIRECT = "https://allowed.example.com/welcome"
 SIGNUP_PASSWORD = "correct horse battery"

@@ -13,13 +13,13 @@ from flask import Flask
 from flask.testing import FlaskClient
 from psycopg_pool import ConnectionPool
 
+from authsvc.accounts.passwords import Passwords, cheap_passwords
 from authsvc.clock import FrozenClock
 from authsvc.config import Settings, load_settings
-from authsvc.db import connect, create_pool
-from authsvc.flask_app import create_app
+from authsvc.db.connections import connect, create_pool
 from authsvc.inbox.smtp import InboxSink
-from authsvc.passwords import Passwords, cheap_passwords
 from authsvc.services import Services, build_services
+from authsvc.web.app import create_app
 from testkit.smtp_double import SmtpDouble
 from tests.api_support import ApiCaller, register_shop_app
 from tests.browser_support import launched_chromium

@@ -17,13 +17,13 @@ from urllib.parse import urlsplit
 from psycopg_pool import ConnectionPool
 from werkzeug.serving import make_server
 
+from authsvc.accounts.passwords import Passwords
 from authsvc.clock import Clock, system_clock
 from authsvc.config import load_settings
-from authsvc.flask_app import create_app
 from authsvc.inbox.server import InboxServer
 from authsvc.inbox.smtp import InboxSink
-from authsvc.passwords import Passwords
 from authsvc.services import Services, build_services
+from authsvc.web.app import create_app
 from testkit.waiting import free_port
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
-from authsvc import accounts
+from authsvc.accounts import actions
 from authsvc.services import Services
 from tests.inbox_support import email, send
 from tests.link_support import latest_link
@@ -16,9 +16,9 @@ def links_in_each_state(conn: psycopg.Connection, svc: Services) -> dict[str, st
     base = svc.settings.base_url
     address = make_account(conn, svc, "ann@example.com")  # confirms its verify link
     used = f"{base}/verify?token={latest_link(conn, svc, address, 'verify')}"
-    accounts.request_password_reset(conn, svc, email=address)
+    actions.request_password_reset(conn, svc, email=address)
     superseded = f"{base}/reset/confirm?token={latest_link(conn, svc, address, 'reset')}"
-    accounts.request_password_reset(conn, svc, email=address)
+    actions.request_password_reset(conn, svc, email=address)
     valid = f"{base}/reset/confirm?token={latest_link(conn, svc, address, 'reset')}"
     return {"used": used, "superseded": superseded, "would_redeem": valid}
 

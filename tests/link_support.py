@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import psycopg
 
+from authsvc.accounts.tokens import TokenClaims
 from authsvc.services import Services
-from authsvc.tokens import TokenClaims
 
 
 def latest_job(conn: psycopg.Connection, email: str, purpose: str) -> tuple[int, TokenClaims]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from authsvc.db import connect
-from authsvc.migrate import available_migrations
+from authsvc.db.connections import connect
+from authsvc.db.migrate import available_migrations
 
 
 def migrate_before(url: str, version: str) -> None:

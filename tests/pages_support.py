@@ -9,7 +9,7 @@ import psycopg
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from authsvc import accounts
+from authsvc.accounts import actions
 from authsvc.services import Services
 from tests.accounts_support import one_number
 from tests.link_support import latest_link
@@ -60,9 +60,9 @@ def make_account(
     verified: bool = True,
 ) -> str:
     """An account with PASSWORD, verified unless asked otherwise; returns its email."""
-    accounts.sign_up(conn, svc, email=email, password=PASSWORD)
+    actions.sign_up(conn, svc, email=email, password=PASSWORD)
     if verified:
-        accounts.confirm_verification(conn, svc, token=latest_link(conn, svc, email, "verify"))
+        actions.confirm_verification(conn, svc, token=latest_link(conn, svc, email, "verify"))
     return email
 
 

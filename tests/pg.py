@@ -21,8 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from authsvc.embedded import start_embedded_postgres
-from authsvc.migrate import upgrade
+from authsvc.db.embedded import start_embedded_postgres
+from authsvc.db.migrate import upgrade
 
 
 def with_database(url: str, dbname: str) -> str:

@@ -1,6 +1,6 @@
 """The worker's canonical-address check: its shortcut never accepts what the parser would not.
 
-Mail goes to exactly the stored address or nowhere (worker/render.py), so
+Mail goes to exactly the stored address or nowhere (authsvc/worker/render.py), so
 `is_canonical` must agree with parse_address on every input; the shortcut
 for plain addresses may only ever say yes where the parser says the address
 is its own canonical form.
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from authsvc.addresses import (
+from authsvc.accounts.addresses import (
     PLAIN_ADDRESS,
     InvalidAddress,
     _is_plain_canonical,

@@ -16,10 +16,10 @@ import psycopg
 import pytest
 from werkzeug.test import TestResponse
 
-from authsvc.app_keys import register_app
-from authsvc.codes import MAX_ATTEMPTS
-from authsvc.flask_app import MAX_BODY_BYTES
-from authsvc.idempotency import try_lock_key
+from authsvc.accounts.code_tries import MAX_ATTEMPTS
+from authsvc.apps.idempotency import try_lock_key
+from authsvc.apps.keys import register_app
+from authsvc.web.app import MAX_BODY_BYTES
 from tests.api_support import ALLOWED_REDIRECT, ApiCaller, assert_documented, register_shop_app
 from tests.link_support import latest_code, latest_link
 
@@ -92,11 +92,11 @@ def test_every_documented_answer_is_given_and_no_other(
 
     for exc in (RuntimeError("bug"), psycopg.OperationalError("gone")):
         with monkeypatch.context() as patch:
-            patch.setattr("authsvc.api.views.parse_body", failing(exc))
+            patch.setattr("authsvc.web.api.views.parse_body", failing(exc))
             for path in posts:
                 post(path, {"email": "a@example.com"})
     with monkeypatch.context() as patch:  # the document needs no database: only a bug fails it
-        patch.setattr("authsvc.api.views.openapi_document", failing(RuntimeError("bug")))
+        patch.setattr("authsvc.web.api.views.openapi_document", failing(RuntimeError("bug")))
         _record(seen, "GET", "/openapi.json", client.get("/api/v1/openapi.json"))
     _record(seen, "GET", "/openapi.json", client.get("/api/v1/openapi.json"))
 

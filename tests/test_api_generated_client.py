@@ -20,7 +20,7 @@ from urllib.request import urlopen
 
 import pytest
 
-from authsvc.app_keys import register_app
+from authsvc.apps.keys import register_app
 from authsvc.testing import ScopedInbox
 from testkit.stack import running_stack
 

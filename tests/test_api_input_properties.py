@@ -8,9 +8,9 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from authsvc.addresses import InvalidAddress, parse_address
-from authsvc.api.openapi import openapi_document
-from authsvc.api.problems import TITLES
+from authsvc.accounts.addresses import InvalidAddress, parse_address
+from authsvc.web.api.openapi import openapi_document
+from authsvc.web.api.problems import TITLES
 from tests.api_support import ApiCaller, assert_documented, register_shop_app
 
 PATHS = [

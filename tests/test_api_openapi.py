@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from openapi_spec_validator import validate
 
-from authsvc.api.requests import (
+from authsvc.web.api.requests import (
     LINK_REQUEST,
     PASSWORD_RESET_CONFIRM,
     SESSION,

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from authsvc.app_keys import register_app
+from authsvc.apps.keys import register_app
 
 MODE = os.environ.get("AUTHSVC_FUZZ_MODE", "short")
 EXAMPLES = {"short": 20, "long": 200}[MODE]  # per operation and generation mode

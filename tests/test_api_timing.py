@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from authsvc import accounts
+from authsvc.accounts import actions
 from tests.api_support import ApiCaller, register_shop_app
 from tests.worker_support import add_users
 
@@ -69,7 +69,7 @@ def test_a_link_request_commits_its_count_and_its_email_together(conn, svc):
     """
     add_users(conn, 1, "known")
     for email in ("known1@example.com", "unknown@example.com"):
-        assert accounts.request_password_reset(conn, svc, email=email)
+        assert actions.request_password_reset(conn, svc, email=email)
     [(job_xmin,)] = conn.execute("SELECT xmin::text FROM email_jobs").fetchall()
     counts = [row[0] for row in conn.execute(
         "SELECT xmin::text FROM rate_limit_counters WHERE bucket LIKE 'email_reset:%'"

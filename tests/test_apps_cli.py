@@ -13,9 +13,9 @@ import uuid
 import pytest
 from click.testing import CliRunner, Result
 
-from authsvc.app_keys import find_app_by_key
+from authsvc.app_events.secrets import open_secret
+from authsvc.apps.keys import find_app_by_key
 from authsvc.cli import main
-from authsvc.webhook_secrets import open_secret
 
 REDIRECT = "https://shop.example.com/auth"
 
@@ -226,7 +226,7 @@ def test_two_creates_at_once_cannot_both_take_a_name(database_url, conn):
 
     import psycopg
 
-    from authsvc.app_keys import name_taken, register_app
+    from authsvc.apps.keys import name_taken, register_app
 
     second_saw: list[bool] = []
     with psycopg.connect(database_url) as first:

@@ -14,9 +14,9 @@ import jinja2
 import pytest
 from playwright.sync_api import Page, expect
 
-from authsvc import accounts
+from authsvc.accounts import actions
+from authsvc.accounts.users import find_user_by_email
 from authsvc.resources import templates_dir
-from authsvc.users import find_user_by_email
 from testkit.servers import serving
 from tests.browser_support import BROWSER_MARKS, new_tab
 from tests.inbox_support import email, send, serve_front
@@ -106,8 +106,8 @@ def test_the_account_sessions_table_fits_the_screen(phone, base_url, conn, svc, 
     make_account(conn, svc)
     user = find_user_by_email(conn, "ann@example.com")
     assert user is not None
-    accounts.start_session(conn, svc, user=user, user_agent=IPHONE)
-    accounts.start_session(conn, svc, user=user, user_agent="")
+    actions.start_session(conn, svc, user=user, user_agent=IPHONE)
+    actions.start_session(conn, svc, user=user, user_agent="")
 
     phone.goto(f"{base_url}/login")
     phone.get_by_label("Email address").fill("ann@example.com")

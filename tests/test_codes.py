@@ -13,10 +13,10 @@ from collections import Counter
 
 import pytest
 
-from authsvc import accounts, users
-from authsvc.app_keys import register_app
-from authsvc.codes import MAX_ATTEMPTS, MAX_WRONG_PER_HOUR
-from authsvc.tokens import TokenError
+from authsvc.accounts import actions, users
+from authsvc.accounts.code_tries import MAX_ATTEMPTS, MAX_WRONG_PER_HOUR
+from authsvc.accounts.tokens import TokenError
+from authsvc.apps.keys import register_app
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.api_support import ApiCaller, assert_documented, assert_problem, register_shop_app
@@ -210,7 +210,7 @@ def test_right_codes_do_not_count_toward_the_hour(api, conn, svc):
 
 def test_concurrent_wrong_guesses_never_exceed_five(conn, svc, pool):
     """Ten threads guess at once; the count is taken atomically, so exactly five are judged."""
-    accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
+    actions.sign_up(conn, svc, email=ANN, password=PASSWORD)
     code = latest_code(conn, svc, ANN, "verify")
     guesses = [f"{(int(code) + 1 + i) % 10**6:06d}" for i in range(10)]  # pool max 12
     start = threading.Barrier(len(guesses))
@@ -221,7 +221,7 @@ def test_concurrent_wrong_guesses_never_exceed_five(conn, svc, pool):
         with pool.connection() as own:
             start.wait(timeout=10)
             try:
-                accounts.confirm_verification_code(own, svc, email=ANN, code=value)
+                actions.confirm_verification_code(own, svc, email=ANN, code=value)
                 result = "redeemed"
             except TokenError as exc:
                 result = exc.code
@@ -235,19 +235,19 @@ def test_concurrent_wrong_guesses_never_exceed_five(conn, svc, pool):
         t.join(timeout=30)
     assert outcomes == {"invalid_code": MAX_ATTEMPTS, "code_exhausted": 10 - MAX_ATTEMPTS}
     with pytest.raises(TokenError, match="code_exhausted"):
-        accounts.confirm_verification_code(conn, svc, email=ANN, code=code)
+        actions.confirm_verification_code(conn, svc, email=ANN, code=code)
 
 
 def test_concurrent_wrong_guesses_never_exceed_the_hour(conn, svc, pool):
     """Sixteen wrong codes, fresh emails, then ten threads in both purposes: four are judged."""
-    accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
-    for purpose, request in (("verify", accounts.request_verification),
-                             ("reset", accounts.request_password_reset)) * 2:
+    actions.sign_up(conn, svc, email=ANN, password=PASSWORD)
+    for purpose, request in (("verify", actions.request_verification),
+                             ("reset", actions.request_password_reset)) * 2:
         assert request(conn, svc, email=ANN)
         for _ in range(4):
             with pytest.raises(TokenError, match="invalid_code"):
                 _confirm(conn, svc, purpose, _wrong(latest_code(conn, svc, ANN, purpose)))
-    for request in (accounts.request_verification, accounts.request_password_reset):
+    for request in (actions.request_verification, actions.request_password_reset):
         assert request(conn, svc, email=ANN)  # each code has its five again; the hour has four
     guesses = [(purpose, _wrong(latest_code(conn, svc, ANN, purpose)))
                for purpose in ("verify", "reset") for _ in range(5)]
@@ -277,9 +277,9 @@ def test_concurrent_wrong_guesses_never_exceed_the_hour(conn, svc, pool):
 
 def _confirm(conn, svc, purpose: str, code: str) -> None:
     if purpose == "verify":
-        accounts.confirm_verification_code(conn, svc, email=ANN, code=code)
+        actions.confirm_verification_code(conn, svc, email=ANN, code=code)
     else:
-        accounts.reset_password_with_code(conn, svc, email=ANN, code=code, password=NEW_PASSWORD)
+        actions.reset_password_with_code(conn, svc, email=ANN, code=code, password=NEW_PASSWORD)
 
 
 def test_unknown_address_answers_byte_for_byte_like_a_wrong_code(api, conn, svc):
@@ -393,10 +393,10 @@ def test_wrong_code_counts_even_under_an_idempotency_key(api, conn, svc):
 
 def test_the_emails_carry_the_code_for_their_link(database_url, conn, svc, settings):
     with SmtpDouble() as smtp:
-        accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
-        accounts.request_password_reset(conn, svc, email="nobody@example.com")
+        actions.sign_up(conn, svc, email=ANN, password=PASSWORD)
+        actions.request_password_reset(conn, svc, email="nobody@example.com")
         shop, _key = register_app(conn, "shop", ["https://app.example/welcome"])
-        accounts.sign_up(conn, svc, email="bo@example.com", password=PASSWORD,
+        actions.sign_up(conn, svc, email="bo@example.com", password=PASSWORD,
                          redirect_url="https://app.example/welcome", app=shop)
         worker(database_url, settings, smtp.url, svc.clock, once=True).run()
     assert sorted(m.rcpt_tos[0] for m in smtp.messages) == [ANN, "bo@example.com"]
@@ -411,7 +411,7 @@ def test_the_emails_carry_the_code_for_their_link(database_url, conn, svc, setti
     assert f"{settings.base_url}/verify/code" in ann.text and "/verify/code" in html
     # An app's flow sends the person to the app's own page to type the code.
     assert "at https://app.example/welcome:" in bo.text
-    user = accounts.confirm_verification_code(conn, svc, email=ANN, code=code)
+    user = actions.confirm_verification_code(conn, svc, email=ANN, code=code)
     stored = users.find_user_by_id(conn, user.id)
     assert stored is not None and stored.verified
 

@@ -1,4 +1,4 @@
-"""Server-side prepared statements only where no pooler can be in between (authsvc/db.py).
+"""Server-side prepared statements only where no pooler can be in between (db/connections.py).
 
 Preparing saves the planning of every repeated statement (half of the
 worker's claim), but through a transaction pooler the prepared statement
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from authsvc.config import load_settings
-from authsvc.db import create_pool, is_direct, resolve_database_url, resolve_listen_url
+from authsvc.db.connections import create_pool, is_direct, resolve_database_url, resolve_listen_url
 
 
 def _prepared_after_repeats(url: str, *, direct: bool) -> int:

@@ -17,9 +17,12 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from authsvc import accounts
-from authsvc.app_keys import revoke_app
-from authsvc.webhook_targets import is_public_address
+from authsvc.accounts import actions
+from authsvc.app_events.targets import is_public_address
+from authsvc.apps.keys import revoke_app
+from authsvc.worker import jobs
+from authsvc.worker.event_delivery import WebhookDelivery
+from authsvc.worker.jobs import Outcome
 from testkit.waiting import free_port, wait_until
 from tests.api_support import ApiCaller
 from tests.link_support import latest_link
@@ -31,9 +34,6 @@ from tests.webhook_support import (
     webhook_worker,
 )
 from tests.worker_support import running
-from worker import jobs
-from worker.jobs import Outcome
-from worker.webhooks import WebhookDelivery
 
 PASSWORD = "correct horse battery"
 NEW_PASSWORD = "another horse staple"
@@ -179,22 +179,22 @@ def test_events_commit_with_their_cause_and_only_for_the_app_that_started_the_fl
         token = latest_link(conn, svc, EMAIL, "verify")
         # A redemption rolled back (the request failed later) queues nothing.
         with pytest.raises(RuntimeError), conn.transaction():
-            accounts.confirm_verification(conn, svc, token=token)
+            actions.confirm_verification(conn, svc, token=token)
             assert len(_webhook_jobs(conn)) == 1
             raise RuntimeError("the caller's transaction fails")
         assert _webhook_jobs(conn) == []
         # Confirmed outside the API (the web page's path): the app that sent
         # the link still hears of it, the other app does not.
-        accounts.confirm_verification(conn, svc, token=token)
+        actions.confirm_verification(conn, svc, token=token)
         rows = conn.execute(
             "SELECT template, app_id FROM email_jobs WHERE kind = 'webhook'"
         ).fetchall()
         assert rows == [("user.verified", app.id)]
         assert other.id != app.id and other_key != key
         # A flow started on the web pages (no app) tells nobody.
-        accounts.sign_up(conn, svc, email="web@example.com", password=PASSWORD)
+        actions.sign_up(conn, svc, email="web@example.com", password=PASSWORD)
         token = latest_link(conn, svc, "web@example.com", "verify")
-        accounts.confirm_verification(conn, svc, token=token)
+        actions.confirm_verification(conn, svc, token=token)
         assert len(_webhook_jobs(conn)) == 1
 
 
@@ -470,7 +470,7 @@ def test_a_receiver_that_always_fails_ends_failed_after_the_last_attempt_and_can
     conn, client, svc, settings, clock, database_url
 ):
     from authsvc.outbox.admin import redrive_job
-    from worker.delivery import RetryPolicy
+    from authsvc.worker.delivery import RetryPolicy
 
     with serving(statuses=[500] * 3) as receiver:
         app, key, _ = register_webhook_app(conn, settings, receiver.url)
@@ -502,7 +502,7 @@ def test_a_malformed_event_row_fails_that_job_and_spares_the_worker(conn, settin
 
 
 def test_a_new_webhook_secret_signs_pending_events_at_once(conn, client, svc, settings):
-    from authsvc.app_keys import replace_webhook_secret
+    from authsvc.apps.keys import replace_webhook_secret
 
     with serving() as receiver:
         app, key, old_secret = register_webhook_app(conn, settings, receiver.url)
@@ -522,9 +522,9 @@ def test_an_apps_events_do_not_tell_it_which_addresses_have_accounts(conn, clien
     outcome events must not undo that. Before the fix an app learned, from
     email.delivered, which addresses had an account (reset) or were unconfirmed
     (verification), for accounts made anywhere (found in review)."""
-    accounts.sign_up(conn, svc, email="victim@example.com", password=PASSWORD)
+    actions.sign_up(conn, svc, email="victim@example.com", password=PASSWORD)
     conn.execute("UPDATE users SET email_verified_at = now() WHERE email = 'victim@example.com'")
-    accounts.sign_up(conn, svc, email="pending@example.com", password=PASSWORD)
+    actions.sign_up(conn, svc, email="pending@example.com", password=PASSWORD)
     conn.execute("DELETE FROM email_jobs")
     with serving() as receiver:
         app, key, _ = register_webhook_app(conn, settings, receiver.url, "prober")

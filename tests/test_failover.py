@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from authsvc.config import load_settings
-from authsvc.db import connect, create_pool
-from authsvc.flask_app import create_app
+from authsvc.db.connections import connect, create_pool
+from authsvc.web.app import create_app
 from chaos.failover import FailoverPair
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
@@ -68,7 +68,7 @@ def test_web_answers_503_with_retry_after_during_the_gap_then_recovers(pair, env
 
 def test_worker_re_listens_on_the_new_primary_and_rechecks_the_queue(pair, env, caplog):
     """Polling only every 600 s: a job queued after the failover arrives through the new LISTEN."""
-    caplog.set_level(logging.INFO, logger="worker.loop")
+    caplog.set_level(logging.INFO, logger="authsvc.worker.loop")
     settings = load_settings({**env, "AUTHSVC_DATABASE_URL": pair.url,
                               "AUTHSVC_DIRECT_DATABASE_URL": pair.url})
     with SmtpDouble() as smtp:

@@ -8,7 +8,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from authsvc.idempotency import KEY_LIFETIME, prune_idempotency_keys
+from authsvc.apps.idempotency import KEY_LIFETIME, prune_idempotency_keys
 from testkit.waiting import wait_until
 from tests.api_support import ApiCaller, assert_problem, register_shop_app
 from tests.link_support import latest_claims, latest_link
@@ -224,15 +224,15 @@ def test_a_redeemed_link_retried_with_its_key_replays_success(api, conn, svc):
 
 def test_logins_are_never_replayed_so_an_old_password_stops_working(api, conn, svc):
     """A stored 200 for /sessions would let the old password in after a reset."""
-    from authsvc import accounts
+    from authsvc.accounts import actions
 
     login = {"email": "ann@example.com", "password": "correct horse battery"}  # from `api`
     verify = latest_link(conn, svc, "ann@example.com", "verify")
-    accounts.confirm_verification(conn, svc, token=verify)
+    actions.confirm_verification(conn, svc, token=verify)
     assert api.post("/sessions", login, idempotency_key="login-1").status_code == 200
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
     token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
-    accounts.reset_password(conn, svc, token=token, password="second long passphrase")
+    actions.reset_password(conn, svc, token=token, password="second long passphrase")
 
     again = api.post("/sessions", login, idempotency_key="login-1")
     assert_problem(again, 401, "invalid_credentials")

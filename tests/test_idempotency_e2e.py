@@ -15,9 +15,9 @@ from urllib.request import Request, urlopen
 import pytest
 from werkzeug.serving import make_server
 
-from authsvc.app_keys import register_app
-from authsvc.flask_app import create_app
+from authsvc.apps.keys import register_app
 from authsvc.testing import ScopedInbox
+from authsvc.web.app import create_app
 from testkit.waiting import free_port
 from tests.accounts_support import insert_user
 from tests.api_support import job_count

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from werkzeug.serving import make_server
 
+from authsvc.accounts.passwords import Passwords
 from authsvc.inbox.server import InboxServer
 from authsvc.inbox.waiters import AsyncScopeWatcher
-from authsvc.passwords import Passwords
 from authsvc.testing import InboxError, ScopedInbox
 from tests.inbox_support import (
     HttpClient,

@@ -11,8 +11,8 @@ from urllib.request import Request, urlopen
 
 import pytest
 
-from authsvc.app_keys import register_app
-from authsvc.passwords import cheap_passwords
+from authsvc.accounts.passwords import cheap_passwords
+from authsvc.apps.keys import register_app
 from authsvc.testing import ScopedInbox
 from testkit.stack import running_stack
 from testkit.waiting import wait_until

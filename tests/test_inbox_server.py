@@ -18,7 +18,7 @@ from urllib.request import urlopen
 
 import pytest
 
-from authsvc.db import connect
+from authsvc.db.connections import connect
 from authsvc.testing import InboxError, ScopedInbox
 from testkit.waiting import free_port, wait_until
 from tests.conftest import TEST_KEY

@@ -159,9 +159,9 @@ def test_the_budget_is_a_validated_setting(env):
 
 def test_messages_stored_before_the_split_keep_their_ids_and_answers(empty_database_url):
     """An inbox written by the earlier schema (one whole row per scope) upgrades in place."""
-    from authsvc.db import connect
+    from authsvc.db.connections import connect
+    from authsvc.db.migrate import available_migrations, upgrade
     from authsvc.inbox import messages
-    from authsvc.migrate import available_migrations, upgrade
 
     with connect(empty_database_url) as conn:
         for migration in available_migrations():

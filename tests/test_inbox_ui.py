@@ -7,9 +7,10 @@ import smtplib
 
 import pytest
 
-from authsvc import accounts
+from authsvc.accounts import actions
 from authsvc.inbox.link_states import find_code
 from authsvc.services import Services
+from authsvc.worker import jobs
 from tests.inbox_support import (
     HttpClient,
     email,
@@ -18,7 +19,6 @@ from tests.inbox_support import (
 from tests.inbox_ui_support import links_in_each_state, send_links_email
 from tests.link_support import latest_claims
 from tests.worker_support import renderer
-from worker import jobs
 
 
 def _message_id(inbox: HttpClient, scope: str) -> int:
@@ -122,8 +122,8 @@ def test_find_code(text, code):
 def test_a_real_reset_email_shows_its_own_code(inbox, sink, conn, svc: Services, settings):
     """The UI picks the code out of the email authsvc's worker renders, not a look-alike."""
     address = "cody+realcode@inbox.test"
-    accounts.sign_up(conn, svc, email=address, password="correct horse battery")
-    accounts.request_password_reset(conn, svc, email=address)
+    actions.sign_up(conn, svc, email=address, password="correct horse battery")
+    actions.request_password_reset(conn, svc, email=address)
     [job] = [j for j in jobs.claim_batch(conn, "ui-test", 10, 30) if j.template == "reset"]
     outgoing = renderer(settings).render(job)
     with smtplib.SMTP("127.0.0.1", sink.port, timeout=10) as client:

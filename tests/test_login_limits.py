@@ -7,27 +7,27 @@ import psycopg
 import pytest
 from argon2 import PasswordHasher
 
-from authsvc import accounts
-from authsvc.passwords import Passwords
+from authsvc.accounts import actions
+from authsvc.accounts.passwords import Passwords
+from authsvc.accounts.users import update_password_hash
 from authsvc.services import build_services
-from authsvc.users import update_password_hash
 from tests.accounts_support import insert_user, stored_user
 from tests.link_support import latest_link
 from tests.race_support import race
 
 
 def test_concurrent_wrong_guesses_never_exceed_the_limit(database_url, conn, svc):
-    accounts.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
+    actions.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
     limit = svc.settings.rate_limit_login.limit
     guesses = limit * 4
 
     def guess(own: psycopg.Connection, i: int) -> str:
         try:
-            accounts.authenticate(own, svc, email="ann@example.com", password=f"wrong {i}")
+            actions.authenticate(own, svc, email="ann@example.com", password=f"wrong {i}")
             return "ok"
-        except accounts.InvalidCredentials:
+        except actions.InvalidCredentials:
             return "checked"
-        except accounts.TooManyAttempts:
+        except actions.TooManyAttempts:
             return "refused"
 
     outcomes = race(database_url, guesses, guess)
@@ -36,21 +36,21 @@ def test_concurrent_wrong_guesses_never_exceed_the_limit(database_url, conn, svc
 
 
 def test_successful_logins_do_not_use_up_the_limit(conn, svc):
-    accounts.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
+    actions.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
     verify = latest_link(conn, svc, "ann@example.com", "verify")
-    accounts.confirm_verification(conn, svc, token=verify)
+    actions.confirm_verification(conn, svc, token=verify)
     limit = svc.settings.rate_limit_login.limit
     for _ in range(limit * 2):
-        user = accounts.authenticate(
+        user = actions.authenticate(
             conn, svc, email="ann@example.com", password="correct horse battery"
         )
         assert user.email == "ann@example.com"
     # The whole budget is still there: `limit` wrong guesses are checked, the next refused.
     for i in range(limit):
-        with pytest.raises(accounts.InvalidCredentials):
-            accounts.authenticate(conn, svc, email="ann@example.com", password=f"wrong {i}")
-    with pytest.raises(accounts.TooManyAttempts):
-        accounts.authenticate(conn, svc, email="ann@example.com", password="correct horse battery")
+        with pytest.raises(actions.InvalidCredentials):
+            actions.authenticate(conn, svc, email="ann@example.com", password=f"wrong {i}")
+    with pytest.raises(actions.TooManyAttempts):
+        actions.authenticate(conn, svc, email="ann@example.com", password="correct horse battery")
 
 
 class _ResetDuringVerify(Passwords):
@@ -80,8 +80,8 @@ def test_login_rehash_does_not_undo_a_concurrent_password_change(database_url, c
     with psycopg_pool_for(database_url) as pool:
         svc = build_services(settings, pool, passwords=passwords)
         # The old password stopped being the password mid-login: refused, not rehashed.
-        with pytest.raises(accounts.InvalidCredentials):
-            accounts.authenticate(
+        with pytest.raises(actions.InvalidCredentials):
+            actions.authenticate(
                 conn, svc, email="ann@example.com", password="old passphrase 123"
             )
 
@@ -97,6 +97,6 @@ def test_rehash_applies_when_nothing_changed(conn):
 
 
 def psycopg_pool_for(url: str):
-    from authsvc.db import create_pool
+    from authsvc.db.connections import create_pool
 
     return create_pool(url, min_size=1, max_size=2)

@@ -1,6 +1,6 @@
 """Expiring state is pruned, not kept forever.
 
-The worker's housekeeping (worker/loop.py, every PRUNE_EVERY_SECONDS) calls
+The worker's housekeeping (authsvc/worker/loop.py, every PRUNE_EVERY_SECONDS) calls
 these three functions with its clock; each is called here directly, with a
 frozen clock, on one row past its lifetime and one within it.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from authsvc.app_keys import register_app
-from authsvc.codes import prune_code_attempts
-from authsvc.idempotency import KEY_LIFETIME, prune_idempotency_keys
+from authsvc.accounts.code_tries import prune_code_attempts
+from authsvc.apps.idempotency import KEY_LIFETIME, prune_idempotency_keys
+from authsvc.apps.keys import register_app
 from authsvc.ratelimit import prune_rate_limits
 from authsvc.services import token_codec
 

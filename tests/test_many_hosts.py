@@ -37,9 +37,9 @@ from typing import Any
 import pytest
 from aiosmtpd.controller import UnixSocketController
 
-from authsvc.app_keys import register_app
-from authsvc.db import connect
-from authsvc.migrate import upgrade
+from authsvc.apps.keys import register_app
+from authsvc.db.connections import connect
+from authsvc.db.migrate import upgrade
 from chaos.servers import Postgres
 from testkit.waiting import wait_until
 from tests.conftest import TEST_KEY

@@ -93,9 +93,9 @@ def test_two_gunicorn_workers_report_one_monotonic_set_of_counters(env, tmp_path
 
 def test_worker_serves_its_own_counters(database_url, conn, settings):
     """`authsvc worker --metrics-port`: claims, outcomes and send time of this process."""
+    from authsvc.worker.metrics_port import WorkerMetrics
     from testkit.smtp_double import SmtpDouble
     from tests.worker_support import queue_notices, worker
-    from worker.metrics import WorkerMetrics
 
     queue_notices(conn, 3)
     with SmtpDouble() as smtp:

@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from authsvc import accounts
-from authsvc.codes import address_digest, count_attempt
+from authsvc.accounts import actions
+from authsvc.accounts.code_tries import address_digest, count_attempt
+from authsvc.accounts.tokens import TokenClaims
 from authsvc.config import load_settings
-from authsvc.db import connect, create_pool
-from authsvc.migrate import LOCK_KEY, applied_versions, upgrade
+from authsvc.db.connections import connect, create_pool
+from authsvc.db.migrate import LOCK_KEY, applied_versions, upgrade
 from authsvc.resources import migrations_dir
 from authsvc.services import build_services
-from authsvc.tokens import TokenClaims
 from testkit.waiting import wait_until
 from tests.accounts_support import one_number
 from tests.migration_support import migrate_before
@@ -58,12 +58,12 @@ def test_a_password_swapped_under_the_old_code_is_not_confirmed_by_the_owners_li
         conn.autocommit = True
         svc = build_services(settings, pool, clock=clock, passwords=passwords)
         owners_link = svc.tokens.mint(TokenClaims(user_id, "verify", 1, issued))
-        with pytest.raises(accounts.PasswordRequired):
-            accounts.confirm_verification(conn, svc, token=owners_link)
-        accounts.confirm_verification(conn, svc, token=owners_link, password="owners new choice 7")
-        with pytest.raises(accounts.InvalidCredentials):
-            accounts.authenticate(conn, svc, email="victim@example.com", password=ATTACKER)
-        accounts.authenticate(conn, svc, email="victim@example.com", password="owners new choice 7")
+        with pytest.raises(actions.PasswordRequired):
+            actions.confirm_verification(conn, svc, token=owners_link)
+        actions.confirm_verification(conn, svc, token=owners_link, password="owners new choice 7")
+        with pytest.raises(actions.InvalidCredentials):
+            actions.authenticate(conn, svc, email="victim@example.com", password=ATTACKER)
+        actions.authenticate(conn, svc, email="victim@example.com", password="owners new choice 7")
 
 
 def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from authsvc.migrate import available_migrations
+from authsvc.db.migrate import available_migrations
 
 pytestmark = pytest.mark.e2e  # every test runs the authsvc command
 

@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from authsvc.cli import main
-from authsvc.metrics import LATENCY_BOUNDS
-from authsvc.migrate import upgrade
+from authsvc.db.migrate import upgrade
+from authsvc.observability.metrics import LATENCY_BOUNDS
 from authsvc.outbox import STATUSES
 from authsvc.outbox.admin import (
     OutboxStats,
@@ -32,9 +32,9 @@ from authsvc.outbox.admin import (
     redrive_job,
     send_latency,
 )
+from authsvc.worker.jobs import Outcome, claim_batch, record_outcomes
 from tests.race_support import wait_until_waiting_on_a_lock
 from tests.worker_support import queue_notices
-from worker.jobs import Outcome, claim_batch, record_outcomes
 
 
 def _without_age(stats: OutboxStats) -> OutboxStats:
@@ -151,9 +151,9 @@ def test_a_read_during_a_fold_sees_the_same_totals_and_a_second_fold_does_not_wa
 def test_the_worker_folds_the_deltas_without_anyone_reading(database_url, settings, conn,
                                                             monkeypatch):
     """Bounded with no scraper: each worker round that claimed folds what was written."""
+    from authsvc.worker import loop
     from testkit.smtp_double import SmtpDouble
     from tests.worker_support import worker
-    from worker import loop
 
     monkeypatch.setattr(loop, "FOLD_EVERY_SECONDS", 0.0)
     queue_notices(conn, 6)

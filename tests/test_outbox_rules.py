@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from authsvc.cli import main
+from authsvc.worker.jobs import Q as JOB_QUERIES
+from authsvc.worker.jobs import claim_batch
 from tests.worker_support import queue_notices
-from worker.jobs import Q as JOB_QUERIES
-from worker.jobs import claim_batch
 
 
 def _cli_stats(env: dict[str, str]) -> dict[str, float]:

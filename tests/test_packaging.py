@@ -37,8 +37,11 @@ def test_wheel_carries_templates_migrations_and_data(tmp_path):
     assert "authsvc/_shipped/migrations/0001_initial.sql" in names
     assert "authsvc/data/common-passwords.txt" in names
     assert any(n.startswith("authsvc/_shipped/templates/") for n in names)
-    assert any(n.startswith("worker/") for n in names)
-    assert "worker/providers/resend.py" in names
+    assert any(n.startswith("authsvc/worker/") for n in names)
+    assert "authsvc/worker/providers/resend.py" in names
+    # Each table owner's SQL ships beside it; no second top-level package.
+    assert {"authsvc/accounts/users.sql", "authsvc/worker/jobs.sql"} <= names
+    assert {n.split("/")[0] for n in names if n.endswith(".py")} == {"authsvc"}
     # Test tools (the local Resend-like provider) stay out of the runtime.
     assert not any(n.startswith(("tools/", "tests/", "chaos/", "bench/")) for n in names)
 
@@ -47,7 +50,7 @@ def test_wheel_carries_templates_migrations_and_data(tmp_path):
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     probe = (
-        "import authsvc.resources as r, authsvc.migrate as m;"
+        "import authsvc.resources as r, authsvc.db.migrate as m;"
         "print(r.migrations_dir()); print(r.templates_dir()); print(len(m.available_migrations()))"
     )
     out = subprocess.run(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from authsvc import accounts, users
-from authsvc.codes import MAX_ATTEMPTS
+from authsvc.accounts import actions, users
+from authsvc.accounts.code_tries import MAX_ATTEMPTS
 from tests.link_support import latest_code, latest_link
 from tests.pages_support import PASSWORD, csrf_token, submit, text_of
 
@@ -28,7 +28,7 @@ def _sessions(conn) -> int:
 
 
 def test_verify_code_page_confirms_once(client, conn, svc):
-    accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
+    actions.sign_up(conn, svc, email=ANN, password=PASSWORD)
     code = latest_code(conn, svc, ANN, "verify")
     page = client.get("/verify/code")
     assert page.status_code == 200 and 'autocomplete="one-time-code"' in page.get_data(as_text=True)
@@ -42,7 +42,7 @@ def test_verify_code_page_confirms_once(client, conn, svc):
 
 
 def test_wrong_code_and_unknown_address_pages_are_the_same(client, conn, svc):
-    accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
+    actions.sign_up(conn, svc, email=ANN, password=PASSWORD)
     code = latest_code(conn, svc, ANN, "verify")
     token = csrf_token(client, "/verify/code")
 
@@ -56,8 +56,8 @@ def test_wrong_code_and_unknown_address_pages_are_the_same(client, conn, svc):
 
 
 def test_contested_address_page_asks_for_the_password(client, conn, svc):
-    accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
-    accounts.sign_up(conn, svc, email=ANN, password="attacker's passphrase")
+    actions.sign_up(conn, svc, email=ANN, password=PASSWORD)
+    actions.sign_up(conn, svc, email=ANN, password="attacker's passphrase")
     code = latest_code(conn, svc, ANN, "verify")
     asked = submit(client, "/verify/code", {"email": ANN, "code": code})
     assert asked.status_code == 422 and "Choose your password" in text_of(asked)
@@ -68,7 +68,7 @@ def test_contested_address_page_asks_for_the_password(client, conn, svc):
 
 
 def test_exhausted_code_page_points_to_the_link(client, conn, svc):
-    accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
+    actions.sign_up(conn, svc, email=ANN, password=PASSWORD)
     code = latest_code(conn, svc, ANN, "verify")
     for _ in range(MAX_ATTEMPTS):
         submit(client, "/verify/code", {"email": ANN, "code": _wrong(code)})
@@ -83,8 +83,8 @@ def test_exhausted_code_page_points_to_the_link(client, conn, svc):
 
 
 def test_reset_code_page_sets_the_password_and_logs_nobody_in(client, conn, svc):
-    accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
-    accounts.request_password_reset(conn, svc, email=ANN)
+    actions.sign_up(conn, svc, email=ANN, password=PASSWORD)
+    actions.request_password_reset(conn, svc, email=ANN)
     code = latest_code(conn, svc, ANN, "reset")
     weak = submit(client, "/reset/code", {"email": ANN, "code": code, "password": "password"})
     assert weak.status_code == 422 and "too common" in text_of(weak)
@@ -96,7 +96,7 @@ def test_reset_code_page_sets_the_password_and_logs_nobody_in(client, conn, svc)
 
 
 def test_code_pages_need_csrf(client, conn, svc):
-    accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
+    actions.sign_up(conn, svc, email=ANN, password=PASSWORD)
     code = latest_code(conn, svc, ANN, "verify")
     forged = client.post("/verify/code", data={"email": ANN, "code": code})
     assert forged.status_code == 400 and "This form has expired" in text_of(forged)
@@ -118,7 +118,7 @@ def test_code_pages_share_the_per_ip_form_limit(app_with, conn, svc):
 
 
 def test_bad_input_is_a_form_error(client, conn, svc):
-    accounts.sign_up(conn, svc, email=ANN, password=PASSWORD)
+    actions.sign_up(conn, svc, email=ANN, password=PASSWORD)
     for data in ({"email": "not an address", "code": "123456"}, {"email": ANN, "code": ""},
                  {"email": ANN, "code": "1" * 33}):
         response = submit(client, "/verify/code", data)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-CSS = Path(__file__).resolve().parents[1] / "authsvc" / "pages" / "static" / "pages.css"
+CSS = Path(__file__).resolve().parents[1] / "authsvc" / "web" / "pages" / "static" / "pages.css"
 NON_TEXT_MINIMUM = 3.0  # WCAG 1.4.11 non-text contrast
 
 

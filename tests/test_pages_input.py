@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from authsvc.db import create_pool
-from authsvc.flask_app import create_app
+from authsvc.db.connections import create_pool
+from authsvc.web.app import create_app
 from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, csrf_token, make_account, queued, text_of
 

@@ -11,10 +11,10 @@ import pytest
 
 from authsvc import ratelimit
 from authsvc.durations import describe_duration
+from authsvc.worker.jobs import ClaimedJob
 from tests.link_support import latest_link
 from tests.pages_support import make_account, queued, submit_on_link_page, text_of
 from tests.worker_support import renderer
-from worker.jobs import ClaimedJob
 
 RESENT_SAYS = "If the address the old link was for can receive one, a new link is on its way."
 RESEND_METRIC = "authsvc_page_resends_suppressed_total"

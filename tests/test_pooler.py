@@ -22,8 +22,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from authsvc.config import load_settings
-from authsvc.db import connect, create_pool, resolve_listen_url
-from authsvc.migrate import available_migrations, upgrade
+from authsvc.db.connections import connect, create_pool, resolve_listen_url
+from authsvc.db.migrate import available_migrations, upgrade
 from chaos.servers import PgBouncer
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
@@ -149,7 +149,7 @@ def test_worker_without_a_direct_url_polls_instead_of_listening(
     pooled_url, conn, settings, smtp, caplog
 ):
     """LISTEN through a pooler hears nothing: with no direct URL the worker polls, says so once."""
-    caplog.set_level(logging.INFO, logger="worker.loop")
+    caplog.set_level(logging.INFO, logger="authsvc.worker.loop")
     w = worker(pooled_url, settings, smtp.url, poll_seconds=600, listen_url=None)
     with running(w):
         wait_until(lambda: any(r.msg == "worker_started" for r in caplog.records),

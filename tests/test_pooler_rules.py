@@ -1,8 +1,8 @@
 """Pooler safety as a rule of the source (SPEC §11), so a new module cannot quietly break it.
 
 Through a transaction pooler a session's state stays on a server connection
-someone else gets next, so the shipped code (authsvc/, worker/, migrations/)
-may not: connect without authsvc.db (which turns off psycopg's automatic
+someone else gets next, so the shipped code (authsvc/ and migrations/)
+may not: connect without authsvc.db.connections (which turns off psycopg's automatic
 prepared statements), take a session-level advisory lock, or SET a session
 setting outside a transaction (SET LOCAL / set_config(..., true) are fine).
 """
@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = [ROOT / "authsvc", ROOT / "worker"]
+SHIPPED = [ROOT / "authsvc"]
 CONNECTORS = {"connect", "ConnectionPool", "AsyncConnectionPool"}
 
 
@@ -41,10 +41,10 @@ def _callee(node: ast.Call) -> str:
     return func.id if isinstance(func, ast.Name) else ""
 
 
-def test_every_connection_is_made_by_authsvc_db():
+def test_every_connection_is_made_by_authsvc_db_connections():
     offenders = []
     for path in _python_files():
-        if path == ROOT / "authsvc" / "db.py":
+        if path == ROOT / "authsvc" / "db" / "connections.py":
             continue
         source = path.read_text(encoding="utf-8")
         for node in ast.walk(ast.parse(source)):

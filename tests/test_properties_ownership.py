@@ -36,10 +36,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from authsvc import accounts
+from authsvc.accounts import actions
+from authsvc.accounts.tokens import TokenClaims, TokenError
 from authsvc.clock import FrozenClock
 from authsvc.services import Services
-from authsvc.tokens import TokenClaims, TokenError
 from tests.accounts_support import forget_everyone
 
 ADDRESS = "victim@example.com"
@@ -104,23 +104,23 @@ def test_only_the_mailbox_holder_ever_decides_the_password(
 
         @rule(target=mailbox, password=st.sampled_from(ATTACKER))
         def attacker_signs_up(self, password: str):
-            accounts.sign_up(conn, svc, email=ADDRESS, password=password)
+            actions.sign_up(conn, svc, email=ADDRESS, password=password)
             return self._new_mail("attacker")
 
         @rule(target=mailbox, password=st.sampled_from(OWNER))
         def owner_signs_up(self, password: str):
-            accounts.sign_up(conn, svc, email=ADDRESS, password=password)
+            actions.sign_up(conn, svc, email=ADDRESS, password=password)
             self.owner_signed_up = True
             return self._new_mail("owner")
 
         @rule(target=mailbox)
         def someone_asks_for_a_verification_link(self):
-            accounts.request_verification(conn, svc, email=ADDRESS)
+            actions.request_verification(conn, svc, email=ADDRESS)
             return self._new_mail()
 
         @rule(target=mailbox)
         def someone_asks_for_a_reset_link(self):
-            accounts.request_password_reset(conn, svc, email=ADDRESS)
+            actions.request_password_reset(conn, svc, email=ADDRESS)
             return self._new_mail()
 
         @rule(seconds=st.sampled_from([60, 901, 3600]))
@@ -151,17 +151,17 @@ def test_only_the_mailbox_holder_ever_decides_the_password(
                     if password is None:
                         return  # a reset always sets a password
                     if by_code:
-                        accounts.reset_password_with_code(conn, svc, **code, password=password)
+                        actions.reset_password_with_code(conn, svc, **code, password=password)
                     else:
-                        accounts.reset_password(conn, svc, token=mail.token, password=password)
+                        actions.reset_password(conn, svc, token=mail.token, password=password)
                 elif by_code:
-                    accounts.confirm_verification_code(conn, svc, **code, password=password)
+                    actions.confirm_verification_code(conn, svc, **code, password=password)
                 else:
-                    accounts.confirm_verification(conn, svc, token=mail.token, password=password)
+                    actions.confirm_verification(conn, svc, token=mail.token, password=password)
                 outcome = "ok"
             except TokenError as exc:
                 outcome = exc.code
-            except accounts.PasswordRequired:
+            except actions.PasswordRequired:
                 outcome = "password_required"
             if outcome == "ok":
                 assert newest, f"an older {purpose} {'code' if by_code else 'link'} redeemed"
@@ -177,8 +177,8 @@ def test_only_the_mailbox_holder_ever_decides_the_password(
         def no_attacker_password_opens_the_account(self):
             for password in ATTACKER:
                 try:
-                    accounts.authenticate(conn, svc, email=ADDRESS, password=password)
-                except (accounts.InvalidCredentials, accounts.TooManyAttempts):
+                    actions.authenticate(conn, svc, email=ADDRESS, password=password)
+                except (actions.InvalidCredentials, actions.TooManyAttempts):
                     continue
                 raise AssertionError(f"the attacker's {password!r} logs in")
             # Keep the probes from locking the owner out: they are not the attacker's tries.

@@ -32,11 +32,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from authsvc import accounts
+from authsvc.accounts import actions
+from authsvc.accounts.sessions import SESSION_LIFETIME
+from authsvc.accounts.tokens import TokenClaims, TokenCodec, TokenError
 from authsvc.clock import FrozenClock
 from authsvc.services import Services
-from authsvc.sessions import SESSION_LIFETIME
-from authsvc.tokens import TokenClaims, TokenCodec, TokenError
 from tests.accounts_support import forget_everyone
 from tests.conftest import TEST_KEY
 from tests.link_support import latest_job
@@ -190,7 +190,7 @@ def test_only_the_newest_link_redeems_once(
 
         @rule(target=queued, email=st.sampled_from(EMAILS), password=st.sampled_from(PASSWORDS))
         def sign_up(self, email: str, password: str):
-            accounts.sign_up(conn, self.svc, email=email, password=password)
+            actions.sign_up(conn, self.svc, email=email, password=password)
             if email not in self.users:
                 # Ids are not predictable (a conflicting insert still uses one up).
                 row = conn.execute("SELECT id FROM users WHERE email = %s", (email,)).fetchone()
@@ -213,7 +213,7 @@ def test_only_the_newest_link_redeems_once(
 
         @rule(target=queued, email=st.sampled_from(EMAILS))
         def request_verification(self, email: str):
-            accounts.request_verification(conn, self.svc, email=email)
+            actions.request_verification(conn, self.svc, email=email)
             user = self.users.get(email)
             if self._allowed(email, "verify") and user is not None and not user.verified:
                 user.signups = max(user.signups, 2)  # a resend's confirmer chooses the password
@@ -222,7 +222,7 @@ def test_only_the_newest_link_redeems_once(
 
         @rule(target=queued, email=st.sampled_from(EMAILS))
         def request_password_reset(self, email: str):
-            accounts.request_password_reset(conn, self.svc, email=email)
+            actions.request_password_reset(conn, self.svc, email=email)
             if self._allowed(email, "reset") and email in self.users:
                 return self._issue(email, "reset")
             return multiple()
@@ -248,16 +248,16 @@ def test_only_the_newest_link_redeems_once(
             hash_before = self._password_hash(user.id)
             try:
                 if endpoint == "reset":
-                    accounts.reset_password(conn, self.svc, token=link.token, password=password)
+                    actions.reset_password(conn, self.svc, token=link.token, password=password)
                 else:
                     chosen = password if with_password else None
-                    accounts.confirm_verification(
+                    actions.confirm_verification(
                         conn, self.svc, token=link.token, password=chosen
                     )
                 outcome = "ok"
             except TokenError as exc:
                 outcome = exc.code
-            except accounts.PasswordRequired:
+            except actions.PasswordRequired:
                 outcome = "password_required"
             assert outcome == expected, f"{endpoint} {link.claims}: {outcome}, not {expected}"
             if outcome != "ok":
@@ -281,7 +281,7 @@ def test_only_the_newest_link_redeems_once(
             endpoint = link.claims.purpose if same_endpoint else other
             expected = self._expected(link, endpoint)
             try:
-                accounts.check_link(conn, self.svc, link.token, endpoint)
+                actions.check_link(conn, self.svc, link.token, endpoint)
                 outcome = "ok"
             except TokenError as exc:
                 outcome = exc.code
@@ -294,11 +294,11 @@ def test_only_the_newest_link_redeems_once(
             user = self.users[email]
             password = user.password if knows_password else "not the password at all"
             try:
-                found = accounts.authenticate(conn, self.svc, email=email, password=password)
+                found = actions.authenticate(conn, self.svc, email=email, password=password)
                 outcome = "ok"
-            except accounts.InvalidCredentials:
+            except actions.InvalidCredentials:
                 outcome = "invalid_credentials"
-            except accounts.TooManyAttempts:
+            except actions.TooManyAttempts:
                 outcome = "too_many"
             if not self._login_counted(email):
                 expected = "too_many"
@@ -310,7 +310,7 @@ def test_only_the_newest_link_redeems_once(
             assert outcome == expected
             if outcome != "ok":
                 return multiple()
-            token = accounts.start_session(conn, self.svc, user=found, user_agent="model")
+            token = actions.start_session(conn, self.svc, user=found, user_agent="model")
             self.open_sessions[token] = email
             return OpenSession(email, token, clock.now)
 
@@ -320,18 +320,18 @@ def test_only_the_newest_link_redeems_once(
 
         @rule(session=sessions, new=st.sampled_from(PASSWORDS), knows_current=st.booleans())
         def change_password(self, session: OpenSession, new: str, knows_current: bool):
-            found = accounts.current_session(conn, self.svc, session.token)
+            found = actions.current_session(conn, self.svc, session.token)
             assert (found is not None) == self._session_alive(session)
             if found is None:
                 return
             user = self.users[session.email]
             current = user.password if knows_current else "not the password at all"
             try:
-                accounts.change_password(conn, self.svc, session=found, current=current, new=new)
+                actions.change_password(conn, self.svc, session=found, current=current, new=new)
                 outcome = "ok"
-            except accounts.InvalidCredentials:
+            except actions.InvalidCredentials:
                 outcome = "invalid_credentials"
-            except accounts.TooManyAttempts:
+            except actions.TooManyAttempts:
                 outcome = "too_many"
             if not self._login_counted(session.email):
                 expected = "too_many"

@@ -18,13 +18,13 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from authsvc.config import parse_http_provider_url
+from authsvc.worker import jobs
+from authsvc.worker.providers.resend import ResendMailer
 from tests.accounts_support import insert_user
 from tests.api_support import ApiCaller, assert_problem, register_shop_app
 from tests.link_support import latest_claims
 from tests.worker_support import authsvc_command, deliver_now, delivery
 from tools.local_resend import LocalResend
-from worker import jobs
-from worker.providers.resend import ResendMailer
 
 SECRET = "whsec_" + base64.b64encode(b"provider-webhook-test-secret-32b").decode()
 PATH = "/webhooks/provider/resend"

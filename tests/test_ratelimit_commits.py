@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from authsvc import ratelimit
-from authsvc.app_keys import KEY_PREFIX, find_app_counting_call, register_app, revoke_app
+from authsvc.apps.keys import KEY_PREFIX, find_app_counting_call, register_app, revoke_app
 from authsvc.config import RateLimit
 
 LIMIT = RateLimit(2, 60)

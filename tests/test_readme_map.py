@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MAPPED = ("authsvc", "worker")
+MAPPED = ("authsvc",)
 
 
 def _map_lines() -> list[str]:
@@ -59,10 +59,10 @@ def test_the_map_reader_follows_folders_and_lists():
         "    b.py          two",
         "    c.py, d.py    three and four",
         "  e.py            back at the top",
-        "worker/           the worker",
+        "authsvc/worker/           the worker",
         "  f.py            five (g.py named in the text is not a module line)",
     ]
     assert named_in_map(lines) == {
         "authsvc/a.py", "authsvc/pkg/b.py", "authsvc/pkg/c.py", "authsvc/pkg/d.py",
-        "authsvc/e.py", "worker/f.py",
+        "authsvc/e.py", "authsvc/worker/f.py",
     }

@@ -16,16 +16,16 @@ import re
 import psycopg
 import pytest
 
-from authsvc.db import connect
-from authsvc.migrate import applied_versions, transactions, upgrade
+from authsvc.db.connections import connect
+from authsvc.db.migrate import applied_versions, transactions, upgrade
 from authsvc.outbox import STATUSES
+from authsvc.worker.jobs import FINAL_STATUSES, OUTCOME_EVENTS
 from chaos import reconcile
 from tests.migration_support import migrate_before
 from tools.schema_sql import COMMAND, MARKER, SCHEMA_FILE, render
-from worker.jobs import FINAL_STATUSES, OUTCOME_EVENTS
 
 # Trail events written by statements rather than as a claim's outcome:
-# worker/jobs.sql claim_batch and record_outcomes, outbox/admin.sql redrive_job.
+# authsvc/worker/jobs.sql claim_batch and record_outcomes, outbox/admin.sql redrive_job.
 OTHER_TRAIL_EVENTS = {"claimed", "lease_lost", "redriven"}
 
 

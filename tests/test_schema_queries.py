@@ -14,11 +14,11 @@ from pathlib import Path
 
 import psycopg
 
-from authsvc.migrate import available_migrations, upgrade
-from authsvc.queries import load_queries
+from authsvc.db.migrate import available_migrations, upgrade
+from authsvc.db.queries import load_queries
 
 ROOT = Path(__file__).resolve().parent.parent
-SQL_FILES = sorted(p for folder in ("authsvc", "worker") for p in (ROOT / folder).rglob("*.sql"))
+SQL_FILES = sorted((ROOT / "authsvc").rglob("*.sql"))
 _PARAM = re.compile(r"%\((\w+)\)[sbt]")  # psycopg's formats: auto, binary, text
 
 
@@ -64,14 +64,14 @@ def test_a_renamed_column_or_a_dropped_rule_fails_the_check(conn):
     conn.execute("ALTER TABLE email_jobs RENAME COLUMN lease_owner TO lease_holder")
     conn.execute("DROP FUNCTION outbox_job_leased")
     failures = queries_not_matching(conn)
-    assert "worker/jobs.sql:claim_batch" in failures
-    assert "worker/jobs.sql:record_outcomes" in failures
+    assert "authsvc/worker/jobs.sql:claim_batch" in failures
+    assert "authsvc/worker/jobs.sql:record_outcomes" in failures
     assert "lease_owner" in failures["authsvc/outbox/admin.sql:list_jobs"]
     assert "outbox_job_leased" in failures["authsvc/outbox/admin.sql:pending_figures"]
-    assert "authsvc/sql/users.sql" not in " ".join(failures)  # untouched tables still prepare
+    assert "authsvc/accounts/users.sql" not in " ".join(failures)  # untouched tables still prepare
 
 
-# What authsvc/migrate.py created in Python before migrations/0000 existed.
+# What authsvc/db/migrate.py created in Python before migrations/0000 existed.
 _OLD_BOOKKEEPING = (
     "CREATE TABLE IF NOT EXISTS schema_migrations ("
     " version text PRIMARY KEY, name text NOT NULL,"

@@ -12,9 +12,9 @@ import uuid
 import psycopg
 import pytest
 
-from authsvc.migrate import upgrade
+from authsvc.accounts.tokens import TokenClaims
+from authsvc.db.migrate import upgrade
 from authsvc.services import Services
-from authsvc.tokens import TokenClaims
 from testkit.smtp_double import SmtpDouble
 from tests.accounts_support import insert_user
 from tests.api_support import ApiCaller, assert_problem
@@ -279,7 +279,7 @@ def test_the_migration_reports_addresses_the_parser_refuses_and_rewrites_none(
     test_databases, caplog
 ):
     """An existing database at 0001 with addresses today's parser refuses."""
-    from authsvc.migrate import available_migrations
+    from authsvc.db.migrate import available_migrations
     from tests.pg import with_database
 
     name = f"authsvc_legacy_{uuid.uuid4().hex[:8]}"
@@ -301,7 +301,7 @@ def test_the_migration_reports_addresses_the_parser_refuses_and_rewrites_none(
                 legacy.execute(
                     "INSERT INTO users (email, password_hash) VALUES (%s, 'x')", (email,)
                 )
-        with caplog.at_level("WARNING", logger="authsvc.migrate"):
+        with caplog.at_level("WARNING", logger="authsvc.db.migrate"):
             upgrade(url)
         flagged = {(r.user_id, r.reason) for r in caplog.records
                    if r.getMessage() == "address_needs_review"}

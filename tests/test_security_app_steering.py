@@ -21,10 +21,10 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 import pytest
 
-from authsvc import accounts
-from authsvc.app_keys import register_app
+from authsvc.accounts import actions
+from authsvc.apps.keys import register_app
 from authsvc.config import Settings
-from authsvc.migrate import available_migrations, upgrade
+from authsvc.db.migrate import available_migrations, upgrade
 from authsvc.services import Services
 from testkit.smtp_double import Received, SmtpDouble
 from tests.accounts_support import one_number
@@ -122,7 +122,7 @@ def test_another_apps_reset_for_an_account_an_app_created_uses_authsvcs_pages(
 def test_another_apps_reset_for_an_account_made_on_the_pages_uses_authsvcs_pages(
     conn, svc, evil, mailbox, settings
 ):
-    accounts.sign_up(conn, svc, email=ANN, password=SIGNUP_PASSWORD)  # what /signup does
+    actions.sign_up(conn, svc, email=ANN, password=SIGNUP_PASSWORD)  # what /signup does
     mailbox.new()
     evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
     _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
@@ -157,11 +157,11 @@ def test_completing_another_apps_reset_does_not_make_the_account_that_apps(
     """The holder follows a reset another app asked for (on authsvc's page, naming the app):
     that app's redirect did not apply, so the flow is not through it and it gains nothing."""
     api.sign_up(ANN)
-    accounts.confirm_verification(conn, svc, token=_token(mailbox.one()))
+    actions.confirm_verification(conn, svc, token=_token(mailbox.one()))
     evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
     reset = mailbox.one()
     _assert_own_pages(reset, settings, "reset", "Evil Corp")
-    accounts.reset_password(conn, svc, token=_token(reset), password="a new long passphrase")
+    actions.reset_password(conn, svc, token=_token(reset), password="a new long passphrase")
     notice = mailbox.one()
     # The "password changed" notice names the app whose reset was used, as the reset did.
     assert "Requested through the app “Evil Corp”." in " ".join(notice.text.split())
@@ -191,7 +191,7 @@ def test_superseding_the_apps_email_does_not_steer_the_account_to_the_superseder
         evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
         newest = mailbox.one()
         _assert_own_pages(newest, settings, "reset", "Evil Corp")
-        accounts.reset_password(conn, svc, token=_token(newest), password=new_password)
+        actions.reset_password(conn, svc, token=_token(newest), password=new_password)
         mailbox.new()  # the "password changed" notice
     else:
         if superseding == "resend":
@@ -201,7 +201,7 @@ def test_superseding_the_apps_email_does_not_steer_the_account_to_the_superseder
                                    "redirect_url": EVIL_REDIRECT})
         newest = mailbox.one()
         _assert_own_pages(newest, settings, "verify", "Evil Corp")
-        accounts.confirm_verification(conn, svc, token=_token(newest), password=new_password)
+        actions.confirm_verification(conn, svc, token=_token(newest), password=new_password)
     assert "Evil Corp" not in _apps_of(conn, ANN)
     evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
     _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
@@ -219,7 +219,7 @@ def test_the_apps_own_resend_keeps_the_account_the_apps(api, conn, svc, mailbox)
     api.post("/verifications", {"email": ANN, "redirect_url": ALLOWED_REDIRECT})
     resend = mailbox.one()
     _assert_app_pages(resend, ALLOWED_REDIRECT, "shop")
-    accounts.confirm_verification(conn, svc, token=_token(resend), password="ann passphrase 3")
+    actions.confirm_verification(conn, svc, token=_token(resend), password="ann passphrase 3")
     assert _apps_of(conn, ANN) == {"shop"}
     api.post("/password-resets", {"email": ANN, "redirect_url": ALLOWED_REDIRECT})
     _assert_app_pages(mailbox.one(), ALLOWED_REDIRECT, "shop")
@@ -241,7 +241,7 @@ def test_the_first_signer_gets_no_redirect_once_the_address_is_contested(
     _assert_own_pages(reset, settings, "reset", "Evil Corp")
     evil.post("/verifications", {"email": ANN, "redirect_url": EVIL_REDIRECT})
     _assert_own_pages(mailbox.one(), settings, "verify", "Evil Corp")
-    accounts.reset_password(conn, svc, token=_token(reset), password="whoever holds it 4")
+    actions.reset_password(conn, svc, token=_token(reset), password="whoever holds it 4")
     mailbox.new()
     assert _apps_of(conn, ANN) == set()
     evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
@@ -262,7 +262,7 @@ def test_a_reset_racing_the_first_proof_reads_the_address_as_the_redemption_lock
 
     def redeem_reset(own: psycopg.Connection) -> None:
         try:
-            accounts.reset_password(own, svc, token=reset, password="a racing passphrase 5")
+            actions.reset_password(own, svc, token=reset, password="a racing passphrase 5")
         except BaseException as exc:  # reported by the main thread
             failures.append(exc)
 
@@ -270,7 +270,7 @@ def test_a_reset_racing_the_first_proof_reads_the_address_as_the_redemption_lock
             psycopg.connect(direct_database_url, autocommit=True) as resetter:
         resetter_pid = resetter.info.backend_pid
         with verifier.transaction():
-            accounts.confirm_verification(verifier, svc, token=verify)
+            actions.confirm_verification(verifier, svc, token=verify)
             # The reset reads ann as unproven, then waits for the verify's row lock.
             racing = threading.Thread(target=redeem_reset, args=(resetter,))
             racing.start()
@@ -296,7 +296,7 @@ def test_an_app_that_signed_up_an_address_first_loses_it_when_another_flow_prove
                           "redirect_url": ALLOWED_REDIRECT})
     verify = mailbox.one()
     _assert_own_pages(verify, settings, "verify", "shop")  # not the shop's account yet
-    accounts.confirm_verification(conn, svc, token=_token(verify), password="owner passphrase 1")
+    actions.confirm_verification(conn, svc, token=_token(verify), password="owner passphrase 1")
     assert _apps_of(conn, ANN) == set()
     evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
     _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
@@ -310,10 +310,10 @@ def test_the_relation_is_written_with_the_signup_and_the_completed_flow(api, evi
     rows = conn.execute("SELECT u.email, a.name FROM account_apps AS m JOIN users AS u"
                         " ON u.id = m.user_id JOIN apps AS a ON a.id = m.app_id").fetchall()
     assert rows == [(ANN, "shop")]
-    accounts.confirm_verification(conn, svc, token=_token(mailbox.one()))
+    actions.confirm_verification(conn, svc, token=_token(mailbox.one()))
     assert _apps_of(conn, ANN) == {"shop"}  # proven through the shop's own email: kept
     evil.post("/password-resets", {"email": ANN})
-    accounts.reset_password(conn, svc, token=_token(mailbox.one()), password="a new passphrase 2")
+    actions.reset_password(conn, svc, token=_token(mailbox.one()), password="a new passphrase 2")
     assert _apps_of(conn, ANN) == {"shop"}  # a flow the other app's redirect did not serve
 
 

@@ -27,13 +27,14 @@ import pytest
 from flask.testing import FlaskClient
 from psycopg_pool import ConnectionPool
 
-from authsvc import accounts, codes, ratelimit
+from authsvc import ratelimit
+from authsvc.accounts import actions, code_tries
+from authsvc.accounts.passwords import Passwords
+from authsvc.accounts.tokens import TokenClaims
 from authsvc.clock import FrozenClock
 from authsvc.config import load_settings
-from authsvc.flask_app import create_app
-from authsvc.passwords import Passwords
 from authsvc.services import Services, build_services
-from authsvc.tokens import TokenClaims
+from authsvc.web.app import create_app
 from tests.api_support import register_shop_app
 from tests.link_support import latest_link
 
@@ -74,11 +75,11 @@ class Prober:
         with self.conn.transaction():
             for emails in sets:
                 for state in ("unconfirmed", "confirmed"):
-                    accounts.sign_up(self.conn, self.svc, email=emails[state],
+                    actions.sign_up(self.conn, self.svc, email=emails[state],
                                      password=PASSWORDS[0])
                 token = latest_link(self.conn, self.svc, emails["confirmed"], "verify")
-                accounts.confirm_verification(self.conn, self.svc, token=token)
-                assert accounts.request_verification(self.conn, self.svc, email=emails["unknown"])
+                actions.confirm_verification(self.conn, self.svc, token=token)
+                assert actions.request_verification(self.conn, self.svc, email=emails["unknown"])
         for emails in sets:
             self.clock.now = START  # other sets' steps moved it; their addresses are not these
             yield emails
@@ -137,10 +138,10 @@ def _window_passes(p: Prober) -> None:
 
 
 def _codes_expire_and_are_pruned(p: Prober) -> None:
-    # What the worker does every few minutes (worker/loop.py).
+    # What the worker does every few minutes (authsvc/worker/loop.py).
     keep = p.svc.tokens.longest_ttl()
     p.clock.now += keep + timedelta(seconds=1)
-    codes.prune_code_attempts(p.conn, p.clock(), keep)
+    code_tries.prune_code_attempts(p.conn, p.clock(), keep)
     ratelimit.prune_rate_limits(p.conn, p.clock())
 
 

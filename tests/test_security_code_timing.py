@@ -11,10 +11,10 @@ from __future__ import annotations
 import statistics
 import time
 
-from authsvc import accounts
-from authsvc.app_keys import register_app
+from authsvc.accounts import actions
+from authsvc.apps.keys import register_app
 from authsvc.config import load_settings
-from authsvc.flask_app import create_app
+from authsvc.web.app import create_app
 from tests.link_support import latest_code
 
 ROUNDS = 41
@@ -29,7 +29,7 @@ def test_unknown_address_and_wrong_code_cost_the_same(env, pool, clock, conn, sv
     headers = {"Authorization": f"Bearer {key}"}
     known = [f"known{i}@example.com" for i in range(ROUNDS + 1)]
     for email in known:
-        accounts.sign_up(conn, svc, email=email, password="correct horse battery")
+        actions.sign_up(conn, svc, email=email, password="correct horse battery")
     wrong = {email: f"{(int(latest_code(conn, svc, email, 'verify')) + 1) % 10**6:06d}"
              for email in known}
 

@@ -13,9 +13,9 @@ from urllib.parse import quote
 import pytest
 from flask.testing import FlaskClient
 
-from authsvc import accounts
-from authsvc.api.openapi import openapi_document
-from authsvc.app_keys import register_app
+from authsvc.accounts import actions
+from authsvc.apps.keys import register_app
+from authsvc.web.api.openapi import openapi_document
 from tests.inbox_support import HttpClient
 from tests.pages_support import PASSWORD, csrf_token, make_account
 
@@ -121,7 +121,7 @@ def test_hostile_text_in_every_api_field_is_a_4xx_and_harmless(client: FlaskClie
                                    json={"email": "someone@example.com"}, headers=headers)
             assert response.status_code < 500, (headers, response.get_data())
     assert _snapshot(conn) == before
-    assert accounts.authenticate(conn, svc, email=CANARY, password=PASSWORD)
+    assert actions.authenticate(conn, svc, email=CANARY, password=PASSWORD)
 
 
 FORMS = {

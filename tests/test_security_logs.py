@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from authsvc.app_keys import register_app
+from authsvc.apps.keys import register_app
 from chaos.smtp import FaultRates, FaultySmtp, Receipt
 from testkit.waiting import free_port, wait_until, wait_until_ready
 from tests.conftest import TEST_KEY

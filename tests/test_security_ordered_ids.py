@@ -19,9 +19,9 @@ import psycopg
 import pytest
 from itsdangerous import URLSafeSerializer
 
-from authsvc import accounts, users
-from authsvc.app_keys import App
-from authsvc.migrate import upgrade
+from authsvc.accounts import actions, users
+from authsvc.apps.keys import App
+from authsvc.db.migrate import upgrade
 from authsvc.outbox.admin import redrive_job
 from tests.accounts_support import one_number
 from tests.migration_support import migrate_before
@@ -52,9 +52,9 @@ def test_the_emails_in_my_mailbox_do_not_count_jobs_queued_for_others(
     if target_exists:
         conn.execute("INSERT INTO users (email, password_hash, email_verified_at)"
                      " VALUES ('target@example.com', 'x', now())")
-    accounts.sign_up(conn, svc, email="me1@example.com", password=PASSWORD)
-    accounts.request_password_reset(conn, svc, email="target@example.com")
-    accounts.sign_up(conn, svc, email="me2@example.com", password=PASSWORD)
+    actions.sign_up(conn, svc, email="me1@example.com", password=PASSWORD)
+    actions.request_password_reset(conn, svc, email="target@example.com")
+    actions.sign_up(conn, svc, email="me2@example.com", password=PASSWORD)
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 
     mine = sorted((m for m in smtp.messages if m.rcpt_tos[0].startswith("me")),
@@ -71,7 +71,7 @@ def test_the_emails_in_my_mailbox_do_not_count_jobs_queued_for_others(
 
 def test_user_ids_in_links_do_not_count_signups(database_url, conn, svc, settings, smtp):
     for n in range(3):
-        accounts.sign_up(conn, svc, email=f"me{n}@example.com", password=PASSWORD)
+        actions.sign_up(conn, svc, email=f"me{n}@example.com", password=PASSWORD)
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 
     ids = sorted(_link_user_id(m.text) for m in smtp.messages)
@@ -88,7 +88,7 @@ def test_session_ids_on_the_account_page_do_not_count_logins(conn, svc):
     user = users.find_user_by_email(conn, "me@example.com")
     assert user is not None
     for _ in range(3):
-        accounts.start_session(conn, svc, user=user, user_agent="test")
+        actions.start_session(conn, svc, user=user, user_agent="test")
     ids = sorted(r[0] for r in conn.execute("SELECT id FROM web_sessions"))
     assert all(b - a > 2**20 for a, b in itertools.pairwise(ids))
 
@@ -98,7 +98,7 @@ def test_email_events_name_the_email_by_its_public_id(database_url, conn, svc, s
         "INSERT INTO apps (name, key_hash, webhook_url, webhook_secret)"
         " VALUES ('shop', '\\x01', 'https://shop.example/hooks', '\\x02') RETURNING id"
     ).fetchone()[0]
-    accounts.sign_up(conn, svc, email="me@example.com", password=PASSWORD,
+    actions.sign_up(conn, svc, email="me@example.com", password=PASSWORD,
                      app=App(app_id, "shop", []))
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 

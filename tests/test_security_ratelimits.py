@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from authsvc.app_keys import register_app
+from authsvc.apps.keys import register_app
 from testkit.waiting import free_port, wait_until_ready
 
 ROOT = Path(__file__).resolve().parent.parent

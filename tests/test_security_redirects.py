@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from authsvc.app_keys import is_allowed_redirect, register_app
+from authsvc.apps.keys import is_allowed_redirect, register_app
 from tests.api_support import assert_problem
 
 ALLOWLIST = ["https://ok.example.com/app", "http://localhost:3000/"]

@@ -12,7 +12,7 @@ import argon2
 import pytest
 from flask.testing import FlaskClient
 
-from authsvc import accounts
+from authsvc.accounts import actions
 from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, make_account, submit, text_of
 
@@ -148,13 +148,13 @@ def test_a_login_that_overlaps_a_reset_gets_no_session(conn, svc):
     standing in for the thief's argon2 run overlapping the reset.
     """
     email = make_account(conn, svc)
-    thief_view = accounts.authenticate(conn, svc, email=email, password=PASSWORD)
-    accounts.request_password_reset(conn, svc, email=email)
-    accounts.reset_password(
+    thief_view = actions.authenticate(conn, svc, email=email, password=PASSWORD)
+    actions.request_password_reset(conn, svc, email=email)
+    actions.reset_password(
         conn, svc, token=latest_link(conn, svc, email, "reset"), password="a brand new secret 42"
     )
-    with pytest.raises(accounts.InvalidCredentials):
-        accounts.start_session(conn, svc, user=thief_view, user_agent="thief")
+    with pytest.raises(actions.InvalidCredentials):
+        actions.start_session(conn, svc, user=thief_view, user_agent="thief")
     assert conn.execute("SELECT count(*) FROM web_sessions").fetchone() == (0,)
 
 
@@ -164,8 +164,8 @@ def test_a_login_whose_hash_was_upgraded_still_gets_its_session(conn, svc):
     # Parameters other than the service's, so authenticate() rehashes.
     weak = argon2.PasswordHasher(time_cost=3, memory_cost=16, parallelism=1).hash(PASSWORD)
     conn.execute("UPDATE users SET password_hash = %s", (weak,))
-    user = accounts.authenticate(conn, svc, email=email, password=PASSWORD)
+    user = actions.authenticate(conn, svc, email=email, password=PASSWORD)
     stored = conn.execute("SELECT password_hash FROM users").fetchone()[0]
     assert stored != weak  # authenticate upgraded the hash
-    accounts.start_session(conn, svc, user=user, user_agent="owner")
+    actions.start_session(conn, svc, user=user, user_agent="owner")
     assert conn.execute("SELECT count(*) FROM web_sessions").fetchone() == (1,)

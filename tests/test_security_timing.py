@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from authsvc.app_keys import register_app
+from authsvc.accounts.passwords import Passwords
+from authsvc.apps.keys import register_app
 from authsvc.config import load_settings
-from authsvc.flask_app import create_app
-from authsvc.passwords import Passwords
+from authsvc.web.app import create_app
 
 ROUNDS = 21
 KNOWN = "known@example.com"

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from authsvc.app_keys import register_app
-from authsvc.db import connect
+from authsvc.apps.keys import register_app
+from authsvc.db.connections import connect
 from testkit.waiting import free_port, http_status, wait_until
 
 pytestmark = pytest.mark.e2e

@@ -8,11 +8,11 @@ import threading
 import psycopg
 import pytest
 
-from authsvc import accounts, sessions
+from authsvc.accounts import actions, sessions
+from authsvc.accounts.tokens import TokenCodec, TokenError
+from authsvc.accounts.users import User
 from authsvc.clock import FrozenClock
 from authsvc.services import Services
-from authsvc.tokens import TokenCodec, TokenError
-from authsvc.users import User
 from tests.conftest import TEST_KEY
 from tests.link_support import latest_claims
 from tests.race_support import race
@@ -21,16 +21,16 @@ PASSWORD = "correct horse battery"
 
 
 def _signed_up(conn: psycopg.Connection, svc: Services, email: str = "ann@example.com") -> str:
-    accounts.sign_up(conn, svc, email=email, password=PASSWORD)
+    actions.sign_up(conn, svc, email=email, password=PASSWORD)
     return svc.tokens.mint(latest_claims(conn, email, "verify"))
 
 
 def test_signup_queues_verification_and_link_redeems_once(conn, svc):
     token = _signed_up(conn, svc)
-    user = accounts.confirm_verification(conn, svc, token=token)
+    user = actions.confirm_verification(conn, svc, token=token)
     assert user.email_verified_at is not None
     with pytest.raises(TokenError) as again:
-        accounts.confirm_verification(conn, svc, token=token)
+        actions.confirm_verification(conn, svc, token=token)
     assert again.value.code == "token_used"
 
 
@@ -38,26 +38,26 @@ def test_signup_queues_verification_and_link_redeems_once(conn, svc):
 def test_of_two_quick_resets_only_the_newest_redeems(conn, svc, newer_used_first):
     """Issuing the second link retires the first, whether or not the second was used yet."""
     _signed_up(conn, svc)
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
     older = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
     newer = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
 
     if newer_used_first:
-        accounts.reset_password(conn, svc, token=newer, password="a new long passphrase")
+        actions.reset_password(conn, svc, token=newer, password="a new long passphrase")
     with pytest.raises(TokenError) as stale:
-        accounts.reset_password(conn, svc, token=older, password="another long passphrase")
+        actions.reset_password(conn, svc, token=older, password="another long passphrase")
     assert stale.value.code == "token_superseded"
 
 
 def test_concurrent_redemptions_exactly_one_succeeds(database_url, conn, svc):
     _signed_up(conn, svc)
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
     token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
 
     def redeem(own: psycopg.Connection, i: int) -> str:
         try:
-            accounts.reset_password(own, svc, token=token, password=f"parallel passphrase {i}")
+            actions.reset_password(own, svc, token=token, password=f"parallel passphrase {i}")
             return "ok"
         except TokenError as exc:
             return exc.code
@@ -69,7 +69,7 @@ def test_concurrent_redemptions_exactly_one_succeeds(database_url, conn, svc):
 def test_verify_token_at_reset_is_invalid(conn, svc):
     token = _signed_up(conn, svc)
     with pytest.raises(TokenError) as wrong:
-        accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
+        actions.reset_password(conn, svc, token=token, password="a new long passphrase")
     assert wrong.value.code == "invalid_token"
 
 
@@ -90,27 +90,27 @@ def test_verify_token_at_reset_is_invalid(conn, svc):
 def test_malformed_tokens_are_invalid(conn, svc, mangle):
     token = _signed_up(conn, svc)
     with pytest.raises(TokenError) as bad:
-        accounts.confirm_verification(conn, svc, token=mangle(token))
+        actions.confirm_verification(conn, svc, token=mangle(token))
     assert bad.value.code == "invalid_token"
 
 
 def test_expired_link_rejected_with_injected_clock(conn, svc, clock: FrozenClock):
     _signed_up(conn, svc)
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
     token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
     clock.advance(svc.settings.reset_ttl - 1)
-    accounts.check_link(conn, svc, token, "reset")  # still valid one second before
+    actions.check_link(conn, svc, token, "reset")  # still valid one second before
     clock.advance(1)
     with pytest.raises(TokenError) as expired:
-        accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
+        actions.reset_password(conn, svc, token=token, password="a new long passphrase")
     assert expired.value.code == "token_expired"
 
 
 def _verified_with_sessions(conn, svc, count: int = 2) -> tuple[User, list[str]]:
-    accounts.confirm_verification(conn, svc, token=_signed_up(conn, svc))
-    user = accounts.authenticate(conn, svc, email="ann@example.com", password=PASSWORD)
+    actions.confirm_verification(conn, svc, token=_signed_up(conn, svc))
+    user = actions.authenticate(conn, svc, email="ann@example.com", password=PASSWORD)
     tokens = [
-        accounts.start_session(conn, svc, user=user, user_agent=f"browser {i}")
+        actions.start_session(conn, svc, user=user, user_agent=f"browser {i}")
         for i in range(count)
     ]
     return user, tokens
@@ -118,17 +118,17 @@ def _verified_with_sessions(conn, svc, count: int = 2) -> tuple[User, list[str]]
 
 def test_password_change_ends_sessions_and_retires_reset_link(conn, svc):
     _user, tokens = _verified_with_sessions(conn, svc)
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
     outstanding = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
 
-    signed_in = accounts.current_session(conn, svc, tokens[0])
+    signed_in = actions.current_session(conn, svc, tokens[0])
     assert signed_in is not None
-    accounts.change_password(
+    actions.change_password(
         conn, svc, session=signed_in, current=PASSWORD, new="a brand new passphrase"
     )
-    assert [accounts.current_session(conn, svc, t) for t in tokens] == [None, None]
+    assert [actions.current_session(conn, svc, t) for t in tokens] == [None, None]
     with pytest.raises(TokenError) as stale:
-        accounts.reset_password(conn, svc, token=outstanding, password="yet another passphrase")
+        actions.reset_password(conn, svc, token=outstanding, password="yet another passphrase")
     assert stale.value.code == "token_superseded"
     notices = conn.execute(
         "SELECT count(*) FROM email_jobs WHERE template = 'password_changed'"
@@ -138,31 +138,31 @@ def test_password_change_ends_sessions_and_retires_reset_link(conn, svc):
 
 def test_an_ended_session_cannot_change_the_password(conn, svc):
     _user, tokens = _verified_with_sessions(conn, svc, count=1)
-    signed_in = accounts.current_session(conn, svc, tokens[0])
+    signed_in = actions.current_session(conn, svc, tokens[0])
     assert signed_in is not None
     sessions.end_session(conn, tokens[0])
-    with pytest.raises(accounts.SessionEnded):
-        accounts.change_password(
+    with pytest.raises(actions.SessionEnded):
+        actions.change_password(
             conn, svc, session=signed_in, current=PASSWORD, new="a brand new passphrase"
         )
-    assert accounts.authenticate(conn, svc, email="ann@example.com", password=PASSWORD)
+    assert actions.authenticate(conn, svc, email="ann@example.com", password=PASSWORD)
 
 
 def test_reset_ends_sessions_verifies_email_and_queues_notice(conn, svc):
     _user, tokens = _verified_with_sessions(conn, svc)
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
     token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
-    user = accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
+    user = actions.reset_password(conn, svc, token=token, password="a new long passphrase")
     assert user.email_verified_at is not None
-    assert [accounts.current_session(conn, svc, t) for t in tokens] == [None, None]
-    assert accounts.authenticate(
+    assert [actions.current_session(conn, svc, t) for t in tokens] == [None, None]
+    assert actions.authenticate(
         conn, svc, email="ann@example.com", password="a new long passphrase"
     )
 
 
 def test_key_rotation_old_tokens_verify_new_tokens_use_new_key(conn, svc, clock):
     _signed_up(conn, svc)
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
     claims = latest_claims(conn, "ann@example.com", "reset")
     old_token = svc.tokens.mint(claims)
 
@@ -179,7 +179,7 @@ def test_key_rotation_old_tokens_verify_new_tokens_use_new_key(conn, svc, clock)
 
 def test_no_usable_token_at_rest(conn, svc):
     _signed_up(conn, svc)
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
     token = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
     dump = conn.execute(
         "SELECT string_agg(t::text, ' ') FROM (SELECT * FROM email_jobs) t"
@@ -190,9 +190,9 @@ def test_no_usable_token_at_rest(conn, svc):
 
 
 def test_signing_up_again_for_a_verified_address_changes_nothing(conn, svc):
-    accounts.confirm_verification(conn, svc, token=_signed_up(conn, svc))
-    accounts.sign_up(conn, svc, email="ann@example.com", password="someone elses pass 9")
-    assert accounts.authenticate(
+    actions.confirm_verification(conn, svc, token=_signed_up(conn, svc))
+    actions.sign_up(conn, svc, email="ann@example.com", password="someone elses pass 9")
+    assert actions.authenticate(
         conn, svc, email="ann@example.com", password="correct horse battery"
     )
     templates = [r[0] for r in conn.execute("SELECT template FROM email_jobs ORDER BY id")]
@@ -206,9 +206,9 @@ def test_a_password_change_racing_a_reset_never_overwrites_it(database_url, conn
     snapshot, in which the reset's deletion of the session was not yet visible.
     """
     _user, tokens = _verified_with_sessions(conn, svc, count=1)
-    signed_in = accounts.current_session(conn, svc, tokens[0])
+    signed_in = actions.current_session(conn, svc, tokens[0])
     assert signed_in is not None
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
     reset = svc.tokens.mint(latest_claims(conn, "ann@example.com", "reset"))
     # No login counter row for the reset to delete: the change must get as far
     # as its UPDATE of the user row and wait there, not on the counter.
@@ -218,15 +218,15 @@ def test_a_password_change_racing_a_reset_never_overwrites_it(database_url, conn
     def change() -> None:
         with psycopg.connect(database_url, autocommit=True) as own:
             try:
-                accounts.change_password(
+                actions.change_password(
                     own, svc, session=signed_in, current=PASSWORD, new="thief wants this one"
                 )
                 outcome.append("changed")
-            except accounts.SessionEnded:
+            except actions.SessionEnded:
                 outcome.append("session_ended")
 
     with psycopg.connect(database_url, autocommit=True) as other, other.transaction():
-        accounts.reset_password(other, svc, token=reset, password="owner resets to this")
+        actions.reset_password(other, svc, token=reset, password="owner resets to this")
         thread = threading.Thread(target=change)
         thread.start()
         for _ in range(200):  # until the change waits on the reset's row lock
@@ -240,6 +240,6 @@ def test_a_password_change_racing_a_reset_never_overwrites_it(database_url, conn
         assert waiting, "the change never reached the row lock"
     thread.join(10)
     assert outcome == ["session_ended"]
-    assert accounts.authenticate(
+    assert actions.authenticate(
         conn, svc, email="ann@example.com", password="owner resets to this"
     )

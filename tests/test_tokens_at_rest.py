@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from authsvc.tokens import TokenError
+from authsvc.accounts.tokens import TokenError
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.api_support import ApiCaller, register_shop_app

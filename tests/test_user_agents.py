@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from authsvc.pages.user_agents import describe_user_agent
+from authsvc.web.pages.user_agents import describe_user_agent
 
 CASES = [
     ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "

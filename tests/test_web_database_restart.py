@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 import pytest
 
+from authsvc.accounts.passwords import cheap_passwords
 from authsvc.config import load_settings
-from authsvc.flask_app import create_app
-from authsvc.migrate import upgrade
-from authsvc.passwords import cheap_passwords
-from authsvc.web import POOL_RECOVERY
+from authsvc.db.migrate import upgrade
+from authsvc.web.app import create_app
+from authsvc.web.plumbing import POOL_RECOVERY
 from testkit.postgres import pg_ctl, throwaway_postgres
 from testkit.waiting import wait_until
 from tests.api_support import ApiCaller, register_shop_app

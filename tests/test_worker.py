@@ -12,10 +12,12 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from authsvc import accounts, ratelimit, users
-from authsvc.app_keys import register_app
-from authsvc.codes import address_digest
+from authsvc import ratelimit
+from authsvc.accounts import actions, users
+from authsvc.accounts.code_tries import address_digest
+from authsvc.apps.keys import register_app
 from authsvc.outbox import count_and_queue_link
+from authsvc.worker import jobs, loop
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.worker_support import (
@@ -31,7 +33,6 @@ from tests.worker_support import (
     smtp_factory,
     worker,
 )
-from worker import jobs, loop
 
 
 def link_token(text: str) -> str:
@@ -81,7 +82,7 @@ def test_expired_lease_is_reclaimed_and_late_finisher_logs_lease_lost(
         [second] = jobs.claim_batch(c, "worker-b", 1, lease_seconds=30)
     assert (first.attempt_count, second.attempt_count) == (1, 2)
 
-    caplog.set_level(logging.INFO, logger="worker")
+    caplog.set_level(logging.INFO, logger="authsvc.worker")
     mailer = smtp_factory(smtp.url)(2.0)
     outcome = deliver_now(pool, delivery(pool, settings), mailer, first)
     mailer.close()
@@ -118,7 +119,7 @@ def test_stale_claim_cannot_record_over_a_reclaim_by_the_same_process(conn, stal
     first claim's late outcome must not clear the live lease nor end the job.
     """
     [job_id] = queue_notices(conn, 1)
-    caplog.set_level(logging.INFO, logger="worker")
+    caplog.set_level(logging.INFO, logger="authsvc.worker")
     [first] = jobs.claim_batch(conn, "host:1:p", 1, lease_seconds=30)
     expire_lease(conn, job_id)
     [second] = jobs.claim_batch(conn, "host:1:p", 1, lease_seconds=30)
@@ -151,9 +152,9 @@ def test_two_quick_resets_send_one_email_with_the_newest_link(
     database_url, conn, svc, settings, smtp
 ):
     """Done-when 3: the older job is superseded, the one email carries the newest version."""
-    accounts.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
-    accounts.request_password_reset(conn, svc, email="ann@example.com")
+    actions.sign_up(conn, svc, email="ann@example.com", password="correct horse battery")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
 
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 
@@ -170,13 +171,13 @@ def test_two_quick_resets_send_one_email_with_the_newest_link(
     assert resets[0].header("X-Authsvc-Job") == public_id_of(conn, newer[0])
     # The link in the email works.
     token = link_token(resets[0].text)
-    accounts.reset_password(conn, svc, token=token, password="a new long passphrase")
+    actions.reset_password(conn, svc, token=token, password="a new long passphrase")
 
 
 def test_link_email_states_expiry_and_honours_redirect_url(database_url, conn, svc, settings, smtp):
     # The redirect applies because the signup creates the account through this app (SPEC §14).
     app, _key = register_app(conn, "shop", ["https://app.example/welcome"])
-    accounts.sign_up(conn, svc, email="bo@example.com", password="correct horse battery",
+    actions.sign_up(conn, svc, email="bo@example.com", password="correct horse battery",
                      redirect_url="https://app.example/welcome?lang=en", app=app)
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
 
@@ -187,7 +188,7 @@ def test_link_email_states_expiry_and_honours_redirect_url(database_url, conn, s
     assert link.startswith("https://app.example/welcome?lang=en&token=")
     html = message.message.get_body(preferencelist=("html",)).get_content()
     assert "token=" in html and "expires at" in html
-    user = accounts.confirm_verification(conn, svc, token=link_token(message.text))
+    user = actions.confirm_verification(conn, svc, token=link_token(message.text))
     assert user.email_verified_at is not None
 
 
@@ -249,7 +250,7 @@ def test_idle_worker_wakes_on_notify_not_on_polling(database_url, conn, svc, set
     w = worker(database_url, settings, smtp.url, svc.clock, poll_seconds=60)
     with running(w):
         wait_until(lambda: _listening(conn), 10, "the worker to LISTEN")
-        accounts.sign_up(conn, svc, email="di@example.com", password="correct horse battery")
+        actions.sign_up(conn, svc, email="di@example.com", password="correct horse battery")
         smtp.wait_for(1, timeout=5)
     assert smtp.messages[0].subject == "Confirm your email address"
 
@@ -269,9 +270,9 @@ def test_the_listener_reconnects_after_any_error_and_says_so(
 
     monkeypatch.setattr(loop, "connect", lost_once)
     w = worker(database_url, settings, smtp.url, svc.clock, poll_seconds=60)
-    with caplog.at_level(logging.WARNING, logger="worker.loop"), running(w):
+    with caplog.at_level(logging.WARNING, logger="authsvc.worker.loop"), running(w):
         wait_until(lambda: _listening(conn), 10, "the worker to LISTEN again")
-        accounts.sign_up(conn, svc, email="di@example.com", password="correct horse battery")
+        actions.sign_up(conn, svc, email="di@example.com", password="correct horse battery")
         smtp.wait_for(1, timeout=5)
     [said] = [r for r in caplog.records if r.msg == "listener_disconnected"]
     assert "InterfaceError" in said.error

@@ -12,7 +12,10 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from authsvc.db import create_pool
+from authsvc.db.connections import create_pool
+from authsvc.worker import jobs
+from authsvc.worker.completer import Completer
+from authsvc.worker.jobs import Outcome
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.race_support import wait_until_waiting_on_a_lock
@@ -25,9 +28,6 @@ from tests.worker_support import (
     queue_notices,
     start_worker_process,
 )
-from worker import jobs
-from worker.completer import Completer
-from worker.jobs import Outcome
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def unchecked_pool(database_url):
 def test_a_lost_lease_in_a_batch_records_nothing_for_that_row(conn, caplog):
     """One statement, three outcomes: the row whose lease moved on is left alone."""
     ids = queue_notices(conn, 3)
-    caplog.set_level(logging.INFO, logger="worker")
+    caplog.set_level(logging.INFO, logger="authsvc.worker")
     claimed = {j.id: j for j in jobs.claim_batch(conn, "host:1:a", 3, lease_seconds=30)}
     # Job 2's lease runs out and another worker takes it over; 1 and 3 keep theirs.
     expire_lease(conn, ids[1])
@@ -56,7 +56,7 @@ def test_a_lost_lease_in_a_batch_records_nothing_for_that_row(conn, caplog):
     assert [job_status(conn, i)[0] for i in (ids[0], ids[2])] == ["sent", "sent"]
     assert events(conn, ids[1])[-1] == ("lease_lost", "host:1:a", 1)
     assert [e[0] for e in events(conn, ids[0])] == ["claimed", "sent"]
-    logged = Counter(r.getMessage() for r in caplog.records if r.name == "worker.jobs")
+    logged = Counter(r.getMessage() for r in caplog.records if r.name == "authsvc.worker.jobs")
     assert logged["sent"] == 2 and logged["lease_lost"] == 1
 
 
@@ -271,7 +271,7 @@ def test_through_an_outage_an_outcome_is_given_up_when_its_local_lease_deadline_
     unreachable = ConnectionPool("host=127.0.0.1 port=1 connect_timeout=1", min_size=0,
                                  max_size=1, open=True, check=None)
     completer = Completer(unreachable, max_unrecorded=4)
-    caplog.set_level(logging.ERROR, logger="worker.completer")
+    caplog.set_level(logging.ERROR, logger="authsvc.worker.completer")
     completer.start()
     try:
         completer.submit(Outcome(job, "sent", provider_message_id="<m@x>"),

@@ -8,6 +8,10 @@ import threading
 
 import pytest
 
+from authsvc.worker import jobs
+from authsvc.worker.delivery import RetryPolicy
+from authsvc.worker.loop import MailerUnavailable, Worker, WorkerOptions
+from authsvc.worker.mailers import SmtpMailer
 from tests.worker_support import (
     deliver_now,
     delivery,
@@ -19,10 +23,6 @@ from tests.worker_support import (
     renderer,
     smtp_factory,
 )
-from worker import jobs
-from worker.delivery import RetryPolicy
-from worker.loop import MailerUnavailable, Worker, WorkerOptions
-from worker.mailers import SmtpMailer
 
 
 def outcome(conn, job_id: int) -> tuple[str, str | None]:
@@ -175,7 +175,7 @@ def test_a_sender_that_cannot_build_its_mailer_ends_the_worker_saying_why(
             raised.append(exc)
 
     done = threading.Thread(target=run, daemon=True)
-    with caplog.at_level(logging.ERROR, logger="worker.loop"):
+    with caplog.at_level(logging.ERROR, logger="authsvc.worker.loop"):
         done.start()
         done.join(20)
         stopped = not done.is_alive()

@@ -7,8 +7,8 @@ import re
 
 import psycopg
 
+from authsvc.worker.jobs import Outcome, claim_batch, record_outcomes
 from tests.worker_support import queue_notices
-from worker.jobs import Outcome, claim_batch, record_outcomes
 
 
 def _value(body: str, series: str) -> float:
@@ -62,7 +62,7 @@ def test_a_database_error_is_logged_and_reported_as_down(client, monkeypatch, ca
 
     monkeypatch.setattr(admin, "outbox_figures", unreachable)
     client.get("/healthz")
-    with caplog.at_level(logging.WARNING, logger="authsvc.metrics"):
+    with caplog.at_level(logging.WARNING, logger="authsvc.observability.metrics"):
         response = client.get("/metrics")
     assert response.status_code == 200
     body = response.get_data(as_text=True)

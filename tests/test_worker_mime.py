@@ -15,10 +15,10 @@ import pytest
 from authsvc.config import load_settings
 from authsvc.inbox.parsing import parse_message
 from authsvc.resources import templates_dir
+from authsvc.worker.jobs import ClaimedJob
+from authsvc.worker.mime import build_message, legacy_message
+from authsvc.worker.render import compile_template
 from tests.worker_support import renderer
-from worker.jobs import ClaimedJob
-from worker.mime import build_message, legacy_message
-from worker.render import compile_template
 
 TEMPLATES = ["verify", "reset", "account_exists", "password_changed"]
 PUBLIC_ID = UUID("0b7e6f1c-3d2a-4c5e-9f80-1a2b3c4d5e6f")

@@ -9,6 +9,7 @@ import pytest
 
 from authsvc.cli.worker import smtp_mailer_factory
 from authsvc.config import ConfigError, load_settings
+from authsvc.worker.mailers import NullMailer
 from testkit.waiting import wait_until
 from tests.worker_support import (
     authsvc_command,
@@ -17,7 +18,6 @@ from tests.worker_support import (
     start_worker_process,
     stop_process,
 )
-from worker.mailers import NullMailer
 
 
 def test_null_url_selects_the_discarding_mailer(env):

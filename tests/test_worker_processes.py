@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from authsvc.migrate import upgrade
+from authsvc.db.migrate import upgrade
 from authsvc.outbox import NOTIFY_CHANNEL
 from testkit.postgres import pg_ctl, throwaway_postgres
 from testkit.smtp_double import SmtpDouble

@@ -13,6 +13,12 @@ from email.utils import format_datetime
 import pytest
 
 from authsvc.config import load_settings, parse_http_provider_url
+from authsvc.worker import jobs
+from authsvc.worker.delivery import RetryPolicy
+from authsvc.worker.mailers import AmbiguousSendError, PermanentSendError, TransientSendError
+from authsvc.worker.providers import mailer_factory
+from authsvc.worker.providers.http import retry_after_seconds
+from authsvc.worker.providers.resend import DOCUMENTED_FIELDS, ResendMailer
 from testkit.waiting import wait_until
 from tests.worker_support import (
     deliver_now,
@@ -24,12 +30,6 @@ from tests.worker_support import (
 )
 from tools import local_resend
 from tools.local_resend import LocalResend
-from worker import jobs
-from worker.delivery import RetryPolicy
-from worker.mailers import AmbiguousSendError, PermanentSendError, TransientSendError
-from worker.providers import mailer_factory
-from worker.providers.http import retry_after_seconds
-from worker.providers.resend import DOCUMENTED_FIELDS, ResendMailer
 
 FAR = float("inf")
 

@@ -11,6 +11,8 @@ from uuid import uuid4
 import pytest
 
 from authsvc.outbox import enqueue_email
+from authsvc.worker import jobs
+from authsvc.worker.mailers import OutgoingEmail, PermanentSendError
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.worker_support import (
@@ -24,8 +26,6 @@ from tests.worker_support import (
     smtp_factory,
     worker,
 )
-from worker import jobs
-from worker.mailers import OutgoingEmail, PermanentSendError
 
 JOERG = "jörg@example.com"
 

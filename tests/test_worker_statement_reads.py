@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import psycopg
 
+from authsvc.worker.jobs import Outcome, claim_batch, record_outcomes
 from tests.worker_support import queue_notices
-from worker.jobs import Outcome, claim_batch, record_outcomes
 
 
 def _rows_read(conn: psycopg.Connection, table: str) -> int:

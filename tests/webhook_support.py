@@ -10,14 +10,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
 
-from authsvc.app_keys import App, register_app, set_webhook
+from authsvc.apps.keys import App, register_app, set_webhook
 from authsvc.clock import Clock
 from authsvc.config import Settings
+from authsvc.worker.delivery import RetryPolicy
+from authsvc.worker.event_delivery import WebhookDelivery
+from authsvc.worker.loop import Worker, WorkerOptions
+from authsvc.worker.mailers import NullMailer
 from tests.worker_support import renderer
-from worker.delivery import RetryPolicy
-from worker.loop import Worker, WorkerOptions
-from worker.mailers import NullMailer
-from worker.webhooks import WebhookDelivery
 
 
 @dataclass(frozen=True)

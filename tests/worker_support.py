@@ -17,12 +17,12 @@ import psycopg
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings, parse_smtp_url
 from authsvc.services import token_codec
-from worker import jobs
-from worker.delivery import Delivery, RetryPolicy
-from worker.jobs import ClaimedJob
-from worker.loop import Worker, WorkerOptions
-from worker.mailers import Mailer, SmtpMailer
-from worker.render import Renderer
+from authsvc.worker import jobs
+from authsvc.worker.delivery import Delivery, RetryPolicy
+from authsvc.worker.jobs import ClaimedJob
+from authsvc.worker.loop import Worker, WorkerOptions
+from authsvc.worker.mailers import Mailer, SmtpMailer
+from authsvc.worker.render import Renderer
 
 FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
 

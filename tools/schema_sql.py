@@ -394,7 +394,7 @@ def schema_file_text(generated: str, path: Path = SCHEMA_FILE) -> str:
 @contextmanager
 def migrated_database(server_url: str | None = None) -> Iterator[str]:
     """The URL of a new database with every migration applied, dropped afterwards."""
-    from authsvc.migrate import upgrade
+    from authsvc.db.migrate import upgrade
 
     with _server(server_url) as url, _scratch_database(url) as scratch:
         upgrade(scratch)
@@ -406,7 +406,7 @@ def _server(server_url: str | None) -> Iterator[str]:
     if server_url:
         yield server_url
         return
-    from authsvc.embedded import start_embedded_postgres
+    from authsvc.db.embedded import start_embedded_postgres
 
     # Short path: the server's Unix socket path must stay under 107 bytes.
     with tempfile.TemporaryDirectory(prefix="authsvc-schema-") as folder:

@@ -9,13 +9,13 @@ from uuid import UUID
 import click
 import psycopg
 
-from authsvc import app_keys
-from authsvc.app_keys import register_app, validate_redirect_url
+from authsvc.app_events.targets import WebhookTargetRefused, validate_webhook_url
+from authsvc.apps import keys
+from authsvc.apps.keys import register_app, validate_redirect_url
 from authsvc.cli.options import parsed_by
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.config import Settings
-from authsvc.db import connect
-from authsvc.webhook_targets import WebhookTargetRefused, validate_webhook_url
+from authsvc.db.connections import connect
 
 
 @click.group()
@@ -55,7 +55,7 @@ def _transaction(settings: Settings) -> Iterator[psycopg.Connection]:
 
 def _require_live(conn: psycopg.Connection, app_id: UUID) -> None:
     """Exit with the reason when `app_id` is unknown or revoked."""
-    listing = app_keys.find_app_listing(conn, app_id)
+    listing = keys.find_app_listing(conn, app_id)
     if listing is None:
         raise click.ClickException(f"no app with id {app_id}")
     if listing.revoked_at is not None:
@@ -86,11 +86,11 @@ def apps_create(name: str, redirect_urls: list[str], webhook_url: str | None) ->
         webhook_url = _check_webhook(settings, webhook_url)
     secret = None
     with _transaction(settings) as conn:
-        if app_keys.name_taken(conn, name):
+        if keys.name_taken(conn, name):
             raise click.ClickException(f"an app named {name!r} already exists (see `apps list`)")
         app, key = register_app(conn, name, redirect_urls)
         if webhook_url is not None:
-            secret = app_keys.set_webhook(conn, app.id, webhook_url, settings.secret_keys)
+            secret = keys.set_webhook(conn, app.id, webhook_url, settings.secret_keys)
     click.echo(f"app id:  {app.id}")
     click.echo(f"api key: {key}")
     click.echo("Store the key now: it is not shown again.", err=True)
@@ -102,7 +102,7 @@ def apps_create(name: str, redirect_urls: list[str], webhook_url: str | None) ->
 def apps_list() -> None:
     """Every app: id, name, state, redirect URLs, webhook URL (never keys or secrets)."""
     with _transaction(settings_or_exit()) as conn:
-        listings = app_keys.list_apps(conn)
+        listings = keys.list_apps(conn)
     if not listings:
         click.echo("no apps registered (add one with `authsvc apps create`)")
         return
@@ -150,14 +150,14 @@ def apps_update(
     with _transaction(settings) as conn:
         _require_live(conn, app_id)
         if redirect_urls:
-            app_keys.update_redirect_urls(conn, app_id, redirect_urls)
+            keys.update_redirect_urls(conn, app_id, redirect_urls)
         if webhook_url is not None:
-            secret = app_keys.set_webhook(conn, app_id, webhook_url, settings.secret_keys)
+            secret = keys.set_webhook(conn, app_id, webhook_url, settings.secret_keys)
         if no_webhook:
-            app_keys.clear_webhook(conn, app_id)
+            keys.clear_webhook(conn, app_id)
         if new_webhook_secret:
             try:
-                secret = app_keys.replace_webhook_secret(conn, app_id, settings.secret_keys)
+                secret = keys.replace_webhook_secret(conn, app_id, settings.secret_keys)
             except LookupError:
                 raise click.ClickException(
                     f"app {app_id} has no webhook URL: set one with --webhook-url"
@@ -173,7 +173,7 @@ def apps_rotate_key(app_id: UUID) -> None:
     """Give an app a new API key; the old one stops working at once."""
     with _transaction(settings_or_exit()) as conn:
         _require_live(conn, app_id)
-        key = app_keys.rotate_key(conn, app_id)
+        key = keys.rotate_key(conn, app_id)
         if key is None:  # revoked between the check and the update
             raise click.ClickException(f"app {app_id} was revoked meanwhile")
     click.echo(f"api key: {key}")
@@ -186,5 +186,5 @@ def apps_revoke(app_id: UUID) -> None:
     """End an app: its key stops working at once and its events stop."""
     with _transaction(settings_or_exit()) as conn:
         _require_live(conn, app_id)
-        app_keys.revoke_app(conn, app_id)
+        keys.revoke_app(conn, app_id)
     click.echo(f"revoked app {app_id}")

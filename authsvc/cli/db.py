@@ -6,8 +6,8 @@ import click
 import psycopg
 
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
-from authsvc.logs import configure_logging
-from authsvc.migrate import upgrade
+from authsvc.db.migrate import upgrade
+from authsvc.observability.logs import configure_logging
 
 
 @click.group()

@@ -15,12 +15,12 @@ from urllib.request import urlopen
 
 import click
 
-from authsvc.app_keys import find_app_by_key, register_app
+from authsvc.apps.keys import find_app_by_key, register_app
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.cli.startup import database_url_or_exit
 from authsvc.config import ConfigError, Settings, load_settings
-from authsvc.db import connect
-from authsvc.migrate import upgrade
+from authsvc.db.connections import connect
+from authsvc.db.migrate import upgrade
 
 READY_TIMEOUT_SECONDS = 60.0
 STOP_GRACE_SECONDS = 15.0

@@ -10,11 +10,11 @@ import threading
 import click
 
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
-from authsvc.db import connect, create_pool, is_direct, resolve_listen_url
+from authsvc.db.connections import connect, create_pool, is_direct, resolve_listen_url
 from authsvc.inbox.messages import DEFAULT_MAX_PER_SCOPE
 from authsvc.inbox.server import DEFAULT_POOL_SIZE, InboxServer
 from authsvc.inbox.smtp import DEFAULT_MAX_MESSAGE_BYTES, InboxSink
-from authsvc.logs import configure_logging
+from authsvc.observability.logs import configure_logging
 from authsvc.services import build_services
 
 

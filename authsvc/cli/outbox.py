@@ -13,7 +13,7 @@ import psycopg
 from authsvc.cli.options import parsed_by
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.config import parse_duration
-from authsvc.db import connect
+from authsvc.db.connections import connect
 from authsvc.outbox import STATUSES, admin
 
 

@@ -30,9 +30,9 @@ def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
         "--graceful-timeout",
         "10",
         # Every line (gunicorn's own, one `http_request` per response, the
-        # app's) is the same JSON shape on stderr: authsvc/gunicorn_logging.py.
+        # app's) is the same JSON shape on stderr: authsvc/observability/gunicorn_logging.py.
         "--logger-class",
-        "authsvc.gunicorn_logging.JsonGunicornLogger",
+        "authsvc.observability.gunicorn_logging.JsonGunicornLogger",
         "--access-logfile",
         "-",
         # gunicorn 27 opens a control socket in ~/.gunicorn shared by every
@@ -41,8 +41,8 @@ def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
         # Hooks: a large unread body closes its connection; requests gunicorn
         # cannot parse get problem+json (see the module).
         "--config",
-        "python:authsvc.gunicorn_config",
-        "authsvc.flask_app:create_served_app()",
+        "python:authsvc.web.gunicorn_config",
+        "authsvc.web.app:create_served_app()",
     ]
 
 

@@ -16,7 +16,7 @@ import click
 import psycopg
 
 from authsvc.config import ConfigError, Settings, load_settings
-from authsvc.db import connect, resolve_database_url
+from authsvc.db.connections import connect, resolve_database_url
 
 
 def settings_or_exit() -> Settings:

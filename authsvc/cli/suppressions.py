@@ -1,7 +1,7 @@
 """`authsvc suppressions list|remove ADDRESS`: the operator's view of the suppression list.
 
 `remove` is the only way an address gets mail again after a provider reported
-a hard bounce or a complaint (authsvc/suppressions.py says why).
+a hard bounce or a complaint (authsvc/bounces/suppressions.py says why).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from contextlib import contextmanager
 import click
 import psycopg
 
-from authsvc import suppressions as store
-from authsvc.addresses import InvalidAddress, parse_address
+from authsvc.accounts.addresses import InvalidAddress, parse_address
+from authsvc.bounces import suppressions as store
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
-from authsvc.db import connect
+from authsvc.db.connections import connect
 
 
 @click.group()

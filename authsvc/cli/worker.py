@@ -15,23 +15,23 @@ import psycopg
 
 from authsvc.cli.startup import FiniteFloatRange, database_url_or_exit, settings_or_exit
 from authsvc.config import Settings
-from authsvc.db import connect, resolve_listen_url
-from authsvc.logs import configure_logging, log_event
-from authsvc.migrate import pending_migrations
+from authsvc.db.connections import connect, resolve_listen_url
+from authsvc.db.migrate import pending_migrations
+from authsvc.observability.logs import configure_logging, log_event
 from authsvc.services import token_codec
-from worker.delivery import RetryPolicy
-from worker.loop import MailerUnavailable, Worker, WorkerOptions
-from worker.mailers import Mailer
-from worker.metrics import WorkerMetrics
-from worker.providers import mailer_factory
-from worker.render import Renderer
-from worker.webhooks import WebhookDelivery
+from authsvc.worker.delivery import RetryPolicy
+from authsvc.worker.event_delivery import WebhookDelivery
+from authsvc.worker.loop import MailerUnavailable, Worker, WorkerOptions
+from authsvc.worker.mailers import Mailer
+from authsvc.worker.metrics_port import WorkerMetrics
+from authsvc.worker.providers import mailer_factory
+from authsvc.worker.render import Renderer
 
-log = logging.getLogger("authsvc.cli.worker")
+log = logging.getLogger(__name__)
 
 
 def smtp_mailer_factory(settings: Settings) -> Callable[[float], Mailer]:
-    """One mailer per sender thread, by AUTHSVC_MAIL_URL (worker/providers)."""
+    """One mailer per sender thread, by AUTHSVC_MAIL_URL (authsvc/worker/providers)."""
     return mailer_factory(settings)
 
 

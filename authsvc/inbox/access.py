@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from authsvc.bearer import authorization_presents
+from authsvc.observability.bearer import authorization_presents
 
 UNAUTHORIZED_DETAIL = "send Authorization: Bearer <token>"
 CHALLENGE = 'Bearer realm="authsvc test inbox"'  # the WWW-Authenticate value of a 401

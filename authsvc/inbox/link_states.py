@@ -8,9 +8,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from psycopg import Connection
 
-from authsvc import accounts
+from authsvc.accounts import actions
+from authsvc.accounts.tokens import PURPOSES, TokenError
 from authsvc.services import Services
-from authsvc.tokens import PURPOSES, TokenError
 
 # A lone 6-digit number, outside any link: a token in a link can hold six
 # digits in a row (the UI once showed "859679" from a token above the code).
@@ -64,7 +64,7 @@ def link_state(conn: Connection, svc: Services, url: str) -> LinkState:
     for purpose in PURPOSES:
         # The salt differs per purpose, so only the right one verifies.
         try:
-            accounts.check_link(conn, svc, token, purpose)
+            actions.check_link(conn, svc, token, purpose)
         except TokenError as exc:
             if exc.code == "invalid_token":
                 continue

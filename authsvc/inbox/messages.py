@@ -18,11 +18,11 @@ from psycopg import Connection
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from authsvc.db.queries import load_queries
 from authsvc.inbox.params import MAX_LISTED, Filters
 from authsvc.inbox.parsing import ParsedMessage
-from authsvc.queries import load_queries
 
-Q = load_queries(Path(__file__).parent / "inbox.sql")
+Q = load_queries(Path(__file__).with_suffix(".sql"))
 NOTIFY_CHANNEL = "authsvc_inbox"
 RETENTION_SECONDS = 24 * 3600
 DEFAULT_MAX_PER_SCOPE = 1000

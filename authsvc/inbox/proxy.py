@@ -15,10 +15,10 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from authsvc.logs import log_event
+from authsvc.observability.logs import log_event
 from authsvc.problem_documents import problem_document
 
-log = logging.getLogger("authsvc.inbox.proxy")
+log = logging.getLogger(__name__)
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) are the proxy's own business.
 _HOP_BY_HOP = frozenset(

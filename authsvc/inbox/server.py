@@ -44,13 +44,13 @@ from authsvc.inbox.params import BadRequest
 from authsvc.inbox.proxy import Upstream, problem_response
 from authsvc.inbox.scopes import new_scope_name
 from authsvc.inbox.waiters import AsyncScopeWatcher
-from authsvc.log_redaction import QueryStringFilter
-from authsvc.logs import log_event
+from authsvc.observability.log_redaction import QueryStringFilter
+from authsvc.observability.logs import log_event
 from authsvc.problem_documents import UNREADABLE_REQUEST_DETAIL
 from authsvc.resources import templates_dir
 from authsvc.services import Services
 
-log = logging.getLogger("authsvc.inbox.server")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

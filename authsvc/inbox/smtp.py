@@ -25,7 +25,7 @@ from authsvc.inbox.messages import (
 )
 from authsvc.inbox.parsing import parse_message
 from authsvc.inbox.scopes import BadScope, scope_of
-from authsvc.logs import log_event
+from authsvc.observability.logs import log_event
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TypeVar
 
-from authsvc.db import connect_async
+from authsvc.db.connections import connect_async
 from authsvc.inbox.messages import NOTIFY_CHANNEL
-from authsvc.logs import log_event
+from authsvc.observability.logs import log_event
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

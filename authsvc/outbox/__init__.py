@@ -6,7 +6,7 @@
 - `admin`: what operators and /metrics read (stats, listings, trails) and
   the operator's repairs (redrive, prune).
 
-The worker's claim (worker/jobs.sql) uses the same due predicate.
+The worker's claim (authsvc/worker/jobs.sql) uses the same due predicate.
 """
 
 from authsvc.outbox.producer import count_and_queue_link, enqueue_email, notify_workers

@@ -18,8 +18,8 @@ from psycopg import Connection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row
 
+from authsvc.db.queries import load_queries
 from authsvc.outbox.rules import STATUSES
-from authsvc.queries import load_queries
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
 FINAL_STATUSES = tuple(status for status in STATUSES if status != "pending")

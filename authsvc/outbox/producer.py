@@ -15,8 +15,8 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
+from authsvc.db.queries import load_queries
 from authsvc.outbox.rules import NOTIFY_CHANNEL, TEMPLATES
-from authsvc.queries import load_queries
 from authsvc.ratelimit import RateLimitHit
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))

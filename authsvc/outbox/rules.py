@@ -10,6 +10,6 @@ from __future__ import annotations
 # Producers pg_notify it at commit; every worker LISTENs on it.
 NOTIFY_CHANNEL = "authsvc_outbox"
 TEMPLATES = ("verify", "reset", "account_exists", "password_changed")
-# A job payload key: its outcome sends the app no email.* event (worker/jobs.sql).
+# A job payload key: its outcome sends the app no email.* event (authsvc/worker/jobs.sql).
 NO_OUTCOME_EVENTS = "no_outcome_events"
 STATUSES = ("pending", "sent", "failed", "superseded", "expired", "suppressed")

@@ -1,0 +1,453 @@
+"""Account use cases: one function per user action, one transaction each.
+
+Each function takes a connection from the caller (so the JSON API can put
+its idempotency record in the same transaction) and opens its own
+`conn.transaction()` block, which nests as a savepoint when the caller
+already has one; a link request is a single statement instead, which is a
+transaction of its own or part of the caller's. Email is only ever queued
+here, never sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime
+from functools import partial
+
+from psycopg import Connection
+
+from authsvc import ratelimit
+from authsvc.accounts import code_tries, sessions, users
+from authsvc.accounts.passwords import check_policy
+from authsvc.accounts.sessions import SessionUser
+from authsvc.accounts.tokens import TokenClaims, TokenError, is_code_shaped
+from authsvc.accounts.users import User
+from authsvc.app_events.producer import FlowApp, flow_app, queue_event, user_data
+from authsvc.apps import account_apps
+from authsvc.apps.keys import App
+from authsvc.observability.logs import log_event
+from authsvc.outbox import NO_OUTCOME_EVENTS, count_and_queue_link, enqueue_email
+from authsvc.ratelimit import RateLimitHit
+from authsvc.services import Services
+
+logger = logging.getLogger(__name__)
+
+
+class InvalidCredentials(Exception):
+    """Wrong address or password, or an address nobody has proven yet: one answer for all."""
+
+
+class TooManyAttempts(Exception):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(retry_after)
+        self.retry_after = retry_after
+
+
+class SessionEnded(Exception):
+    """The session was ended (logout, password change) or has expired."""
+
+
+class PasswordRequired(Exception):
+    """A contested address is confirmed only together with a new password (SPEC §4a)."""
+
+
+def _email_budget(svc: Services, email: str, purpose: str, now: datetime) -> RateLimitHit:
+    # One budget per purpose, so verification requests cannot use up an
+    # address's reset emails. Counted for known and unknown addresses alike,
+    # so the limit reveals nothing; within it the address's code tries start
+    # afresh, and nothing else gives them back (migrations/0020 email_budget_hit).
+    return ratelimit.hit_for(f"email_{purpose}", email, svc.settings.rate_limit_email, now)
+
+
+def _email_payload(
+    app: App | None, redirect_url: str | None = None, *, own_account: bool = False
+) -> dict[str, object]:
+    """What a queued email carries: the link target, the asking app's name, whose account.
+
+    Every email an app's call queues names that app (authsvc/worker/render.py), so a
+    person can tell who asked even when the link opens authsvc's own pages.
+    `own_account`: the account was already the app's when this was queued,
+    so redeeming it is a flow through the app (account_apps.OWN_ACCOUNT).
+    """
+    payload: dict[str, object] = {"redirect_url": redirect_url} if redirect_url else {}
+    if own_account:
+        payload[account_apps.OWN_ACCOUNT] = True
+    return payload | ({"app_name": app.name} if app else {})
+
+
+def _issued_at(now: datetime) -> datetime:
+    # Whole seconds: the token carries issued_at as an integer timestamp.
+    return now.replace(microsecond=0)
+
+
+def sign_up(
+    conn: Connection,
+    svc: Services,
+    *,
+    email: str,
+    password: str,
+    redirect_url: str | None = None,
+    app: App | None = None,
+) -> None:
+    """Create an account (or record another signup for it) and queue its email.
+
+    A taken address answers the same way: its owner gets "account exists"
+    if the address is verified, else a fresh verification link. Whoever signs
+    up, the password stays unusable until someone redeems a link sent to the
+    address; a second signup makes the address contested (users.sql).
+    `app`: the app whose API call this is; the account becomes its when this
+    signup creates it, and `redirect_url` applies only to its own accounts
+    (a contested unproven address is nobody's: account_apps).
+    """
+    check_policy(password, email)
+    # Hash before touching the row: every branch costs one argon2 hash.
+    password_hash = svc.passwords.hash(password)
+    now = svc.clock()
+    with conn.transaction():
+        user = users.register_signup(conn, email, password_hash)
+        own = app is not None and account_apps.note_signup(
+            conn, user_id=user.id, app_id=app.id, now=now
+        )
+        if not own:
+            redirect_url = None  # another app's, the pages' or a contested account: our pages
+        app_id = app.id if app else None
+        if not code_tries.count_email(conn, _email_budget(svc, email, "verify", now), email,
+                                 "verify").allowed:
+            return  # the earlier links are retired all the same
+        if user.verified:
+            enqueue_email(
+                conn, template="account_exists", recipient=email, user_id=user.id,
+                payload=_email_payload(app), app_id=app_id,
+            )
+            return
+        enqueue_email(
+            conn,
+            template="verify",
+            recipient=user.email,
+            user_id=user.id,
+            purpose="verify",
+            token_version=user.verify_version,
+            issued_at=_issued_at(now),
+            payload=_email_payload(app, redirect_url, own_account=own),
+            app_id=app_id,
+        )
+
+
+def request_link(
+    conn: Connection,
+    svc: Services,
+    *,
+    purpose: str,
+    email: str,
+    redirect_url: str | None = None,
+    app: App | None = None,
+) -> bool:
+    """Queue a fresh `purpose` link: reset for any account, verify for an unverified one.
+
+    Silent otherwise. False when the address's email limit held it back
+    (callers must not tell the requester: the answer would then differ for
+    known and unknown addresses). `redirect_url` applies only when the
+    account belongs to `app` (queue_link decides, in the same statement, and
+    marks the email as the app's own).
+    """
+    now = svc.clock()
+    # One statement (outbox/producer.sql queue_link): the count, the fresh
+    # code tries and the queued link commit together, so a known address's
+    # request is one commit like an unknown one's (whose count alone is a
+    # write); a second commit would wait for a second WAL flush, and the
+    # delay would tell accounts apart (tests/test_api_timing.py). One round
+    # trip where a transaction of three statements took five (issue 11).
+    # A request for an unknown address queues nothing, so its outcome must
+    # not reach the app as an email.* event: that would tell the app which
+    # addresses have accounts. The app still hears user.* events, which
+    # only the mailbox's holder can cause.
+    return count_and_queue_link(
+        conn, email=email, purpose=purpose, issued_at=_issued_at(now),
+        budget=_email_budget(svc, email, purpose, now),
+        code_digest=code_tries.address_digest(email),
+        payload={**_email_payload(app, redirect_url), NO_OUTCOME_EVENTS: True},
+        app_id=app.id if app else None,
+    ).allowed
+
+
+# The two flows' requests differ only by purpose.
+request_verification = partial(request_link, purpose="verify")
+request_password_reset = partial(request_link, purpose="reset")
+
+
+def _stale_link_error(conn: Connection, claims: TokenClaims, user: User | None) -> TokenError:
+    """Why a validly signed link no longer redeems, given its account as read now."""
+    if user is None or claims.version > user.version(claims.purpose):
+        return TokenError("invalid_token")  # not a link this database issued
+    if users.was_redeemed(conn, claims.user_id, claims.purpose, claims.version):
+        return TokenError("token_used")
+    return TokenError("token_superseded")
+
+
+def _current_holder(conn: Connection, claims: TokenClaims) -> User:
+    """The account whose current link these claims describe; TokenError otherwise."""
+    user = users.find_user_by_id(conn, claims.user_id)
+    if user is None or user.version(claims.purpose) != claims.version:
+        raise _stale_link_error(conn, claims, user)
+    return user
+
+
+def check_link(conn: Connection, svc: Services, token: object, purpose: str) -> User:
+    """The link's account if it would redeem now; TokenError otherwise. Changes nothing."""
+    return _current_holder(conn, svc.tokens.read(token, purpose))
+
+
+def _new_password_hash(svc: Services, password: object, email: str) -> str:
+    check_policy(password, email)
+    assert isinstance(password, str)
+    return svc.passwords.hash(password)
+
+
+def _address_proven(conn: Connection, user: User) -> None:
+    """What redeeming a link sent to the address settles, in the same transaction.
+
+    No session opened before the proof survives it, and the mailbox's holder
+    is never locked out by someone else's failed logins.
+    """
+    sessions.end_all_sessions(conn, user.id)
+    ratelimit.clear(conn, "login", user.email)
+
+
+def _flow_completed(
+    conn: Connection, user: User, purpose: str, version: int, event_type: str, now: datetime,
+    *, first_proof: bool,
+) -> FlowApp | None:
+    """A redeemed link or code: settle whose account it is, and tell the app that sent it.
+
+    Returns the app whose call sent the link, if one did. A flow is through
+    that app only if its email was queued while the account was already the
+    app's (`own_account`); so completing a flow never adds an app, and at
+    the address's first proof (`first_proof`) the signup's app keeps the
+    account only when this was its own email (SPEC §14, account_apps). The
+    app that started the flow hears `event_type` either way (SPEC §9).
+    """
+    flow = flow_app(conn, user_id=user.id, purpose=purpose, version=version)
+    if first_proof:
+        own_app = flow.id if flow is not None and flow.own_account else None
+        account_apps.note_first_proof(conn, user_id=user.id, own_app=own_app)
+    queue_event(
+        conn, app_id=flow.id if flow else None, event_type=event_type,
+        data=user_data(user.id, user.email), user_id=user.id, now=now,
+    )
+    return flow
+
+
+def confirm_verification(
+    conn: Connection, svc: Services, *, token: object, password: object = None
+) -> User:
+    """Redeem a verification link: exactly once, only the newest.
+
+    A contested address needs `password` (PasswordRequired otherwise); any
+    address may be given one, which replaces the password its signups set.
+    """
+    claims = svc.tokens.read(token, "verify")
+    user = _current_holder(conn, claims)
+    if password is None and user.contested:
+        raise PasswordRequired()
+    password_hash = None if password is None else _new_password_hash(svc, password, user.email)
+    return _redeem_verify(conn, svc, user, claims, password_hash)
+
+
+def _redeem_verify(
+    conn: Connection, svc: Services, user: User, claims: TokenClaims, password_hash: str | None
+) -> User:
+    now = svc.clock()
+    with conn.transaction():
+        # The conditional UPDATE is the single-use guard: a concurrent redeemer
+        # waits on the row lock, then re-checks the version and matches nothing.
+        redeemed = users.redeem_verify_link(conn, user.id, claims.version, password_hash, now)
+        if redeemed is None:  # lost a race with a redemption or a newer signup
+            latest = users.find_user_by_id(conn, user.id)
+            if latest is not None and latest.version("verify") == claims.version:
+                raise PasswordRequired()
+            raise _stale_link_error(conn, claims, latest)
+        users.record_redemption(conn, redeemed.id, "verify", claims.version, now)
+        _address_proven(conn, redeemed)
+        # Only an unproven address redeems a verify link (redeem_verify_link).
+        _flow_completed(conn, redeemed, "verify", claims.version, "user.verified", now,
+                        first_proof=True)
+    return redeemed
+
+
+def reset_password(conn: Connection, svc: Services, *, token: object, password: object) -> User:
+    """Redeem a reset link: set the password, prove the address, end every session."""
+    claims = svc.tokens.read(token, "reset")
+    # Reject a stale link before judging the password: "use the newest email"
+    # is the more useful answer.
+    user = _current_holder(conn, claims)
+    password_hash = _new_password_hash(svc, password, user.email)
+    return _redeem_reset(conn, svc, user, claims, password_hash)
+
+
+def _redeem_reset(
+    conn: Connection, svc: Services, user: User, claims: TokenClaims, password_hash: str
+) -> User:
+    now = svc.clock()
+    with conn.transaction():
+        result = users.redeem_reset_link(conn, user.id, claims.version, password_hash, now)
+        if result is None:  # lost a race with another redemption or a newer link
+            raise _stale_link_error(conn, claims, users.find_user_by_id(conn, user.id))
+        redeemed = result.user
+        users.record_redemption(conn, redeemed.id, "reset", claims.version, now)
+        _address_proven(conn, redeemed)
+        # Whether the address was unproven comes from the row the redemption
+        # locked, not from `user` (read before a concurrent verify could commit).
+        flow = _flow_completed(
+            conn, redeemed, "reset", claims.version, "user.password_changed", now,
+            first_proof=result.first_proof,
+        )
+        # The notice names the app whose reset was used, like the reset did.
+        enqueue_email(
+            conn, template="password_changed", recipient=redeemed.email, user_id=redeemed.id,
+            payload={"app_name": flow.name} if flow else None, app_id=flow.id if flow else None,
+        )
+    return redeemed
+
+
+def _matching_code(
+    conn: Connection, svc: Services, email: str, purpose: str, code: object
+) -> tuple[code_tries.CodeAttempt, User]:
+    """Count one try at `email`'s code and return it with its account if `code` is right.
+
+    Unknown addresses, addresses with no code outstanding and wrong codes take
+    the same steps (one statement, one HMAC per key) and raise the same
+    TokenError("invalid_code"); after five tries at the code, or twenty wrong
+    codes for the address this hour (all purposes), TokenError("code_exhausted"),
+    even for the right code. The try is counted outside any transaction this
+    function opens, so a refused code still counts when the caller's
+    transaction commits; a right code leaves the hour's count.
+    """
+    typed = "".join(code.split()) if isinstance(code, str) else ""
+    now = svc.clock()
+    attempt = code_tries.count_attempt(conn, email, purpose, now)
+    claims = attempt.claims_or_dummy()
+    right = svc.tokens.code_matches(claims, typed if is_code_shaped(typed) else "")
+    if attempt.exhausted or not right or attempt.claims is None:
+        refusal = "code_exhausted" if attempt.exhausted else "invalid_code"
+        # For alerting on guessing; the address is not logged, nor whether it has an account.
+        log_event(logger, "code_refused", purpose=purpose, code=refusal, attempt=attempt.attempt)
+        raise TokenError(refusal)
+    code_tries.forgive_right_code(conn, email, now)  # the hour counts wrong codes only
+    # Only someone holding the code learns that it expired.
+    if now >= svc.tokens.expires_at(purpose, claims.issued_at):
+        raise TokenError("token_expired")
+    user = users.find_user_by_id(conn, claims.user_id)
+    if user is None or user.version(purpose) != claims.version:
+        raise TokenError("invalid_code")  # redeemed or replaced since the try was counted
+    return attempt, user
+
+
+def confirm_verification_code(
+    conn: Connection, svc: Services, *, email: str, code: object, password: object = None
+) -> User:
+    """Redeem the code from a verification email, typed with its address (SPEC §4 "Codes").
+
+    The same rules as the link: newest only, once, within the lifetime, and a
+    contested address is confirmed only together with a new password.
+    """
+    if password is not None:
+        check_policy(password, email)  # judged before a try is counted: it says nothing
+    attempt, user = _matching_code(conn, svc, email, "verify", code)
+    if password is None and user.contested:
+        code_tries.give_back_attempt(conn, email, attempt)
+        raise PasswordRequired()
+    password_hash = None if password is None else _new_password_hash(svc, password, user.email)
+    assert attempt.claims is not None
+    return _redeem_verify(conn, svc, user, attempt.claims, password_hash)
+
+
+def reset_password_with_code(
+    conn: Connection, svc: Services, *, email: str, code: object, password: object
+) -> User:
+    """Redeem the code from a reset email: set the password, prove the address, end sessions."""
+    check_policy(password, email)
+    attempt, user = _matching_code(conn, svc, email, "reset", code)
+    password_hash = _new_password_hash(svc, password, user.email)
+    assert attempt.claims is not None
+    return _redeem_reset(conn, svc, user, attempt.claims, password_hash)
+
+
+def _count_password_attempt(conn: Connection, svc: Services, email: str) -> None:
+    # Counted before checking: with read-then-count, concurrent guesses would
+    # all pass while argon2 runs. A success gives its count back.
+    decision = ratelimit.hit(conn, "login", email, svc.settings.rate_limit_login, svc.clock())
+    if not decision.allowed:
+        raise TooManyAttempts(decision.retry_after)
+
+
+def authenticate(conn: Connection, svc: Services, *, email: str, password: str) -> User:
+    """The account for these credentials, once its address is proven.
+
+    An unproven account fails exactly like a wrong password (same exception,
+    same work), so logging in reveals nothing about an address's state.
+    """
+    _count_password_attempt(conn, svc, email)
+    user = users.find_user_by_email(conn, email)
+    # An unknown address still pays for one verification (timing).
+    matches = svc.passwords.verify(user.password_hash if user else None, password)
+    if user is None or not matches or not user.verified:
+        raise InvalidCredentials()
+    ratelimit.refund(conn, "login", email, svc.settings.rate_limit_login, svc.clock())
+    if svc.passwords.needs_rehash(user.password_hash):
+        # Only over the hash we verified: a reset committed meanwhile must win.
+        rehashed = svc.passwords.hash(password)
+        if not users.update_password_hash(conn, user.id, user.password_hash, rehashed):
+            raise InvalidCredentials()
+        user = replace(user, password_hash=rehashed)
+    return user
+
+
+def start_session(conn: Connection, svc: Services, *, user: User, user_agent: str) -> str:
+    """A server-side web session for an authenticated account; returns the cookie's token.
+
+    Refused like a wrong password when the password changed after `user` was
+    authenticated: a login racing the owner's reset must not outlive it.
+    """
+    token = sessions.start_session(conn, user, user_agent, svc.clock())
+    if token is None:
+        raise InvalidCredentials()
+    return token
+
+
+def current_session(conn: Connection, svc: Services, token: str) -> SessionUser | None:
+    """The live session behind a cookie's token, or None when it was ended or expired."""
+    return sessions.find_session(conn, token, svc.clock())
+
+
+def change_password(
+    conn: Connection,
+    svc: Services,
+    *,
+    session: SessionUser,
+    current: str,
+    new: object,
+) -> User:
+    """Change the password from a signed-in session; ends every session.
+
+    Wrong current passwords count against the address's login limit, so the
+    form is no side door for guessing.
+    """
+    user = session.user
+    _count_password_attempt(conn, svc, user.email)
+    if not svc.passwords.verify(user.password_hash, current):
+        raise InvalidCredentials()
+    ratelimit.refund(conn, "login", user.email, svc.settings.rate_limit_login, svc.clock())
+    password_hash = _new_password_hash(svc, new, user.email)
+    now = svc.clock()
+    with conn.transaction():
+        changed = users.change_password(
+            conn, user.id, session.session_id, user.password_hash, password_hash, now
+        )
+        if changed is None:
+            raise SessionEnded()
+        sessions.end_all_sessions(conn, changed.id)
+        enqueue_email(
+            conn, template="password_changed", recipient=changed.email, user_id=changed.id
+        )
+    return changed

@@ -1,0 +1,147 @@
+"""The users table: typed wrappers over users.sql."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from psycopg import Connection
+from psycopg.rows import class_row, dict_row
+
+from authsvc.accounts.addresses import InvalidAddress, parse_address
+from authsvc.db.queries import load_queries
+
+Q = load_queries(Path(__file__).with_suffix(".sql"))
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    email: str
+    password_hash: str
+    email_verified_at: datetime | None
+    reset_version: int
+    verify_version: int
+    signup_count: int
+
+    def version(self, purpose: str) -> int:
+        return self.reset_version if purpose == "reset" else self.verify_version
+
+    @property
+    def verified(self) -> bool:
+        return self.email_verified_at is not None
+
+    @property
+    def contested(self) -> bool:
+        """Unproven, and more than one signup or a resend: who chose the password is unknown."""
+        return not self.verified and self.signup_count > 1
+
+
+def _one_user(conn: Connection, name: str, params: Mapping[str, object]) -> User | None:
+    with conn.cursor(row_factory=class_row(User)) as cur:
+        return cur.execute(Q[name], params).fetchone()
+
+
+def find_user_by_email(conn: Connection, email: str) -> User | None:
+    return _one_user(conn, "find_user_by_email", {"email": email})
+
+
+def find_user_by_id(conn: Connection, user_id: int) -> User | None:
+    return _one_user(conn, "find_user_by_id", {"user_id": user_id})
+
+
+def register_signup(conn: Connection, email: str, password_hash: str) -> User:
+    """Create the account or record another signup for it (see users.sql)."""
+    user = _one_user(conn, "register_signup", {"email": email, "password_hash": password_hash})
+    assert user is not None  # the upsert returns a row in every case
+    return user
+
+
+def redeem_verify_link(
+    conn: Connection, user_id: int, version: int, password_hash: str | None, now: datetime
+) -> User | None:
+    params = {"user_id": user_id, "version": version, "password_hash": password_hash, "now": now}
+    return _one_user(conn, "redeem_verify_link", params)
+
+
+@dataclass(frozen=True)
+class RedeemedReset:
+    user: User
+    first_proof: bool  # the address was unproven until this redemption
+
+
+def redeem_reset_link(
+    conn: Connection, user_id: int, version: int, password_hash: str, now: datetime
+) -> RedeemedReset | None:
+    params = {"user_id": user_id, "version": version, "password_hash": password_hash, "now": now}
+    with conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute(Q["redeem_reset_link"], params).fetchone()
+    if row is None:
+        return None
+    first_proof = bool(row.pop("first_proof"))
+    return RedeemedReset(User(**row), first_proof)
+
+
+def change_password(
+    conn: Connection,
+    user_id: int,
+    session_id: int,
+    verified_hash: str,
+    password_hash: str,
+    now: datetime,
+) -> User | None:
+    params = {
+        "user_id": user_id,
+        "session_id": session_id,
+        "verified_hash": verified_hash,
+        "password_hash": password_hash,
+        "now": now,
+    }
+    return _one_user(conn, "change_password", params)
+
+
+def update_password_hash(
+    conn: Connection, user_id: int, verified_hash: str, password_hash: str
+) -> bool:
+    """False when the password changed since `verified_hash` was read."""
+    params = {"user_id": user_id, "verified_hash": verified_hash, "password_hash": password_hash}
+    return conn.execute(Q["update_password_hash"], params).rowcount == 1
+
+
+def record_redemption(
+    conn: Connection, user_id: int, purpose: str, version: int, now: datetime
+) -> None:
+    params = {"user_id": user_id, "purpose": purpose, "version": version, "now": now}
+    conn.execute(Q["record_redemption"], params)
+
+
+def addresses_needing_review(conn: Connection) -> list[tuple[int, str]]:
+    """(user id, reason) for stored addresses the parser would not produce.
+
+    Rows written before the one parser existed may hold a display name, a
+    comment, NFD text or invisible characters. They are reported, never
+    rewritten: silently changing an account's address could hand it to
+    another mailbox. The worker refuses to mail them until an operator acts.
+    """
+    found: list[tuple[int, str]] = []
+    canonical_owner: dict[str, int] = {}
+    for user_id, email in conn.execute(Q["list_addresses"]):
+        try:
+            canonical = parse_address(email)
+        except InvalidAddress as exc:
+            found.append((user_id, str(exc)))
+            continue
+        if canonical != email:
+            found.append((user_id, "not in canonical form (NFC, lower case, IDNA domain)"))
+        if canonical in canonical_owner:
+            found.append((user_id, f"same mailbox as user {canonical_owner[canonical]}"))
+        canonical_owner.setdefault(canonical, user_id)
+    return found
+
+
+def was_redeemed(conn: Connection, user_id: int, purpose: str, version: int) -> bool:
+    params = {"user_id": user_id, "purpose": purpose, "version": version}
+    row = conn.execute(Q["was_redeemed"], params).fetchone()
+    return bool(row and row[0])

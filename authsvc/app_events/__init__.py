@@ -1,0 +1,1 @@
+"""Events out to apps (Standard Webhooks): the envelope, signing secrets, allowed targets."""

@@ -1,0 +1,1 @@
+"""Embedding apps: their keys, the accounts that belong to them, their idempotent calls."""

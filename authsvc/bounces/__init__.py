@@ -1,0 +1,1 @@
+"""Bounces in from mail providers, and the addresses they suppress."""

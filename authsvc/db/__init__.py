@@ -1,0 +1,1 @@
+"""Connections, the embedded server and migrations: how authsvc reaches PostgreSQL."""

@@ -1,0 +1,142 @@
+"""Forward-only migrations: numbered .sql files applied under an advisory lock.
+
+A dozen lines of runner instead of a migration framework: the files are plain
+SQL, each applied in its own transaction together with its bookkeeping row
+(the bookkeeping table itself comes from migrations/0000_schema_migrations.sql),
+and a transaction-level advisory lock makes concurrent `authsvc db upgrade`
+runs (several containers starting at once) wait for each other instead of
+racing, through a transaction pooler too.
+
+A file may commit part-way at a line `-- migrate: commit`, so a statement
+after it runs without the locks taken before it: VALIDATE CONSTRAINT after
+ADD CONSTRAINT … NOT VALID scans the table under a lock that lets writes go
+on only once the ADD's lock is released. The version is recorded with the
+last part; a run stopped between parts applies the file again from its top,
+so what comes before a commit line must be safe to repeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from authsvc.db.connections import connect
+from authsvc.observability.logs import log_event
+from authsvc.resources import migrations_dir
+
+# An arbitrary constant naming this lock in pg_locks.
+LOCK_KEY = 0x61757468  # "auth"
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+COMMIT_LINE = "-- migrate: commit"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: str
+    name: str
+    path: Path
+
+
+def available_migrations(folder: Path | None = None) -> list[Migration]:
+    folder = folder or migrations_dir()
+    found = []
+    for path in sorted(folder.iterdir()):
+        match = _FILE.match(path.name)
+        if match:
+            found.append(Migration(match.group(1), match.group(2), path))
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError(f"duplicate migration numbers in {folder}")
+    return found
+
+
+def transactions(sql: str) -> list[str]:
+    """A migration's text cut at its commit lines: one transaction each, in order."""
+    parts: list[list[str]] = [[]]
+    for line in sql.splitlines(keepends=True):
+        if line.strip() == COMMIT_LINE:
+            parts.append([])
+        else:
+            parts[-1].append(line)
+    return ["".join(part) for part in parts]
+
+
+def applied_versions(conn: psycopg.Connection) -> set[str]:
+    # Read pg_class with this statement's snapshot, not to_regclass(): the
+    # backend's catalog cache may still say "no such table" after another
+    # runner created it and released the advisory lock (an advisory lock does
+    # not make the backend read pending catalog invalidations), and 0000 would
+    # then be applied twice (a UniqueViolation seen through PgBouncer).
+    exists = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE c.relname = 'schema_migrations' AND n.nspname = ANY (current_schemas(false)))"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return set()
+    return {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+
+
+def pending_migrations(conn: psycopg.Connection) -> list[Migration]:
+    done = applied_versions(conn)
+    return [m for m in available_migrations() if m.version not in done]
+
+
+logger = logging.getLogger(__name__)
+
+
+def _report_addresses(conn: psycopg.Connection) -> None:
+    """After 0002 (one address parser): name the accounts whose address no longer parses."""
+    from authsvc.accounts.users import addresses_needing_review
+
+    for user_id, reason in addresses_needing_review(conn):
+        log_event(logger, "address_needs_review", level=logging.WARNING,
+                  user_id=user_id, reason=reason)
+
+
+# Checks that need Python, run once right after the migration they belong to.
+_AFTER: dict[str, Callable[[psycopg.Connection], None]] = {"0002": _report_addresses}
+
+
+def upgrade(url: str) -> list[Migration]:
+    """Apply pending migrations; return those this call applied.
+
+    Each migration (each part of one, see COMMIT_LINE) runs in its own
+    transaction under a transaction-level advisory lock, re-checking under
+    the lock whether another runner applied it meanwhile: a session lock
+    would outlive the transaction on the server, which a transaction pooler
+    hands to someone else (SPEC §11), so `url` may be the pooled URL.
+    """
+    applied: list[Migration] = []
+    with connect(url) as conn:
+        # On a new database nothing is recorded, so 0000 (which creates
+        # schema_migrations) runs first and records itself like the rest.
+        for migration in pending_migrations(conn):
+            if not _apply(conn, migration):
+                continue  # another runner applied it while we waited for the lock
+            applied.append(migration)
+            if migration.version in _AFTER:
+                _AFTER[migration.version](conn)
+    return applied
+
+
+def _apply(conn: psycopg.Connection, migration: Migration) -> bool:
+    """Apply one migration, a transaction per part; False if another runner did it first."""
+    parts = transactions(migration.path.read_text(encoding="utf-8"))
+    for index, sql in enumerate(parts):
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            if migration.version in applied_versions(conn):
+                return False
+            conn.execute(sql)  # type: ignore[arg-type]  # shipped file, not input
+            if index == len(parts) - 1:
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+    return True

@@ -1,0 +1,1 @@
+"""Logs, metrics and probes: what operators read of a running authsvc."""

@@ -1,0 +1,420 @@
+"""The OpenAPI 3.1 document for /api/v1, built from the same specs the parser enforces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from authsvc.accounts.passwords import MIN_LENGTH as MIN_PASSWORD_LENGTH
+from authsvc.apps.idempotency import MAX_KEY_LENGTH
+from authsvc.web.api.problems import API_PREFIX, TITLES, problem_type
+from authsvc.web.api.requests import (
+    IDEMPOTENCY_HEADER,
+    LINK_REQUEST,
+    PASSWORD_RESET_CONFIRM,
+    SESSION,
+    SIGNUP,
+    VERIFICATION_CONFIRM,
+    BodySpec,
+    Field,
+)
+
+PROBLEM_JSON = "application/problem+json"
+PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One documented operation: what it is called and every answer it really gives.
+
+    `problems` maps status → the `code`s that status carries; `replayable`
+    says whether its outcome is stored under an Idempotency-Key (and so can
+    come back with Idempotent-Replayed, or be refused with 409/422).
+    """
+
+    operation_id: str
+    tag: str
+    summary: str
+    description: str
+    spec: BodySpec
+    success: tuple[int, str, str]  # status, description, response schema name
+    problems: dict[int, list[str]]
+    replayable: bool = True
+
+
+# Answers every POST can give, whatever it does: rejected before it runs
+# (key, body, app limit), or failed around it (a bug, a lost database).
+COMMON_POST_PROBLEMS: dict[int, list[str]] = {
+    400: ["invalid_request"],
+    401: ["unauthorized"],
+    413: ["payload_too_large"],
+    415: ["unsupported_media_type"],
+    429: ["rate_limited"],
+    500: ["internal_error"],
+    503: ["service_unavailable"],
+}
+# Only calls whose outcome is stored under an Idempotency-Key give these.
+IDEMPOTENCY_PROBLEMS: dict[int, list[str]] = {
+    409: ["idempotency_in_progress"],
+    422: ["idempotency_key_reused"],
+}
+# Codes decided by the use case itself: stored under a key and replayed.
+USE_CASE_CODES = {
+    "weak_password", "invalid_token", "invalid_code", "token_expired", "token_superseded",
+    "token_used", "code_exhausted", "password_required",
+}
+_FIELD_DESCRIPTIONS = {
+    "email": "One plain address (no display name, angle brackets or comments); the server"
+    " trims it, applies Unicode NFC and lower-cases it.",
+    "password": "The account's password.",
+    "new_password": "8-256 characters; common passwords and the email itself are refused"
+    " (422 weak_password, also for fewer than 8 characters).",
+    "token": "The token from the emailed link; anything malformed is 400 invalid_token.",
+    "url": "Where the emailed link leads (`<redirect_url>?token=…`), and where the email"
+    " sends people to type the code; must be on the app's allowlist (400 redirect_not_allowed)."
+    " Applies only to accounts that belong to this app (created through it and, while the"
+    " address is unproven, not yet contested by a second signup or a resend); for any other"
+    " account the link and code page are authsvc's own, with the same answer.",
+    "code": "The 6-digit code from the email (spaces are ignored); send it with `email`."
+    " Anything else is a wrong code (400 invalid_code).",
+}
+_EXAMPLES = {
+    "email": "ann@example.com",
+    "password": "correct horse battery",
+    "new_password": "correct horse battery",
+    "url": "https://app.example.com/welcome",
+    "code": "123456",
+}
+
+
+def _field_schema(field: Field) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": ["string", "null"] if field.nullable else "string"}
+    if field.kind == "new_password":
+        schema["minLength"] = MIN_PASSWORD_LENGTH
+    if field.max_length is not None:
+        schema["maxLength"] = field.max_length
+    if field.kind == "email":
+        schema["format"] = "email"  # the server's parser is stricter: a plain addr-spec
+    schema["description"] = _FIELD_DESCRIPTIONS[field.kind]
+    if field.kind in _EXAMPLES:
+        schema["examples"] = [_EXAMPLES[field.kind]]
+    return schema
+
+
+_CONFIRM_FORMS = (
+    "Send either `token` (from the emailed link) or `email` and `code` (the 6-digit code"
+    " from the same email), not both (400 invalid_request)."
+)
+_BODY_DESCRIPTIONS = {
+    VERIFICATION_CONFIRM.name: _CONFIRM_FORMS + " `password` is required for a contested"
+    " address (422 password_required) and replaces the signup's password when given.",
+    PASSWORD_RESET_CONFIRM.name: _CONFIRM_FORMS,
+}
+
+
+def body_schema(spec: BodySpec) -> dict[str, Any]:
+    """JSON Schema for a request body: exactly the members the parser accepts."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [f.name for f in spec.fields if f.required],
+        "properties": {f.name: _field_schema(f) for f in spec.fields},
+    }
+    if spec.name in _BODY_DESCRIPTIONS:
+        schema["description"] = _BODY_DESCRIPTIONS[spec.name]
+    return schema
+
+
+_RETRY_AFTER: dict[str, Any] = {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}}
+_REPLAYED: dict[str, Any] = {
+    "Idempotent-Replayed": {"$ref": "#/components/headers/IdempotentReplayed"}
+}
+_HEADERS_BY_STATUS: dict[int, dict[str, Any]] = {
+    401: {
+        "WWW-Authenticate": {"schema": {"type": "string"}, "description": 'Bearer realm="authsvc"'}
+    },
+    409: _RETRY_AFTER,
+    429: _RETRY_AFTER,
+    503: _RETRY_AFTER,
+}
+
+
+def _problem_response(status: int, codes: list[str], replayable: bool) -> dict[str, Any]:
+    headers = dict(_HEADERS_BY_STATUS.get(status, {}))
+    if replayable and USE_CASE_CODES.intersection(codes):
+        headers.update(_REPLAYED)
+    response: dict[str, Any] = {
+        "description": "; ".join(f"`{c}`: {TITLES[c]}" for c in codes),
+        "content": {PROBLEM_JSON: {"schema": PROBLEM_REF}},
+        # Machine-readable: the `code` values this status carries here.
+        "x-problem-codes": codes,
+    }
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+def operation_problems(op: Operation) -> dict[int, list[str]]:
+    """Status → codes for every problem `op` can answer with."""
+    merged = {status: list(codes) for status, codes in COMMON_POST_PROBLEMS.items()}
+    for extra in (IDEMPOTENCY_PROBLEMS if op.replayable else {}, op.problems):
+        for status, codes in extra.items():
+            merged.setdefault(status, []).extend(c for c in codes if c not in merged[status])
+    return dict(sorted(merged.items()))
+
+
+def _post(op: Operation) -> dict[str, Any]:
+    status, description, schema_name = op.success
+    success: dict[str, Any] = {
+        "description": description,
+        "content": {
+            "application/json": {"schema": {"$ref": f"#/components/schemas/{schema_name}"}}
+        },
+    }
+    if op.replayable:
+        success["headers"] = _REPLAYED
+    responses: dict[str, Any] = {str(status): success}
+    for code, codes in operation_problems(op).items():
+        responses[str(code)] = _problem_response(code, codes, op.replayable)
+    return {
+        "operationId": op.operation_id,
+        "tags": [op.tag],
+        "summary": op.summary,
+        "description": op.description,
+        "parameters": [{"$ref": "#/components/parameters/IdempotencyKey"}],
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{op.spec.name}"}}
+            },
+        },
+        "responses": responses,
+    }
+
+
+def _status(value: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["status"],
+        "properties": {"status": {"type": "string", "enum": [value]}},
+    }
+
+
+_RESPONSE_SCHEMAS: dict[str, Any] = {
+    "VerificationSent": _status("verification_sent"),
+    "Accepted": _status("accepted"),
+    "PasswordChanged": _status("password_changed"),
+    "Verified": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["email", "verified"],
+        "properties": {
+            "email": {"type": "string"},
+            "verified": {"type": "boolean", "enum": [True]},
+        },
+    },
+    "SessionUser": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["id", "email", "email_verified"],
+        "properties": {
+            "id": {"type": "integer"},
+            "email": {"type": "string"},
+            "email_verified": {"type": "boolean", "enum": [True]},
+        },
+    },
+    "CredentialsChecked": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["user"],
+        "properties": {"user": {"$ref": "#/components/schemas/SessionUser"}},
+    },
+}
+_TOKEN_PROBLEMS = {
+    400: ["invalid_token", "invalid_code"],
+    410: ["token_expired", "token_superseded", "token_used", "code_exhausted"],
+}
+_LINK_PROBLEMS = {400: ["redirect_not_allowed"]}
+OPERATIONS: dict[str, Operation] = {
+    "/signups": Operation(
+        "signUp", "signups", "Create an account and send its verification email",
+        "Answers 202 whether or not the email already has an account (its owner gets an"
+        " \"account exists\" email instead). The email carries a link and a 6-digit code.",
+        SIGNUP,
+        (202, "Verification sent (the same answer when the email already has an account)",
+         "VerificationSent"),
+        {**_LINK_PROBLEMS, 422: ["weak_password"]},
+    ),
+    "/verifications": Operation(
+        "requestVerification", "verifications", "Send a fresh verification email",
+        "Retires every earlier verification link and code of the address. Answers 202"
+        " whether or not the email is known or still unconfirmed.",
+        LINK_REQUEST,
+        (202, "Accepted, whether or not the email is known", "Accepted"),
+        _LINK_PROBLEMS,
+    ),
+    "/verifications/confirm": Operation(
+        "confirmVerification", "verifications", "Confirm an email address with its token or code",
+        "Redeems the link's token, or the address with the emailed code: once, only the"
+        " newest, within its lifetime. Five wrong codes retire the code, and twenty an hour"
+        " for the address, in both purposes, every code of it until the hour ends (410"
+        " code_exhausted, even for the right code); never the link. An unknown address"
+        " answers like a wrong code.",
+        VERIFICATION_CONFIRM,
+        (200, "The email is verified", "Verified"),
+        {**_TOKEN_PROBLEMS, 422: ["password_required", "weak_password"]},
+    ),
+    "/password-resets": Operation(
+        "requestPasswordReset", "password-resets", "Send a password-reset email",
+        "Retires every earlier reset link and code of the address. Answers 202 whether or"
+        " not the email is known.",
+        LINK_REQUEST,
+        (202, "Accepted, whether or not the email is known", "Accepted"),
+        _LINK_PROBLEMS,
+    ),
+    "/password-resets/confirm": Operation(
+        "confirmPasswordReset", "password-resets", "Set a new password with a reset token or code",
+        "Redeems the link's token, or the address with the emailed code, and sets the"
+        " password; this also confirms the address and ends every session of the account.",
+        PASSWORD_RESET_CONFIRM,
+        (200, "Password changed; every session of the account ended", "PasswordChanged"),
+        {**_TOKEN_PROBLEMS, 422: ["weak_password"]},
+    ),
+    "/sessions": Operation(
+        "checkCredentials", "sessions", "Check an email and password",
+        "A credential check for the app; no session is kept here. Never replayed under an"
+        " Idempotency-Key (the answer always reflects the current password), so it never"
+        " answers 409 or 422. An address nobody has confirmed yet answers 401 exactly like"
+        " a wrong password; too many failures for one address answer 429.",
+        SESSION,
+        (200, "The credentials are right and the address is confirmed", "CredentialsChecked"),
+        {401: ["invalid_credentials"]},
+        replayable=False,
+    ),
+}
+_PROBLEM_SCHEMA = {
+    "type": "object",
+    "description": "RFC 9457 problem details; `code` is stable, `detail` is for people.",
+    "required": ["type", "title", "status", "detail", "code"],
+    "properties": {
+        "type": {"type": "string", "description": "urn:authsvc:problem:<code>"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "code": {
+            "type": "string",
+            # Not an enum: a client built today must still read a code added later.
+            "description": "Stable error code; each response lists the codes it carries"
+            " (`x-problem-codes`). Known codes: " + ", ".join(sorted(TITLES)) + ".",
+        },
+        "errors": {
+            "type": "array",
+            "description": "Field problems, for invalid_request and redirect_not_allowed.",
+            "items": {"$ref": "#/components/schemas/FieldProblem"},
+        },
+    },
+}
+_FIELD_PROBLEM_SCHEMA = {
+    "type": "object",
+    "required": ["pointer", "detail"],
+    "properties": {
+        "pointer": {"type": "string", "description": "JSON pointer into the body, e.g. #/email"},
+        "detail": {"type": "string"},
+    },
+}
+_DESCRIPTION = f"""\
+JSON API for apps that embed signup verification and password resets.
+
+Every call except this document needs `Authorization: Bearer <app key>`.
+Errors are `application/problem+json` (RFC 9457) whose `code` member is
+stable; `type` is `{problem_type("<code>")}`. Unknown paths answer 404
+`not_found` and wrong methods 405 `method_not_allowed`, also as problems.
+
+**Idempotent retries.** Every POST accepts `{IDEMPOTENCY_HEADER}` (1-{MAX_KEY_LENGTH}
+printable ASCII characters), scoped to the app. The first outcome is stored with
+the request's effects in one transaction; a repeat with the same key and body
+within 24 h returns it byte for byte (with `Idempotent-Replayed: true`) and does
+nothing again. Same key, different body: 422 `idempotency_key_reused`. A repeat
+while the first is still running: 409 `idempotency_in_progress` at once (retry
+after `Retry-After`). 429 and 5xx outcomes, and requests rejected before they
+ran (401, 400 `invalid_request`, `redirect_not_allowed`, 413, 415) are not stored.
+`checkCredentials` validates the key but never stores or replays its answer.
+
+**Codes.** Every verification and reset email carries a link and a 6-digit code
+for the same request. The confirm calls take either `{{token}}` or `{{email, code}}`.
+"""
+
+
+def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
+    """The whole document, as served at GET /api/v1/openapi.json (`base_url`: this server)."""
+    paths: dict[str, Any] = {
+        API_PREFIX + path: {"post": _post(op)} for path, op in OPERATIONS.items()
+    }
+    paths[f"{API_PREFIX}/openapi.json"] = {
+        "get": {
+            "operationId": "getOpenApiDocument",
+            "tags": ["meta"],
+            "summary": "This document",
+            "description": "The OpenAPI 3.1 description of this API; no key needed.",
+            "security": [],
+            "responses": {
+                "200": {
+                    "description": "OpenAPI 3.1 document",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                # Built from code alone: no database, so never 503.
+                "500": _problem_response(500, ["internal_error"], False),
+            },
+        }
+    }
+    specs = (SIGNUP, LINK_REQUEST, VERIFICATION_CONFIRM, PASSWORD_RESET_CONFIRM, SESSION)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "authsvc API", "version": "1", "description": _DESCRIPTION},
+        "servers": [{"url": base_url, "description": "This authsvc (AUTHSVC_BASE_URL)"}],
+        "security": [{"appKey": []}],
+        "tags": [
+            {"name": "signups", "description": "Accounts and their verification email"},
+            {"name": "verifications", "description": "Confirming an email address"},
+            {"name": "password-resets", "description": "Choosing a new password by email"},
+            {"name": "sessions", "description": "Checking credentials"},
+            {"name": "meta", "description": "About this API"},
+        ],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {
+                "appKey": {"type": "http", "scheme": "bearer", "description": "The app's API key"}
+            },
+            "schemas": {
+                "Problem": _PROBLEM_SCHEMA,
+                "FieldProblem": _FIELD_PROBLEM_SCHEMA,
+                **_RESPONSE_SCHEMAS,
+                **{s.name: body_schema(s) for s in specs},
+            },
+            "parameters": {
+                "IdempotencyKey": {
+                    "name": IDEMPOTENCY_HEADER,
+                    "in": "header",
+                    "required": False,
+                    "description": "Makes retries safe: the first outcome is replayed for 24 h"
+                    " (not on checkCredentials, which only validates it).",
+                    "schema": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_KEY_LENGTH,
+                        "pattern": "^[ -~]+$",
+                    },
+                }
+            },
+            "headers": {
+                "RetryAfter": {"description": "Seconds to wait", "schema": {"type": "integer"}},
+                "IdempotentReplayed": {
+                    "description": "`true` when this is the stored answer to an earlier request"
+                    " with the same key",
+                    "schema": {"type": "string", "enum": ["true"]},
+                },
+            },
+        },
+    }

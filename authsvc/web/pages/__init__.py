@@ -1,0 +1,22 @@
+"""Server-rendered web pages (SPEC §6): plain HTML forms, no JavaScript anywhere."""
+
+from __future__ import annotations
+
+from flask import Blueprint
+
+from authsvc.web.pages import (
+    account,
+    check_email,
+    codes,
+    icon,
+    rendering,
+    resend,
+    reset,
+    signup,
+    verify,
+)
+
+bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static/pages")
+rendering.install(bp)
+for module in (signup, verify, reset, resend, check_email, account, codes, icon):
+    module.register(bp)

@@ -1,0 +1,181 @@
+"""/login, /logout and /account (sessions, change password)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections.abc import Callable
+
+from flask import Blueprint, flash, redirect, url_for
+from flask.typing import ResponseReturnValue
+
+from authsvc.accounts import actions, sessions
+from authsvc.accounts.passwords import WeakPassword
+from authsvc.accounts.sessions import SessionUser
+from authsvc.observability.logs import log_event
+from authsvc.web.pages.forms import ChangePasswordForm, EndSessionForm, LoginForm, LogoutForm
+from authsvc.web.pages.rendering import render_page, too_many_requests
+from authsvc.web.pages.session_cookie import (
+    current_session,
+    end_this_session,
+    has_session,
+    sign_in,
+    signed_in_user,
+)
+from authsvc.web.pages.user_agents import describe_user_agent
+from authsvc.web.plumbing import db, services
+
+logger = logging.getLogger(__name__)
+
+
+def login() -> ResponseReturnValue:
+    form = LoginForm()
+    if form.validate_on_submit():
+        try:
+            user = actions.authenticate(
+                db(), services(), email=form.email.data, password=form.password.data
+            )
+            sign_in(user)
+        except actions.TooManyAttempts as exc:
+            return too_many_requests(exc.retry_after)
+        except actions.InvalidCredentials:
+            # One message for a wrong password and an unconfirmed address:
+            # telling them apart would tell anyone which addresses are proven.
+            form.password.errors = [
+                "The email address or password is wrong, or the address is not confirmed yet."
+            ]
+        else:
+            return redirect(url_for("pages.account"), 303)
+    return render_page("login.html", 422 if form.errors else 200, form=form)
+
+
+def logout() -> ResponseReturnValue:
+    """GET shows the button; only the CSRF-checked POST signs out."""
+    form = LogoutForm()
+    if form.validate_on_submit():
+        end_this_session()
+        flash("You are logged out.", "success")
+        return redirect(url_for("pages.login"), 303)
+    return render_page("logout.html", form=form)
+
+
+def index() -> ResponseReturnValue:
+    """The site root: your account when signed in, else the login page."""
+    target = "pages.account" if signed_in_user() else "pages.login"
+    return redirect(url_for(target), 303)
+
+
+def _signed_in_only(
+    view: Callable[[SessionUser], ResponseReturnValue],
+) -> Callable[[], ResponseReturnValue]:
+    """The view, given the signed-in session; without one, off to /login (with the reason)."""
+
+    @functools.wraps(view)
+    def guarded() -> ResponseReturnValue:
+        signed_in = _require_session()
+        if signed_in is None:
+            return redirect(url_for("pages.login"), 303)
+        return view(signed_in)
+
+    return guarded
+
+
+@_signed_in_only
+def account(_signed_in: SessionUser) -> ResponseReturnValue:
+    return _account_page(ChangePasswordForm(formdata=None))
+
+
+@_signed_in_only
+def change_password(signed_in: SessionUser) -> ResponseReturnValue:
+    """Change the password; every session ends, this one included."""
+    form = ChangePasswordForm()
+    if not form.validate_on_submit():
+        return _account_page(form, 422)
+    try:
+        actions.change_password(
+            db(), services(), session=signed_in, current=form.current.data, new=form.new.data
+        )
+    except actions.TooManyAttempts as exc:
+        return too_many_requests(exc.retry_after)
+    except actions.SessionEnded:
+        end_this_session()
+        flash("Your session ended. Log in again.", "info")
+        return redirect(url_for("pages.login"), 303)
+    except actions.InvalidCredentials:
+        form.current.errors = ["That is not your current password."]
+        return _account_page(form, 422)
+    except WeakPassword as exc:
+        form.new.errors = [str(exc)]
+        return _account_page(form, 422)
+    log_event(logger, "password_changed", user_id=signed_in.user.id)
+    end_this_session()
+    flash(
+        "Your password was changed and you were logged out everywhere. "
+        "Log in with your new password.",
+        "success",
+    )
+    return redirect(url_for("pages.login"), 303)
+
+
+@_signed_in_only
+def end_session(signed_in: SessionUser) -> ResponseReturnValue:
+    """End one of the person's sessions, or (session_id "all") every one of them."""
+    form = EndSessionForm()
+    if not form.validate_on_submit():
+        return _account_page(ChangePasswordForm(formdata=None), 422)
+    target = form.session_id.data
+    user_id = signed_in.user.id
+    if target == "all":
+        sessions.end_all_sessions(db(), user_id)
+        log_event(logger, "sessions_ended", user_id=user_id, which="all")
+        end_this_session()
+        flash("Every session was ended, this one too. Log in again.", "success")
+        return redirect(url_for("pages.login"), 303)
+    well_formed = re.fullmatch(r"[0-9]{1,18}", target) is not None
+    ended = well_formed and sessions.end_user_session(db(), user_id, int(target))
+    log_event(logger, "sessions_ended", user_id=user_id, which="one", found=bool(ended))
+    if target == str(signed_in.session_id):
+        end_this_session()
+        flash("This session was ended. Log in again.", "success")
+        return redirect(url_for("pages.login"), 303)
+    flash("That session was ended." if ended else "That session had already ended.", "success")
+    return redirect(url_for("pages.account"), 303)
+
+
+def _require_session() -> SessionUser | None:
+    """The signed-in session; explains an ended one on the way to /login."""
+    had_session = has_session()
+    found = current_session()
+    if found is None:
+        if had_session:
+            flash("Your session ended. Log in again.", "info")
+        else:
+            flash("Log in to see your account.", "info")
+    return found
+
+
+def _account_page(form: ChangePasswordForm, status: int = 200) -> ResponseReturnValue:
+    signed_in = current_session()
+    assert signed_in is not None
+    user = signed_in.user
+    return render_page(
+        "account.html",
+        status,
+        user=user,
+        form=form,
+        logout_form=LogoutForm(),
+        end_session_form=EndSessionForm(formdata=None),
+        sessions=sessions.list_sessions(db(), user.id, services().clock()),
+        this_session_id=signed_in.session_id,
+        browser_name=describe_user_agent,
+    )
+
+
+def register(bp: Blueprint) -> None:
+    bp.add_url_rule("/", view_func=index, methods=["GET"])
+    bp.add_url_rule("/login", view_func=login, methods=["GET", "POST"])
+    bp.add_url_rule("/logout", view_func=logout, methods=["GET", "POST"])
+    bp.add_url_rule("/account", view_func=account, methods=["GET"])
+    bp.add_url_rule("/account/password", view_func=change_password, methods=["POST"])
+    bp.add_url_rule("/account/sessions/end", view_func=end_session, methods=["POST"])

@@ -1,0 +1,33 @@
+"""GET /check-email: the generic "a link is on its way" page after every request for one.
+
+It never says whether an account exists, nor whether the per-address limit
+held the email back: only what the API's 202 says.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, request
+from flask.typing import ResponseReturnValue
+
+from authsvc.accounts.tokens import PURPOSES
+from authsvc.durations import describe_duration
+from authsvc.web.pages.rendering import render_page
+from authsvc.web.plumbing import services
+
+SENT_KINDS = ("signup", "verify", "reset", "resend")
+
+
+def check_email() -> ResponseReturnValue:
+    sent = request.args.get("sent", "")
+    purpose = request.args.get("purpose", "")
+    ttl = services().tokens.ttl("reset" if sent == "reset" or purpose == "reset" else "verify")
+    return render_page(
+        "check_email.html",
+        sent=sent if sent in SENT_KINDS else "resend",
+        purpose=purpose if purpose in PURPOSES else "verify",
+        ttl_text=describe_duration(ttl),
+    )
+
+
+def register(bp: Blueprint) -> None:
+    bp.add_url_rule("/check-email", view_func=check_email, methods=["GET"])

@@ -1,0 +1,160 @@
+"""The web forms: field rules only; what a submission does lives in the views.
+
+Every FlaskForm carries the session's CSRF token, so a POST that did not come
+from a page this server rendered for the same browser is refused.
+"""
+
+from __future__ import annotations
+
+from flask_wtf import FlaskForm
+from wtforms import EmailField, HiddenField, PasswordField, StringField, SubmitField
+from wtforms.validators import InputRequired, Length, Optional, ValidationError
+
+from authsvc.accounts.addresses import MAX_ADDRESS_LENGTH, InvalidAddress, parse_address
+from authsvc.accounts.passwords import MAX_LENGTH as MAX_PASSWORD_LENGTH
+from authsvc.accounts.tokens import MAX_CODE_LENGTH, MAX_TOKEN_LENGTH
+
+
+def _normalised_email(_form: FlaskForm, field: EmailField) -> None:
+    """Replace the typed address with its normal form, or explain what is wrong."""
+    try:
+        field.data = parse_address(field.data)
+    except InvalidAddress as exc:
+        raise ValidationError(str(exc)) from None
+
+
+def _email_field(label: str = "Email address") -> EmailField:
+    return EmailField(
+        label,
+        validators=[InputRequired("Enter your email address."), _normalised_email],
+        render_kw={"autocomplete": "email", "maxlength": MAX_ADDRESS_LENGTH},
+    )
+
+
+_TOO_LONG = f"Use at most {MAX_PASSWORD_LENGTH} characters."
+
+
+def _password_field(label: str, autocomplete: str) -> PasswordField:
+    # The policy itself (length, common passwords) is checked by the use case;
+    # the cap here only keeps absurd input away from the hasher.
+    return PasswordField(
+        label,
+        validators=[
+            InputRequired("Enter a password."),
+            Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG),
+        ],
+        render_kw={"autocomplete": autocomplete},
+    )
+
+
+def _chosen_password_field() -> PasswordField:
+    """The optional password a contested address's confirmer chooses (SPEC §4a)."""
+    return PasswordField(
+        "Choose your password",
+        validators=[Optional(), Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG)],
+        render_kw={"autocomplete": "new-password"},
+    )
+
+
+def _token_field() -> HiddenField:
+    return HiddenField(validators=[Length(max=MAX_TOKEN_LENGTH)])
+
+
+class SignupForm(FlaskForm):
+    email = _email_field()
+    password = _password_field("Password", "new-password")
+    submit = SubmitField("Create account")
+
+
+class LoginForm(FlaskForm):
+    email = _email_field()
+    password = _password_field("Password", "current-password")
+    submit = SubmitField("Log in")
+
+
+class EmailForm(FlaskForm):
+    """Asks for an address to send a link to (reset or verification)."""
+
+    email = _email_field()
+    submit = SubmitField("Send link")
+
+
+class ConfirmEmailForm(FlaskForm):
+    """The button a person clicks to redeem a verification link.
+
+    For a contested address (several signups before anyone confirmed it) the
+    page also asks for the password, which the confirmer chooses here.
+    """
+
+    token = _token_field()
+    password = _chosen_password_field()
+    submit = SubmitField("Confirm my email address")
+
+
+class NewPasswordForm(FlaskForm):
+    """Sets a new password with a reset link."""
+
+    token = _token_field()
+    password = _password_field("New password", "new-password")
+    submit = SubmitField("Set new password")
+
+
+def _code_field() -> StringField:
+    # Six digits, but typed by people: spaces are ignored and anything else is
+    # judged (and counted) like a wrong code, so the form reveals nothing.
+    return StringField(
+        "Code from the email",
+        validators=[
+            InputRequired("Enter the 6-digit code from the email."),
+            Length(max=MAX_CODE_LENGTH),
+        ],
+        render_kw={
+            "autocomplete": "one-time-code", "inputmode": "numeric", "maxlength": MAX_CODE_LENGTH,
+        },
+    )
+
+
+class VerifyCodeForm(FlaskForm):
+    """Confirms an address with the emailed code, for people reading mail elsewhere.
+
+    The password field is shown when the address turns out to be contested.
+    """
+
+    email = _email_field()
+    code = _code_field()
+    password = _chosen_password_field()
+    submit = SubmitField("Confirm my email address")
+
+
+class ResetCodeForm(FlaskForm):
+    """Sets a new password with the code from a reset email."""
+
+    email = _email_field()
+    code = _code_field()
+    password = _password_field("New password", "new-password")
+    submit = SubmitField("Set new password")
+
+
+class ResendForm(FlaskForm):
+    """Sends a fresh link to whoever an expired or replaced link was for."""
+
+    token = _token_field()
+    purpose = HiddenField(validators=[InputRequired()])
+    submit = SubmitField("Send a new link")
+
+
+class ChangePasswordForm(FlaskForm):
+    current = _password_field("Current password", "current-password")
+    new = _password_field("New password", "new-password")
+    submit = SubmitField("Change password")
+
+
+class LogoutForm(FlaskForm):
+    submit = SubmitField("Log out")
+
+
+class EndSessionForm(FlaskForm):
+    """Ends one session by id, or every session with the value "all"."""
+
+    session_id = HiddenField(validators=[InputRequired(), Length(max=20)])
+    submit = SubmitField("End session")

@@ -1,0 +1,63 @@
+"""Resend's API shape: `POST /emails`, a bearer key, a JSON body, `Idempotency-Key`.
+
+The fields sent are Resend's documented body parameters (from, to, subject,
+text, html, headers, tags); the answer's `id` becomes the job's
+provider_message_id. Resend keeps an idempotency key for 24 hours and answers
+a repeated key with the first result, so a retry after a crash or a timeout
+does not deliver twice. Errors come as `{"statusCode", "name", "message"}`;
+409 `concurrent_idempotent_requests` (the first request with this key is
+still running) is worth retrying, any other 409 (`invalid_idempotent_request`:
+the same key with another body) is not.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import httpx
+
+from authsvc.worker.mailers import OutgoingEmail
+from authsvc.worker.providers.http import HttpProviderMailer
+
+# Resend's documented POST /emails body parameters (the ones authsvc may send).
+DOCUMENTED_FIELDS = frozenset({
+    "from", "to", "subject", "bcc", "cc", "reply_to", "html", "text", "headers",
+    "attachments", "tags", "scheduled_at", "template",
+})
+RETRYABLE_CONFLICTS = frozenset({"concurrent_idempotent_requests"})
+
+
+class ResendMailer(HttpProviderMailer):
+    name: ClassVar[str] = "resend"
+    path: ClassVar[str] = "/emails"
+    idempotent: ClassVar[bool] = True
+    idempotency_header: ClassVar[str | None] = "Idempotency-Key"
+
+    def body(self, email: OutgoingEmail) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "from": email.from_header or email.sender,
+            "to": [email.recipient],
+            "subject": email.subject,
+            "text": email.text,
+            "html": email.html,
+            "tags": [{"name": "authsvc_job", "value": str(email.public_job_id)}],
+        }
+        if email.headers:
+            body["headers"] = dict(email.headers)
+        return body
+
+    def message_id(self, answer: Any, email: OutgoingEmail) -> str:
+        if isinstance(answer, dict) and isinstance(answer.get("id"), str) and answer["id"]:
+            return str(answer["id"])
+        # Accepted without an id: the key still names the message at the provider.
+        return email.idempotency_key
+
+    def error_message(self, answer: Any, response: httpx.Response) -> str:
+        if isinstance(answer, dict) and isinstance(answer.get("message"), str):
+            name = answer.get("name")
+            return f"{name}: {answer['message']}" if isinstance(name, str) else answer["message"]
+        return response.text or response.reason_phrase
+
+    def transient_conflict(self, response: httpx.Response, answer: Any) -> bool:
+        return (response.status_code == 409 and isinstance(answer, dict)
+                and answer.get("name") in RETRYABLE_CONFLICTS)

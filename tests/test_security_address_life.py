@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from werkzeug.test import TestResponse
 
-from authsvc.accounts import actions, deletion, email_change
+from authsvc.accounts import actions, deletion, email_change, links
 from authsvc.accounts.tokens import TokenError
 from authsvc.services import Services
 from testkit.smtp_double import SmtpDouble
@@ -386,7 +386,7 @@ def test_the_undo_link_has_no_code_and_later_links_do_not_retire_it(
     assert api.post("/account-deletions", {"email": "new@example.com",
                                            "password": THIEF_PASSWORD}).status_code == 202
 
-    assert actions.check_link(conn, svc, owners_undo, "email_revert").email == "newer@example.com"
+    assert links.check_link(conn, svc, owners_undo, "email_revert").email == "new@example.com"
     assert _undo(api, owners_undo, RESTORED_PASSWORD).status_code == 200
     assert_problem(_undo(api, owners_undo, RESTORED_PASSWORD), 410, "token_used")
 
@@ -559,9 +559,10 @@ def test_wrong_codes_across_every_purpose_stop_at_twenty_an_hour(api, conn, svc)
     a reset and a deletion code: twenty wrong codes an hour in all, whatever the
     purposes, though no code's own five tries were used up."""
     target = "target@example.com"
-    verify = ("/verifications/confirm", {})
+    none: dict[str, str] = {}
+    verify = ("/verifications/confirm", none)
     reset = ("/password-resets/confirm", {"password": RESTORED_PASSWORD})
-    change = ("/email-changes/confirm", {})
+    change = ("/email-changes/confirm", none)
     api.sign_up(target, "squatter passphrase 5")  # a verify code
     bob = confirmed(api, conn, svc, "bob@example.com")
     for _round in range(2):  # each round brings new codes with five fresh tries
@@ -576,7 +577,7 @@ def test_wrong_codes_across_every_purpose_stop_at_twenty_an_hour(api, conn, svc)
                    410, "code_exhausted")
 
     ann = confirmed(api, conn, svc, "ann@example.com")
-    deletion = ("/account-deletions/confirm", {})
+    deletion = ("/account-deletions/confirm", none)
     for round_ in range(3):
         assert api.post("/password-resets", {"email": ann}).status_code == 202
         assert api.post("/account-deletions",

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from flask import Response, request
 from flask.typing import ResponseReturnValue
 
-from authsvc.accounts import actions
+from authsvc.accounts import links
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
@@ -31,7 +31,7 @@ def checked_link(purpose: str) -> tuple[str, User | Response]:
     redeem. Changes nothing: GET/HEAD (mail scanners prefetch links) only look."""
     token = request.args.get("token", "")
     try:
-        return token, actions.check_link(db(), services(), token, purpose)
+        return token, links.check_link(db(), services(), token, purpose)
     except TokenError as exc:
         return token, link_problem(exc, purpose, token)
 

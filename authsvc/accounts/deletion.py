@@ -107,22 +107,22 @@ def _redeem_deletion(conn: Connection, svc: Services, claims: TokenClaims) -> No
         if user is None or user.account_delete_version != claims.version:
             # A second redemption finds the account gone: like any link never issued.
             raise links.stale_link_error(conn, claims, user)
-        delete_account(conn, svc, user, deleted_by="owner", now=now)
+        delete_account(conn, svc.settings.secret_keys, user, deleted_by="owner", now=now)
 
 
-def delete_account_by_address(conn: Connection, svc: Services, *, email: str) -> bool:
-    """An operator's deletion (`authsvc users delete`): False when no account has `email`."""
-    now = svc.clock()
+def delete_account_by_address(
+    conn: Connection, secret_keys: Sequence[str], *, email: str, now: datetime
+) -> User | None:
+    """An operator's deletion (`authsvc users delete`): the account deleted, None if none."""
     with conn.transaction():
         user = users.lock_user_by_email(conn, email)
-        if user is None:
-            return False
-        delete_account(conn, svc, user, deleted_by="operator", now=now)
-    return True
+        if user is not None:
+            delete_account(conn, secret_keys, user, deleted_by="operator", now=now)
+    return user
 
 
 def delete_account(
-    conn: Connection, svc: Services, user: User, *, deleted_by: str, now: datetime
+    conn: Connection, secret_keys: Sequence[str], user: User, *, deleted_by: str, now: datetime
 ) -> None:
     """Delete `user` and tell its apps (`user.deleted`), in the caller's transaction."""
     # Queued before the account_apps rows go with the account. The event names
@@ -130,11 +130,11 @@ def delete_account(
     data = {"user": {"id": str(user.id)}, "user_id": str(user.id)}
     queue_account_event(conn, user_id=user.id, event_type="user.deleted", data=data, now=now,
                         account_deleted=True)
-    erase_account(conn, svc, user, deleted_by=deleted_by, now=now)
+    erase_account(conn, secret_keys, user, deleted_by=deleted_by, now=now)
 
 
 def erase_account(
-    conn: Connection, svc: Services, user: User, *, deleted_by: str, now: datetime
+    conn: Connection, secret_keys: Sequence[str], user: User, *, deleted_by: str, now: datetime
 ) -> None:
     """Remove `user` leaving no address behind, in the caller's transaction (`user` locked).
 
@@ -142,8 +142,7 @@ def erase_account(
     address (`deleted_by="retired"`): its links and codes die with it.
     """
     addresses = sorted({user.email, *change_records.account_addresses(conn, user.id)})
-    keys = svc.settings.secret_keys
-    stand_ins = [STAND_IN_PREFIX + address_digest(keys, a) for a in addresses]
+    stand_ins = [STAND_IN_PREFIX + address_digest(secret_keys, a) for a in addresses]
     redact = {"user_id": user.id, "addresses": addresses, "stand_ins": stand_ins}
     conn.execute(Q["drop_pending_jobs"], {"user_id": user.id})
     conn.execute(Q["redact_trails"], redact)
@@ -156,6 +155,6 @@ def erase_account(
     conn.execute(Q["forget_redemptions"], {"user_id": user.id})
     conn.execute(Q["delete_user"], {"user_id": user.id})
     conn.execute(Q["record_deletion"], {
-        "user_id": user.id, "digest": address_digest(keys, user.email), "now": now,
+        "user_id": user.id, "digest": address_digest(secret_keys, user.email), "now": now,
         "deleted_by": deleted_by,
     })

@@ -139,7 +139,7 @@ def _take_address(conn: Connection, svc: Services, user: User, address: str,
         return
     if holder.verified:
         raise EmailTaken()
-    deletion.erase_account(conn, svc, holder, deleted_by="retired", now=now)
+    deletion.erase_account(conn, svc.settings.secret_keys, holder, deleted_by="retired", now=now)
 
 
 def _redeem_change(

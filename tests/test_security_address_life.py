@@ -445,7 +445,7 @@ def test_a_scanner_opening_the_deletion_link_deletes_nothing(api, conn, svc, cli
         page = client.get(f"/account/delete?token={token}")
         assert page.status_code == 200
         assert client.head(f"/account/delete?token={token}").status_code == 200
-    assert "Delete my account" in text_of(page)
+    assert 'value="Delete my account"' in page.get_data(as_text=True)  # a button to click
     assert "cannot be undone" in text_of(page)
     assert user_id_of(conn, ann)
     assert logs_in(api, ann, "correct horse battery")

@@ -371,6 +371,13 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
     if metrics_token and (len(metrics_token) < 16 or not metrics_token.isprintable()):
         problems.append("AUTHSVC_METRICS_TOKEN: use at least 16 printable characters")
 
+    confirm_old = bool(parsed("AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD", "off", parse_bool))
+    if confirm_old:
+        # Refused rather than ignored: an operator who asks for the stricter
+        # change must not run the laxer one believing otherwise.
+        problems.append("AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD: on is not supported yet (the old"
+                        " address cannot confirm a change in this version); leave it off")
+
     if production:
         if not keys:
             problems.append("AUTHSVC_SECRET_KEYS: required in production")
@@ -390,7 +397,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         email_change_ttl=parsed("AUTHSVC_EMAIL_CHANGE_TTL", "3600", parse_duration),
         email_revert_ttl=parsed("AUTHSVC_EMAIL_REVERT_TTL", "604800", parse_duration),
         delete_ttl=parsed("AUTHSVC_DELETE_TTL", "3600", parse_duration),
-        email_change_confirm_old=parsed("AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD", "off", parse_bool),
+        email_change_confirm_old=confirm_old,
         rate_limit_email=parsed("AUTHSVC_RATE_LIMIT_EMAIL", "5/15m", parse_rate_limit),
         rate_limit_ip=parsed("AUTHSVC_RATE_LIMIT_IP", "30/15m", parse_rate_limit),
         rate_limit_app=parsed("AUTHSVC_RATE_LIMIT_APP", "600/1m", parse_rate_limit),

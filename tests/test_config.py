@@ -168,10 +168,18 @@ def test_the_address_life_settings_have_the_documented_defaults(tmp_path):
 
 def test_the_address_life_settings_take_durations_and_a_boolean(tmp_path):
     settings = _load(tmp_path, AUTHSVC_EMAIL_CHANGE_TTL="30m", AUTHSVC_EMAIL_REVERT_TTL="14d",
-                     AUTHSVC_DELETE_TTL="2h", AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="on")
+                     AUTHSVC_DELETE_TTL="2h", AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="off")
     assert (settings.email_change_ttl, settings.email_revert_ttl, settings.delete_ttl) == (
         1800, 14 * 86400, 7200)
-    assert settings.email_change_confirm_old is True
+    assert settings.email_change_confirm_old is False
+
+
+def test_confirming_at_the_old_address_too_is_refused_until_it_exists(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="on")
+    assert caught.value.problems == [
+        "AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD: on is not supported yet (the old address cannot"
+        " confirm a change in this version); leave it off"]
 
 
 def test_malformed_address_life_settings_are_each_reported(tmp_path):

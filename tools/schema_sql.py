@@ -118,9 +118,10 @@ def _refuse_unsupported(conn: psycopg.Connection) -> None:
 def _tables(conn: psycopg.Connection) -> list[tuple[int, str]]:
     """Tables in creation order, a referenced table before those that reference it.
 
-    Creation order reads as the schema's history (users first, the outbox
-    next, later additions last) and is the same in a database built from
-    schema.sql itself, since that file creates them in this order.
+    Creation order is the baseline migration's (users first, then what each
+    owner keeps, the test inbox last, later migrations' tables after them) and
+    is the same in a database built from schema.sql itself, since that file
+    creates them in this order.
     """
     rows = conn.execute(
         """

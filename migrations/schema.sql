@@ -91,12 +91,14 @@
 -- 0000 makes the runner's own table. 0026_baseline.sql builds the rest in one
 -- file, grouped by what owns each table: it replaced 0001-0026, which built
 -- the same schema one change at a time, so an installation that applied
--- 0026 skips it. The old files are in the history (`git log -- migrations/`).
+-- 0026 skips it, and one that stopped earlier is refused before anything
+-- runs (authsvc/db/migrate.py BASELINE: upgrade it with the previous release
+-- first). The old files are in the history (`git log -- migrations/`).
 --
 -- A new migration takes the number after the highest (0027 next). Never one
--- below the baseline: the runner applies every file not yet recorded, in
--- number order, so it would run before the baseline on a new database and
--- last on every existing one.
+-- below the baseline, which the runner refuses: it applies every file not
+-- yet recorded, in number order, so such a file would run before the
+-- baseline on a new database and last on every existing one.
 
 -- ==== Generated below this line by `python -m tools.schema_sql`: do not edit by hand. ====
 -- From PostgreSQL 16 (other major versions may word expressions differently).

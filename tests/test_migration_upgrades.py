@@ -1,16 +1,89 @@
-"""Upgrading a database the earlier code wrote: what it left behind must not survive as a hole."""
+"""Which databases `authsvc db upgrade` takes: new ones, and those at the baseline or later.
+
+migrations/0026_baseline.sql builds in one file the schema that 0001..0026
+built one change at a time, and those files are gone. So a database with 0026
+recorded (every installation at the release before the baseline) has nothing
+to apply, a new database gets 0000 and then the baseline, and a database that
+recorded only older versions is refused whole: nothing shipped now could bring
+it to the baseline, and half an upgrade would be worse than none. Concurrent
+runs: the lock test below, tests/test_migrations_cli.py and tests/test_pooler.py.
+"""
 
 from __future__ import annotations
 
 import threading
 
+import pytest
+
 from authsvc.db.connections import connect
-from authsvc.db.migrate import LOCK_KEY, applied_versions
+from authsvc.db.migrate import (
+    BASELINE,
+    LOCK_KEY,
+    OlderThanBaseline,
+    applied_versions,
+    available_migrations,
+    pending_migrations,
+    upgrade,
+)
 from authsvc.resources import migrations_dir
 from testkit.waiting import wait_until
 from tests.accounts_support import one_number
+from tests.migration_support import (
+    RELEASED_BEFORE_THE_BASELINE,
+    database_of_an_older_release,
+    record,
+    what_the_database_holds,
+)
 
-OWNER, ATTACKER = "owner passphrase one", "attacker passphrase one"
+
+def test_a_database_older_than_the_baseline_is_refused_and_left_as_it_was(empty_database_url):
+    database_of_an_older_release(empty_database_url, latest="0019")
+    before = what_the_database_holds(empty_database_url)
+    with pytest.raises(OlderThanBaseline) as refused:
+        upgrade(empty_database_url)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "at migration 0019" in message and f"baseline {BASELINE}" in message, message
+    assert "previous release" in message, message
+    assert what_the_database_holds(empty_database_url) == before
+
+
+def test_a_database_made_before_0000_is_refused_before_0000_runs(empty_database_url):
+    """The runner that predates 0000 made schema_migrations itself and recorded 0001 on:
+    0000 alone would apply to it, and then the baseline could not."""
+    database_of_an_older_release(empty_database_url, latest="0004")
+    with connect(empty_database_url) as conn:
+        conn.execute("DELETE FROM schema_migrations WHERE version = '0000'")
+    before = what_the_database_holds(empty_database_url)
+    with pytest.raises(OlderThanBaseline, match="at migration 0004"):
+        upgrade(empty_database_url)
+    assert what_the_database_holds(empty_database_url) == before
+
+
+def test_a_new_database_gets_0000_and_then_the_baseline(empty_database_url):
+    assert BASELINE == RELEASED_BEFORE_THE_BASELINE[-1][0]  # the last version released
+    assert [m.version for m in upgrade(empty_database_url)] == ["0000", BASELINE]
+    assert upgrade(empty_database_url) == []
+
+
+def test_a_migration_numbered_below_the_baseline_is_refused(tmp_path):
+    """It would run before the baseline on a new database and last on every other."""
+    for name in ("0000_schema_migrations.sql", f"{BASELINE}_baseline.sql", "0027_next.sql"):
+        (tmp_path / name).write_text("SELECT 1;\n")
+    assert [m.version for m in available_migrations(tmp_path)] == ["0000", BASELINE, "0027"]
+    (tmp_path / "0003_late.sql").write_text("SELECT 1;\n")
+    with pytest.raises(RuntimeError, match="below the baseline"):
+        available_migrations(tmp_path)
+
+
+def test_an_installation_at_0026_has_nothing_pending(database_url):
+    """Its bookkeeping lists 0000..0026 under their old names; the runner goes by number."""
+    with connect(database_url) as conn:
+        record(conn, RELEASED_BEFORE_THE_BASELINE)
+        assert pending_migrations(conn) == []
+    before = what_the_database_holds(database_url)
+    assert upgrade(database_url) == []
+    assert what_the_database_holds(database_url) == before
 
 
 def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(

@@ -92,7 +92,3 @@ SELECT EXISTS (
     SELECT 1 FROM token_redemptions
     WHERE user_id = %(user_id)s AND purpose = %(purpose)s AND version = %(version)s
 );
-
--- list_addresses --
--- Every stored address, for the post-migration audit.
-SELECT id, email FROM users ORDER BY id;

@@ -12,7 +12,7 @@ import psycopg
 from chaos.load import ApiClient
 from chaos.smtp import Receipt
 
-# Mail names a job by its public id (migrations/0019); the trail by its internal one.
+# Mail names a job by its public id (email_jobs.public_id); the trail by its internal one.
 _PUBLIC_JOB_ID = re.compile(r"<authsvc-job-([0-9a-f-]{36})@")
 # Outcomes a worker records while it holds a lease; a killed worker records none.
 _OUTCOMES = {"sent", "failed", "superseded", "expired", "suppressed", "retry", "ambiguous",

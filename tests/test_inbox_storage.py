@@ -187,7 +187,7 @@ def test_the_byte_figure_follows_every_write_of_the_contents(conn):
 
 def test_what_a_long_poll_counts_and_what_the_listing_returns_is_one_rule(conn):
     """scan_scope (a poll's check) and list_summaries (the answer it then lists) both read
-    inbox_visible_messages (migrations/0026), so they cannot drift apart; the function is
+    inbox_visible_messages (the baseline migration), so they cannot drift apart; the function is
     inlined, so the (scope, id) index still serves both and no row is read whole."""
     conn.execute("""
         WITH c AS (

@@ -1,4 +1,4 @@
-"""The outbox counters (migrations/0024): exact through every writer, never backwards.
+"""The outbox counters (the baseline migration): exact through every writer, never backwards.
 
 `authsvc outbox stats` and /metrics read final-state counts, event totals and
 the send-latency histogram from counters that the claim, the outcomes, the

@@ -66,7 +66,7 @@ def test_a_lost_lease_whose_job_was_deleted_leaves_no_trail_and_spoils_no_batch(
 
     With the trail's foreign key that lease_lost row failed the whole
     statement, so every other outcome in the batch went unrecorded (and
-    would be sent again). The trail has no key now (migrations/0014): the
+    would be sent again). The trail has no key now (the baseline migration): the
     row is skipped, the rest are recorded, and no row outlives its job.
     """
     ids = queue_notices(conn, 2)

@@ -14,7 +14,7 @@ LIMIT 1;
 -- queue_event --
 -- One delivery of one event to a live app with a webhook, in the caller's
 -- transaction; nothing for any other app. The envelope, and in it the
--- webhook-id every retry carries, is app_event_payload's (migrations/0025).
+-- webhook-id every retry carries, is app_event_payload's (migrations/0026_baseline.sql).
 INSERT INTO email_jobs (kind, template, recipient, payload, app_id, user_id)
 SELECT 'webhook', %(type)s, a.webhook_url,
        app_event_payload(%(type)s::text, %(happened_at)s::timestamptz, %(data)s::jsonb),

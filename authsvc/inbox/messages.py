@@ -2,7 +2,7 @@
 
 A message is stored once per SMTP transaction (inbox_contents: raw bytes and
 what was parsed from them) and listed once per scope it went to
-(inbox_messages: id, scope, recipients, time); migrations/0022.
+(inbox_messages: id, scope, recipients, time); migrations/0026_baseline.sql.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ The rules (migrations/schema.sql, the functions' last definitions):
      as a function made for the bench in its throwaway database.
   3. email budget: email_budget_hit (0018, 0020) counts an email against the
      address's budget and, within it, forgets the address's tries. Every
-     signup runs it once (codes.count_email) and so does every link request
+     signup runs it once (code_tries.count_email) and so does every link request
      (inside queue_link).
 
 The statements form of a rule is what its caller would run instead: the
@@ -33,8 +33,8 @@ form gives the same decisions, leaves the same rows and waits for the disk
 as its function does, for one sequence of calls.
 
 Last, the share of a signup: a form's POST (the IP count, then
-accounts.sign_up), as shipped and with both of its rules as statements
-(codes.count_email is swapped in this process only). It is timed once with
+actions.sign_up), as shipped and with both of its rules as statements
+(code_tries.count_email is swapped in this process only). It is timed once with
 argon2 as production hashes and once with the tests' cheap hasher, which
 leaves the database work.
 
@@ -61,10 +61,11 @@ from urllib.parse import urlsplit
 
 import psycopg
 
-from authsvc import accounts, codes, ratelimit
+from authsvc import ratelimit
+from authsvc.accounts import actions, code_tries
+from authsvc.accounts.passwords import Passwords, cheap_passwords
 from authsvc.config import RateLimit, load_settings
-from authsvc.db import POOLER_SAFE, Conn, create_pool
-from authsvc.passwords import Passwords, cheap_passwords
+from authsvc.db.connections import POOLER_SAFE, Conn, create_pool
 from authsvc.ratelimit import Decision, RateLimitHit
 from authsvc.services import Services, build_services
 from bench.common import fresh_database, percentile
@@ -171,7 +172,7 @@ def tries_statement(conn: Conn, p: Params) -> bool:
 
 
 def budget_function(conn: Conn, p: Params) -> bool:
-    return _answer(conn, codes.Q["email_budget_hit"], p)
+    return _answer(conn, code_tries.Q["email_budget_hit"], p)
 
 
 def budget_statements(conn: Conn, p: Params) -> bool:
@@ -359,9 +360,9 @@ SWAPPED = Counter[str]()  # calls of the swapped-in count_email: the swap did ha
 
 def count_email_in_statements(conn: Conn, budget: RateLimitHit, email: str,
                               purpose: str) -> Decision:
-    """codes.count_email with the budget as statements (budget_statements)."""
+    """code_tries.count_email with the budget as statements (budget_statements)."""
     SWAPPED[email] += 1
-    p = {**budget.params(), "purpose": purpose, "digest": codes.address_digest(email)}
+    p = {**budget.params(), "purpose": purpose, "digest": code_tries.address_digest(email)}
     return budget.decision(budget_statements(conn, p))
 
 
@@ -370,7 +371,7 @@ def _form_post(conn: Conn, svc: Services, email: str, ip: str,
     """The database side of a signup form's POST (the IP count, sign_up), in microseconds,
     and the part of it its two rules took (the whole is too noisy to show their Δ alone)."""
     limit = svc.settings.rate_limit_ip
-    count_email = count_email_in_statements if statements else codes.count_email
+    count_email = count_email_in_statements if statements else code_tries.count_email
     spent: list[float] = []
 
     def timed_count_email(conn: Conn, budget: RateLimitHit, email: str,
@@ -380,7 +381,7 @@ def _form_post(conn: Conn, svc: Services, email: str, ip: str,
         spent.append((time.perf_counter() - began) * 1e6)
         return decision
 
-    with mock.patch.object(codes, "count_email", timed_count_email):
+    with mock.patch.object(code_tries, "count_email", timed_count_email):
         began = time.perf_counter()
         if statements:
             count_no_wait_in_transaction(
@@ -388,7 +389,7 @@ def _form_post(conn: Conn, svc: Services, email: str, ip: str,
         else:
             ratelimit.hit(conn, "ip", ip, limit, svc.clock(), wait_for_disk=False)
         counted = time.perf_counter()
-        accounts.sign_up(conn, svc, email=email, password=PASSWORD)
+        actions.sign_up(conn, svc, email=email, password=PASSWORD)
         ended = time.perf_counter()
     [budget] = spent
     return (ended - began) * 1e6, (counted - began) * 1e6 + budget
@@ -521,7 +522,7 @@ def table(results: list[PathResult], rounds: int, server: str) -> str:
                              f" {ratio} | {delta} |")
         lines.append("")
     lines += [
-        "A signup form's POST, database side (the IP count, then accounts.sign_up), µs,"
+        "A signup form's POST, database side (the IP count, then actions.sign_up), µs,"
         " median (p95); 'rules': the IP count and count_email within it. Δ: rules as"
         " statements minus as functions; share: Δ rules over the POST with functions.", "",
         "| path | hasher | POST, functions | POST, statements | Δ POST | rules, functions |"

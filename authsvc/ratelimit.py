@@ -39,7 +39,7 @@ def _window(limit: RateLimit, now: datetime) -> tuple[datetime, int]:
 
 @dataclass(frozen=True)
 class RateLimitHit:
-    """One event to count in a bucket's window: rate_limit_hit's arguments (migrations/0015).
+    """One event to count in a bucket's window: the arguments of SQL rate_limit_hit().
 
     `hit` is the statement that only counts; apps.sql find_app_counting_call,
     codes.sql email_budget_hit and outbox/producer.sql queue_link count as

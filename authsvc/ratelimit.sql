@@ -1,6 +1,6 @@
 -- hit --
 -- Count one event in the bucket's current window; true while within the limit
--- (migrations/0015 rate_limit_hit, which apps.sql and 0018 email_budget_hit also call).
+-- (rate_limit_hit in migrations/0026_baseline.sql, which apps.sql and email_budget_hit also call).
 SELECT rate_limit_hit(%(bucket)s, %(window_start)s, %(limit)s, %(wait_for_disk)s);
 
 -- refund --

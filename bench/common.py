@@ -2,66 +2,33 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import statistics
 import sys
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from psycopg import sql
 
-from authsvc.db.migrate import upgrade
 from testkit.figures import percentile
-from testkit.postgres import throwaway_postgres
+from testkit.postgres import migrated_database, server_or_throwaway
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
-_COUNTER = itertools.count()
 
 
-@contextmanager
-def bench_server() -> Iterator[str]:
+def bench_server() -> AbstractContextManager[str]:
     """One throwaway embedded PostgreSQL for a whole run (or AUTHSVC_BENCH_DATABASE_URL's)."""
-    base = os.environ.get("AUTHSVC_BENCH_DATABASE_URL")
-    if base:
-        yield base
-        return
-    with tempfile.TemporaryDirectory(prefix="authsvc-bench-", dir="/tmp") as folder:
-        handle = throwaway_postgres(Path(folder))
-        try:
-            yield str(handle.get_uri())
-        finally:
-            handle.cleanup()
+    return server_or_throwaway(os.environ.get("AUTHSVC_BENCH_DATABASE_URL"))
 
 
 @contextmanager
 def fresh_database(base: str | None = None) -> Iterator[str]:
     """A migrated, empty database on `base`, AUTHSVC_BENCH_DATABASE_URL's or a throwaway server."""
-    base = base or os.environ.get("AUTHSVC_BENCH_DATABASE_URL")
-    with tempfile.TemporaryDirectory(prefix="authsvc-bench-", dir="/tmp") as folder:
-        handle = None
-        if not base:
-            handle = throwaway_postgres(Path(folder))
-            base = str(handle.get_uri())
-        name = f"authsvc_bench_{os.getpid()}_{next(_COUNTER)}"
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        url = urlunsplit(urlsplit(base)._replace(path="/" + name))
-        upgrade(url)
-        try:
-            yield url
-        finally:
-            with psycopg.connect(base, autocommit=True) as conn:
-                drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-                conn.execute(drop.format(sql.Identifier(name)))
-            if handle is not None:
-                handle.cleanup()
+    server_url = base or os.environ.get("AUTHSVC_BENCH_DATABASE_URL")
+    with server_or_throwaway(server_url) as server, migrated_database(server, "bench") as url:
+        yield url
 
 
 def queue_notices(url: str, jobs: int) -> None:

@@ -7,9 +7,9 @@ ones. For each option, the worker's two hot statements at BATCH jobs
 round sees the same table) and the /metrics outbox section:
 
   a. triggers: statement-level triggers with transition tables append
-     deltas for every writer (what 0011-0017 left; the bench re-creates
-     them from those migrations, and runs the statements without their
-     own counting);
+     deltas for every writer (what migrations 0011-0017 left; the bench
+     creates them from bench/counter_triggers.sql, and runs the statements
+     without their own counting);
   b. explicit deltas: the claim and record statements append their own
      deltas in one more CTE (pgqueuer's log-then-aggregate), as shipped
      since migrations/0024;
@@ -64,10 +64,10 @@ def _fill(conn: psycopg.Connection, retained: int) -> None:
     conn.execute("VACUUM ANALYZE email_jobs")
     with conn.transaction():
         for statement in triggers_before_0024():
-            conn.execute(statement)  # type: ignore[arg-type]  # shipped migration text
+            conn.execute(statement)  # type: ignore[arg-type]  # the bench's own file
 
 
-MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+TRIGGERS = Path(__file__).resolve().with_name("counter_triggers.sql")
 _COUNTED = re.compile(r",\s*counted AS \(.*?\n\)\n(?=SELECT)", re.DOTALL)
 _TRIGGER_DDL = re.compile(
     r"^CREATE (?:OR REPLACE )?FUNCTION \w+\(.*?\$\$;|^CREATE TRIGGER .*?;",
@@ -82,15 +82,8 @@ def _without_counting(query: str) -> str:
 
 
 def triggers_before_0024() -> list[str]:
-    """Option a: the trigger functions and triggers 0011-0017 left, in their order (the last
-    definition of each function wins, as when the migrations ran); 0024 dropped them."""
-    statements: list[str] = []
-    for version in ("0011", "0012", "0013", "0017"):
-        [path] = MIGRATIONS.glob(version + "_*.sql")
-        statements += _TRIGGER_DDL.findall(path.read_text(encoding="utf-8"))
-    # outbox_latency_bounds() is still there: replaced by itself.
-    return [re.sub(r"^CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", statement)
-            for statement in statements]
+    """Option a: the trigger functions and triggers 0011-0017 left (0024 dropped them)."""
+    return _TRIGGER_DDL.findall(TRIGGERS.read_text(encoding="utf-8"))
 
 
 # a and c run the statements without their deltas; b as shipped.

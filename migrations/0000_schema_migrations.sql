@@ -1,4 +1,4 @@
--- The migrations' own bookkeeping: one row per applied file. authsvc/migrate.py
+-- The migrations' own bookkeeping: one row per applied file. authsvc/db/migrate.py
 -- applies this file first, before it reads the table, and records it here like
 -- any other. IF NOT EXISTS because databases made before this file existed
 -- already have the table (migrate.py used to create it in Python): for them

@@ -100,8 +100,8 @@ ALTER TABLE code_attempts ADD CONSTRAINT code_attempts_purpose_check
     CHECK (purpose IN ('reset', 'verify', 'email_change', 'account_delete'));
 
 -- The outbox's new emails and events. NOT VALID here and validated after a
--- commit (as 0023 does): the scan of a big outbox then does not stop the
--- workers.
+-- commit (authsvc/db/migrate.py COMMIT_LINE): the scan of a big outbox then
+-- does not stop the workers.
 ALTER TABLE email_jobs DROP CONSTRAINT IF EXISTS email_jobs_purpose_check;
 ALTER TABLE email_jobs ADD CONSTRAINT email_jobs_purpose_check
     CHECK (purpose IN ('reset', 'verify', 'email_change', 'email_revert', 'account_delete'))

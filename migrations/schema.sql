@@ -58,7 +58,7 @@
 --                                            (a job's trail goes with it)
 --
 -- email_job_events.event takes only these names (the CHECK
--- email_job_events_event_check, migration 0023, is the one list):
+-- email_job_events_event_check is the one list):
 --
 --   claimed     a worker leased the job; attempt is the claim's attempt_count
 --   sent        taken by the mail server or provider (provider_message_id)
@@ -75,8 +75,8 @@
 -- The outbox's figures (outbox stats, /metrics) count the pending side live
 -- and take the rest from outbox_counters: the claim, outcome, redrive and
 -- prune statements each append what they changed to outbox_counter_deltas
--- (migration 0024: jobs_<status>, events_<event>, events_lease_expired, the
--- send-latency buckets); every worker folds the deltas about once a second;
+-- (jobs_<status>, events_<event>, events_lease_expired, the send-latency
+-- buckets); every worker folds the deltas about once a second;
 -- a read adds the unfolded ones (outbox_counter_totals()). docs/worker.md,
 -- "Where the figures come from".
 --
@@ -85,24 +85,20 @@
 -- holds them to these CHECKs.
 --
 -- =========================================================================
--- MISSING MIGRATION NUMBERS: 0003, 0009, 0010
+-- MIGRATION NUMBERS: 0000, then the baseline 0026
 -- =========================================================================
 --
--- No file with these numbers was ever committed (`git log --all --
--- migrations/` adds none and deletes none). Numbers were handed out ahead,
--- one to each line of work started in parallel from the same commit, and
--- those three lines merged without a schema change; the history shows the
--- handing out, as 0007 was committed before 0005 and 0006. Three lines left
--- one commit together: account integrity took 0002, worker speed 0004, and
--- the test inbox at scale needed none (0003). Six later left another:
--- the outbox's one home (0005), email codes (0006), app events (0007) and
--- suppressions (0008) brought migrations; the tests' layout and the review
--- of account integrity (which changed 0002 in place) did not (0009, 0010).
+-- 0000 makes the runner's own table. 0026_baseline.sql builds the rest in one
+-- file, grouped by what owns each table: it replaced 0001-0026, which built
+-- the same schema one change at a time, so an installation that applied
+-- 0026 skips it, and one that stopped earlier is refused before anything
+-- runs (authsvc/db/migrate.py BASELINE: upgrade it with the previous release
+-- first). The old files are in the history (`git log -- migrations/`).
 --
--- Leave the gaps empty. The runner applies every file not yet recorded, in
--- number order, so a new 0003 would run first on a new database and last
--- on every existing one: two schemas from one set of files. A new migration
--- takes the number after the highest.
+-- A new migration takes the number after the highest (0028 next). Never one
+-- below the baseline, which the runner refuses: it applies every file not
+-- yet recorded, in number order, so such a file would run before the
+-- baseline on a new database and last on every existing one.
 
 -- ==== Generated below this line by `python -m tools.schema_sql`: do not edit by hand. ====
 -- From PostgreSQL 16 (other major versions may word expressions differently).
@@ -143,6 +139,20 @@ CREATE TABLE users (
 CREATE UNIQUE INDEX users_email_key ON public.users USING btree (email);
 CREATE INDEX users_pending_email ON public.users USING btree (pending_email) WHERE (pending_email IS NOT NULL);
 
+CREATE TABLE web_sessions (
+    id           bigint DEFAULT unordered_id() NOT NULL,
+    token_hash   bytea NOT NULL,
+    user_id      bigint NOT NULL,
+    created_at   timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL,
+    user_agent   text DEFAULT ''::text NOT NULL,
+    CONSTRAINT web_sessions_pkey PRIMARY KEY (id),
+    CONSTRAINT web_sessions_token_hash_key UNIQUE (token_hash),
+    CONSTRAINT web_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE,
+    CONSTRAINT web_sessions_user_agent_check CHECK ((length(user_agent) <= 300))
+);
+CREATE INDEX web_sessions_user ON public.web_sessions USING btree (user_id, created_at);
+
 CREATE TABLE token_redemptions (
     user_id     bigint NOT NULL,
     purpose     text NOT NULL,
@@ -151,6 +161,24 @@ CREATE TABLE token_redemptions (
     CONSTRAINT token_redemptions_pkey PRIMARY KEY (user_id, purpose, version),
     CONSTRAINT token_redemptions_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id),
     CONSTRAINT token_redemptions_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'account_delete'::text])))
+);
+
+CREATE TABLE code_attempts (
+    purpose        text NOT NULL,
+    address_digest bytea NOT NULL,
+    attempts       integer NOT NULL,
+    created_at     timestamp with time zone NOT NULL,
+    CONSTRAINT code_attempts_pkey PRIMARY KEY (purpose, address_digest),
+    CONSTRAINT code_attempts_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT code_attempts_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'account_delete'::text])))
+);
+CREATE INDEX code_attempts_created ON public.code_attempts USING btree (created_at);
+
+CREATE TABLE rate_limit_counters (
+    bucket       text NOT NULL,
+    window_start timestamp with time zone NOT NULL,
+    hits         integer NOT NULL,
+    CONSTRAINT rate_limit_counters_pkey PRIMARY KEY (bucket, window_start)
 );
 
 CREATE TABLE apps (
@@ -166,6 +194,27 @@ CREATE TABLE apps (
     CONSTRAINT apps_key_hash_key UNIQUE (key_hash),
     CONSTRAINT apps_name_length CHECK (((length(name) >= 1) AND (length(name) <= 100))),
     CONSTRAINT apps_webhook_has_secret CHECK (((webhook_url IS NULL) OR (webhook_secret IS NOT NULL)))
+);
+
+CREATE TABLE idempotency_keys (
+    app_id        uuid NOT NULL,
+    key           text NOT NULL,
+    fingerprint   bytea NOT NULL,
+    status_code   integer NOT NULL,
+    response_body bytea NOT NULL,
+    created_at    timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (app_id, key),
+    CONSTRAINT idempotency_keys_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps(id)
+);
+CREATE INDEX idempotency_keys_created ON public.idempotency_keys USING btree (created_at);
+
+CREATE TABLE account_apps (
+    user_id bigint NOT NULL,
+    app_id  uuid NOT NULL,
+    since   timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT account_apps_pkey PRIMARY KEY (user_id, app_id),
+    CONSTRAINT account_apps_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps(id) ON DELETE CASCADE,
+    CONSTRAINT account_apps_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE
 );
 
 CREATE TABLE email_jobs (
@@ -219,49 +268,18 @@ CREATE TABLE email_job_events (
 CREATE INDEX email_job_events_ambiguous ON public.email_job_events USING btree (job_id) WHERE (event = 'ambiguous'::text);
 CREATE INDEX email_job_events_job ON public.email_job_events USING btree (job_id, id);
 
-CREATE TABLE rate_limit_counters (
-    bucket       text NOT NULL,
-    window_start timestamp with time zone NOT NULL,
-    hits         integer NOT NULL,
-    CONSTRAINT rate_limit_counters_pkey PRIMARY KEY (bucket, window_start)
+CREATE TABLE outbox_counters (
+    name    text NOT NULL,
+    total   bigint DEFAULT 0 NOT NULL,
+    seconds double precision DEFAULT 0 NOT NULL,
+    CONSTRAINT outbox_counters_pkey PRIMARY KEY (name)
 );
 
-CREATE TABLE idempotency_keys (
-    app_id        uuid NOT NULL,
-    key           text NOT NULL,
-    fingerprint   bytea NOT NULL,
-    status_code   integer NOT NULL,
-    response_body bytea NOT NULL,
-    created_at    timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (app_id, key),
-    CONSTRAINT idempotency_keys_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps(id)
+CREATE TABLE outbox_counter_deltas (
+    name    text NOT NULL,
+    delta   bigint NOT NULL,
+    seconds double precision DEFAULT 0 NOT NULL
 );
-CREATE INDEX idempotency_keys_created ON public.idempotency_keys USING btree (created_at);
-
-CREATE TABLE web_sessions (
-    id           bigint DEFAULT unordered_id() NOT NULL,
-    token_hash   bytea NOT NULL,
-    user_id      bigint NOT NULL,
-    created_at   timestamp with time zone NOT NULL,
-    last_seen_at timestamp with time zone NOT NULL,
-    user_agent   text DEFAULT ''::text NOT NULL,
-    CONSTRAINT web_sessions_pkey PRIMARY KEY (id),
-    CONSTRAINT web_sessions_token_hash_key UNIQUE (token_hash),
-    CONSTRAINT web_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE,
-    CONSTRAINT web_sessions_user_agent_check CHECK ((length(user_agent) <= 300))
-);
-CREATE INDEX web_sessions_user ON public.web_sessions USING btree (user_id, created_at);
-
-CREATE TABLE code_attempts (
-    purpose        text NOT NULL,
-    address_digest bytea NOT NULL,
-    attempts       integer NOT NULL,
-    created_at     timestamp with time zone NOT NULL,
-    CONSTRAINT code_attempts_pkey PRIMARY KEY (purpose, address_digest),
-    CONSTRAINT code_attempts_attempts_check CHECK ((attempts >= 0)),
-    CONSTRAINT code_attempts_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'account_delete'::text])))
-);
-CREATE INDEX code_attempts_created ON public.code_attempts USING btree (created_at);
 
 CREATE TABLE suppressions (
     address             text NOT NULL,
@@ -280,28 +298,6 @@ CREATE TABLE provider_webhook_messages (
     CONSTRAINT provider_webhook_messages_pkey PRIMARY KEY (provider, message_id)
 );
 CREATE INDEX provider_webhook_messages_received ON public.provider_webhook_messages USING btree (received_at);
-
-CREATE TABLE outbox_counters (
-    name    text NOT NULL,
-    total   bigint DEFAULT 0 NOT NULL,
-    seconds double precision DEFAULT 0 NOT NULL,
-    CONSTRAINT outbox_counters_pkey PRIMARY KEY (name)
-);
-
-CREATE TABLE outbox_counter_deltas (
-    name    text NOT NULL,
-    delta   bigint NOT NULL,
-    seconds double precision DEFAULT 0 NOT NULL
-);
-
-CREATE TABLE account_apps (
-    user_id bigint NOT NULL,
-    app_id  uuid NOT NULL,
-    since   timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT account_apps_pkey PRIMARY KEY (user_id, app_id),
-    CONSTRAINT account_apps_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps(id) ON DELETE CASCADE,
-    CONSTRAINT account_apps_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE
-);
 
 CREATE TABLE inbox_contents (
     id           bigint GENERATED ALWAYS AS IDENTITY NOT NULL,

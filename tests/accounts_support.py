@@ -37,7 +37,7 @@ def one_number(conn: psycopg.Connection, query: str, params: tuple[object, ...] 
 # under 1 ms against ~50 ms, which is most of a property test's budget per example.
 ACCOUNT_TABLES = (
     "web_sessions", "token_redemptions", "email_job_events", "email_jobs",
-    # After the jobs: their delete triggers add deltas (migrations/0011).
+    # What the outbox's statements counted.
     "outbox_counter_deltas", "outbox_counters", "idempotency_keys",
     "inbox_messages", "apps", "rate_limit_counters", "code_attempts", "suppressions",
     "users",

@@ -28,7 +28,6 @@ from tests.api_support import ApiCaller
 from tests.link_support import latest_link
 from tests.webhook_support import (
     FAST_RETRY,
-    Receiver,
     register_webhook_app,
     serving,
     webhook_worker,
@@ -350,7 +349,7 @@ def test_a_secret_sealed_for_one_app_does_not_open_for_another(conn, client, svc
 
 
 def test_the_stored_secret_is_sealed_not_plain(conn, settings):
-    with Receiver() as receiver:
+    with serving() as receiver:
         app, _key, secret = register_webhook_app(conn, settings, receiver.url)
     stored = bytes(conn.execute("SELECT webhook_secret FROM apps").fetchone()[0])
     raw = secret.removeprefix("whsec_").encode()
@@ -488,7 +487,7 @@ def test_a_receiver_that_always_fails_ends_failed_after_the_last_attempt_and_can
 
 
 def test_a_malformed_event_row_fails_that_job_and_spares_the_worker(conn, settings):
-    with Receiver() as receiver:
+    with serving() as receiver:
         app, _key, _ = register_webhook_app(conn, settings, receiver.url)
         conn.execute(
             "INSERT INTO email_jobs (kind, template, recipient, payload, app_id)"

@@ -157,48 +157,37 @@ def test_the_budget_is_a_validated_setting(env):
         assert any(p.startswith("AUTHSVC_TEST_INBOX_MAX_BYTES") for p in refused.value.problems)
 
 
-def test_messages_stored_before_the_split_keep_their_ids_and_answers(empty_database_url):
-    """An inbox written by the earlier schema (one whole row per scope) upgrades in place."""
-    from authsvc.db.connections import connect
-    from authsvc.db.migrate import available_migrations, upgrade
-    from authsvc.inbox import messages
+def test_the_byte_figure_follows_every_write_of_the_contents(conn):
+    """inbox_usage_deltas is kept by the contents' own triggers, whoever writes them: a
+    store, an UPDATE, a scope's delete (its last row frees the content) and the prune."""
+    shared = messages.insert_content(
+        conn, parse_message(b"Subject: two\r\n\r\nbody\r\n"), b"two", None)
+    for scope in ("one", "two"):
+        messages.insert_message(conn, scope, [scope + "@inbox.test"], shared)
+    own = messages.insert_content(
+        conn, parse_message(b"Subject: one\r\n\r\nx\r\n"), b"one!", None)
+    messages.insert_message(conn, "one", ["one@inbox.test"], own)
 
-    with connect(empty_database_url) as conn:
-        for migration in available_migrations():
-            if migration.version >= "0022":
-                break
-            with conn.transaction():
-                conn.execute(migration.path.read_text(encoding="utf-8"))  # type: ignore[arg-type]
-                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                             (migration.version, migration.name))
-        conn.execute(
-            "INSERT INTO inbox_messages (scope, mail_from, recipients, subject, message_id,"
-            " text_body, links, raw) SELECT s, 'a@example.com', ARRAY[s || '@inbox.test'],"
-            " 'old', '<m@x>', 'body ' || s, ARRAY['https://x.example/'], convert_to(s, 'UTF8')"
-            " FROM unnest(ARRAY['one', 'two', 'one']) AS s"
-        )
-    upgrade(empty_database_url)
-    with connect(empty_database_url) as conn:
-        page = messages.list_messages(conn, "one")
-        assert [(m.id, m.subject, m.text_body, m.recipients, m.size) for m in page.messages] == [
-            (1, "old", "body one", ["one@inbox.test"], 3),
-            (3, "old", "body one", ["one@inbox.test"], 3),
-        ]
-        assert messages.get_raw_message(conn, "two", 2) == b"two"
-        assert messages.inbox_usage(conn) == 3 * 3 + len("body one") * 2 + len("body two")
-        content = messages.insert_content(
-            conn, parse_message(b"Subject: new\r\n\r\nx\r\n"), b"Subject: new\r\n\r\nx\r\n", None
-        )
-        assert messages.insert_message(conn, "one", ["one@inbox.test"], content) == 4
-        assert messages.delete_scope(conn, "one") == 3
-        messages.prune_messages(conn)
-        assert conn.execute("SELECT count(*) FROM inbox_contents").fetchone() == (1,)
-        assert messages.inbox_usage(conn) == len("two") + len("body two")
+    def size(content_id: int) -> int:
+        row = conn.execute("SELECT stored_bytes FROM inbox_contents WHERE id = %s",
+                           (content_id,)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    assert messages.inbox_usage(conn) == size(shared) + size(own)
+    conn.execute("UPDATE inbox_contents SET text_body = 'a longer body' WHERE id = %s", (own,))
+    assert messages.inbox_usage(conn) == size(shared) + size(own)
+    assert messages.delete_scope(conn, "one") == 2
+    assert messages.inbox_usage(conn) == size(shared)  # "two" still holds the shared one
+    conn.execute("UPDATE inbox_messages SET received_at = now() - interval '25 hours'")
+    messages.prune_messages(conn)
+    assert conn.execute("SELECT count(*) FROM inbox_contents").fetchone() == (0,)
+    assert messages.inbox_usage(conn) == 0
 
 
 def test_what_a_long_poll_counts_and_what_the_listing_returns_is_one_rule(conn):
     """scan_scope (a poll's check) and list_summaries (the answer it then lists) both read
-    inbox_visible_messages (migrations/0026), so they cannot drift apart; the function is
+    inbox_visible_messages (the baseline migration), so they cannot drift apart; the function is
     inlined, so the (scope, id) index still serves both and no row is read whole."""
     conn.execute("""
         WITH c AS (

@@ -1,69 +1,89 @@
-"""Upgrading a database the earlier code wrote: what it left behind must not survive as a hole."""
+"""Which databases `authsvc db upgrade` takes: new ones, and those at the baseline or later.
+
+migrations/0026_baseline.sql builds in one file the schema that 0001..0026
+built one change at a time, and those files are gone. So a database with 0026
+recorded (every installation at the release before the baseline) has nothing
+to apply, a new database gets 0000 and then the baseline, and a database that
+recorded only older versions is refused whole: nothing shipped now could bring
+it to the baseline, and half an upgrade would be worse than none. Concurrent
+runs: the lock test below, tests/test_migrations_cli.py and tests/test_pooler.py.
+"""
 
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
 
-import psycopg
 import pytest
 
-from authsvc.accounts import actions
-from authsvc.accounts.code_tries import address_digest, count_attempt
-from authsvc.accounts.tokens import TokenClaims
-from authsvc.config import load_settings
-from authsvc.db.connections import connect, create_pool
-from authsvc.db.migrate import LOCK_KEY, applied_versions, upgrade
+from authsvc.db.connections import connect
+from authsvc.db.migrate import (
+    BASELINE,
+    LOCK_KEY,
+    OlderThanBaseline,
+    applied_versions,
+    available_migrations,
+    pending_migrations,
+    upgrade,
+)
 from authsvc.resources import migrations_dir
-from authsvc.services import build_services
 from testkit.waiting import wait_until
 from tests.accounts_support import one_number
-from tests.migration_support import migrate_before
-
-OWNER, ATTACKER = "owner passphrase one", "attacker passphrase one"
-
-
-def _database_of_the_first_release(url: str) -> None:
-    """Migration 0001 applied and recorded the way that release's migrate.py did it."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute((migrations_dir() / "0001_initial.sql").read_text(encoding="utf-8"))
-        conn.execute(
-            "CREATE TABLE schema_migrations (version text PRIMARY KEY, name text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        conn.execute("INSERT INTO schema_migrations VALUES ('0001', 'initial')")
+from tests.migration_support import (
+    RELEASED_BEFORE_THE_BASELINE,
+    database_of_an_older_release,
+    record,
+    what_the_database_holds,
+)
 
 
-def test_a_password_swapped_under_the_old_code_is_not_confirmed_by_the_owners_link(
-    empty_database_url, env, clock, passwords
-):
-    """Before 0002 an attacker's second signup swapped an unconfirmed account's
-    password without a new link. After the upgrade, the owner's own link must
-    not confirm that password: every unconfirmed account starts out contested."""
-    _database_of_the_first_release(empty_database_url)
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        user_id = one_number(
-            conn,
-            "INSERT INTO users (email, password_hash, verify_version)"
-            " VALUES ('victim@example.com', %s, 1) RETURNING id",
-            (passwords.hash(OWNER),),
-        )
-        conn.execute("UPDATE users SET password_hash = %s", (passwords.hash(ATTACKER),))
-    upgrade(empty_database_url)
+def test_a_database_older_than_the_baseline_is_refused_and_left_as_it_was(empty_database_url):
+    database_of_an_older_release(empty_database_url, latest="0019")
+    before = what_the_database_holds(empty_database_url)
+    with pytest.raises(OlderThanBaseline) as refused:
+        upgrade(empty_database_url)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "at migration 0019" in message and f"baseline {BASELINE}" in message, message
+    assert "previous release" in message, message
+    assert what_the_database_holds(empty_database_url) == before
 
-    settings = load_settings({**env, "AUTHSVC_DATABASE_URL": empty_database_url})
-    issued = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-    clock.now = issued
-    with create_pool(empty_database_url, min_size=1, max_size=2) as pool, pool.connection() as conn:
-        conn.autocommit = True
-        svc = build_services(settings, pool, clock=clock, passwords=passwords)
-        owners_link = svc.tokens.mint(TokenClaims(user_id, "verify", 1, issued))
-        with pytest.raises(actions.PasswordRequired):
-            actions.confirm_verification(conn, svc, token=owners_link)
-        actions.confirm_verification(conn, svc, token=owners_link, password="owners new choice 7")
-        with pytest.raises(actions.InvalidCredentials):
-            actions.authenticate(conn, svc, email="victim@example.com", password=ATTACKER)
-        actions.authenticate(conn, svc, email="victim@example.com", password="owners new choice 7")
+
+def test_a_database_made_before_0000_is_refused_before_0000_runs(empty_database_url):
+    """The runner that predates 0000 made schema_migrations itself and recorded 0001 on:
+    0000 alone would apply to it, and then the baseline could not."""
+    database_of_an_older_release(empty_database_url, latest="0004")
+    with connect(empty_database_url) as conn:
+        conn.execute("DELETE FROM schema_migrations WHERE version = '0000'")
+    before = what_the_database_holds(empty_database_url)
+    with pytest.raises(OlderThanBaseline, match="at migration 0004"):
+        upgrade(empty_database_url)
+    assert what_the_database_holds(empty_database_url) == before
+
+
+def test_a_new_database_gets_0000_and_then_the_baseline(empty_database_url):
+    assert BASELINE == RELEASED_BEFORE_THE_BASELINE[-1][0]  # the last version released
+    assert [m.version for m in upgrade(empty_database_url)] == ["0000", BASELINE]
+    assert upgrade(empty_database_url) == []
+
+
+def test_a_migration_numbered_below_the_baseline_is_refused(tmp_path):
+    """It would run before the baseline on a new database and last on every other."""
+    for name in ("0000_schema_migrations.sql", f"{BASELINE}_baseline.sql", "0027_next.sql"):
+        (tmp_path / name).write_text("SELECT 1;\n")
+    assert [m.version for m in available_migrations(tmp_path)] == ["0000", BASELINE, "0027"]
+    (tmp_path / "0003_late.sql").write_text("SELECT 1;\n")
+    with pytest.raises(RuntimeError, match="below the baseline"):
+        available_migrations(tmp_path)
+
+
+def test_an_installation_at_0026_has_nothing_pending(database_url):
+    """Its bookkeeping lists 0000..0026 under their old names; the runner goes by number."""
+    with connect(database_url) as conn:
+        record(conn, RELEASED_BEFORE_THE_BASELINE)
+        assert pending_migrations(conn) == []
+    before = what_the_database_holds(database_url)
+    assert upgrade(database_url) == []
+    assert what_the_database_holds(database_url) == before
 
 
 def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(
@@ -100,31 +120,3 @@ def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(
             first.execute("INSERT INTO schema_migrations (version, name) VALUES ('0000', 'x')")
         waiting.join(timeout=10)
     assert seen == [{"0000"}]
-
-
-def test_tries_counted_per_version_become_one_count_per_address_and_none_are_gained(
-    empty_database_url,
-):
-    """0020 counts tries per (purpose, address): each address keeps its most tries
-    of any version (an upgrade must not hand out fresh guesses) and its latest
-    start (no count is pruned sooner than before)."""
-    migrate_before(empty_database_url, "0020")
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        ann, bo = address_digest("ann@example.com"), address_digest("bo@example.com")
-        at = [datetime(2026, 3, 1, hour, 0, tzinfo=UTC) for hour in (10, 11, 12)]
-        conn.execute(
-            "INSERT INTO code_attempts (purpose, address_digest, version, attempts, created_at)"
-            " VALUES ('verify', %(ann)s, 0, 2, %(t0)s), ('verify', %(ann)s, 3, 5, %(t1)s),"
-            " ('verify', %(ann)s, 4, 1, %(t2)s), ('reset', %(ann)s, 1, 3, %(t1)s),"
-            " ('verify', %(bo)s, 0, 4, %(t0)s)",
-            {"ann": ann, "bo": bo, "t0": at[0], "t1": at[1], "t2": at[2]},
-        )
-    upgrade(empty_database_url)
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT purpose, address_digest, attempts, created_at FROM code_attempts"
-            " ORDER BY purpose, attempts"
-        ).fetchall()
-        assert rows == [("reset", ann, 3, at[1]), ("verify", bo, 4, at[0]),
-                        ("verify", ann, 5, at[2])]
-        assert count_attempt(conn, "ann@example.com", "verify", at[2]).exhausted

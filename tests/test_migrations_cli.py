@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from authsvc.db.migrate import available_migrations
+from tests.migration_support import database_of_an_older_release, what_the_database_holds
 
 pytestmark = pytest.mark.e2e  # every test runs the authsvc command
 
@@ -46,6 +47,19 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_database_url, env):
     with psycopg.connect(empty_database_url) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
     assert versions == [m.version for m in available_migrations()]
+
+
+def test_upgrade_refuses_a_database_older_than_the_baseline_in_one_line(
+    empty_database_url, env
+):
+    database_of_an_older_release(empty_database_url, latest="0019")
+    before = what_the_database_holds(empty_database_url)
+    result = _run(["db", "upgrade"], {**env, "AUTHSVC_DATABASE_URL": empty_database_url})
+    assert result.returncode == 1, result
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "at migration 0019" in line and "previous release" in line, line
+    assert what_the_database_holds(empty_database_url) == before
 
 
 def test_upgrade_is_idempotent(database_url, env):

@@ -1,4 +1,4 @@
-"""The outbox counters (migrations/0024): exact through every writer, never backwards.
+"""The outbox counters (the baseline migration): exact through every writer, never backwards.
 
 `authsvc outbox stats` and /metrics read final-state counts, event totals and
 the send-latency histogram from counters that the claim, the outcomes, the
@@ -18,7 +18,6 @@ import pytest
 from click.testing import CliRunner
 
 from authsvc.cli import main
-from authsvc.db.migrate import upgrade
 from authsvc.observability.metrics import LATENCY_BOUNDS
 from authsvc.outbox import STATUSES
 from authsvc.outbox.admin import (
@@ -93,7 +92,7 @@ def test_counts_stay_exact_across_outcomes_a_redrive_and_a_prune(conn, client):
     assert (stats.sent, stats.expired) == (3, 2)
 
     # Prune: the gauges count retained rows (they drop); the counters are totals
-    # since install (they do not). Before 0011 the event totals fell with the trails.
+    # since install (they do not), though the trails they counted are gone.
     sends_before = event_totals(conn)["sent"]
     latency_before = send_latency(conn, LATENCY_BOUNDS)
     conn.execute("UPDATE email_jobs SET created_at = now() - interval '40 days'"
@@ -229,35 +228,6 @@ def test_a_claim_of_one_expired_lease_and_one_fresh_job_counts_one_expiry(conn):
                  " next_attempt_at = now() - interval '1 second' WHERE id = %s", (expired_id,))
     assert len(claim_batch(conn, "second", 2, 30)) == 2
     assert event_totals(conn)["lease_expired"] == 1
-
-
-_COUNTER_MIGRATIONS = ["0011", "0012", "0013", "0017", "0024"]
-_UNDO_COUNTERS = (
-    "DROP FUNCTION outbox_counter_totals, outbox_latency_bounds",
-    "DROP TABLE outbox_counters, outbox_counter_deltas",
-    "DELETE FROM schema_migrations WHERE version = ANY(%(versions)s)",
-)
-
-
-def test_the_migration_seeds_the_counters_from_an_outbox_that_already_has_history(
-        database_url, conn):
-    for statement in _UNDO_COUNTERS:
-        conn.execute(statement, {"versions": _COUNTER_MIGRATIONS})  # type: ignore[arg-type]
-    ids = queue_notices(conn, 3)
-    conn.execute("UPDATE email_jobs SET status = 'sent', sent_at = created_at + interval '3 s'"
-                 " WHERE id = ANY(%s)", (ids[:2],))
-    conn.execute("UPDATE email_jobs SET status = 'failed' WHERE id = %s", (ids[2],))
-    conn.execute("INSERT INTO email_job_events (job_id, event, attempt) VALUES"
-                 " (%(a)s, 'claimed', 1), (%(a)s, 'claimed', 2), (%(a)s, 'sent', 2)",
-                 {"a": ids[0]})
-
-    assert [m.version for m in upgrade(database_url)] == _COUNTER_MIGRATIONS
-
-    assert_exact(conn)
-    assert event_totals(conn) == {"claimed": 2, "sent": 1, "lease_expired": 1}
-    latency = send_latency(conn, LATENCY_BOUNDS)
-    assert (latency.sent, latency.total_seconds) == (2, 6.0)
-    assert dict(latency.buckets)[2.5] == 0 and dict(latency.buckets)[5.0] == 2
 
 
 def _hand_made_sent_job(conn: psycopg.Connection) -> int:

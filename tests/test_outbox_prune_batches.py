@@ -30,7 +30,7 @@ def test_prune_deletes_every_old_finished_job_in_batches_and_nothing_else(conn):
     assert prune_jobs(conn, 30 * 86400, batch=2) == 9
     left = [row[0] for row in conn.execute("SELECT id FROM email_jobs ORDER BY id")]
     assert left == ids[9:]
-    # A pruned job's trail goes with it; the kept jobs keep theirs (migrations/0014).
+    # A pruned job's trail goes with it; the kept jobs keep theirs (outbox_delete_trails).
     trails = [row[0] for row in conn.execute("SELECT job_id FROM email_job_events ORDER BY job_id")]
     assert trails == ids[9:]
 
@@ -43,8 +43,9 @@ def test_each_batch_commits_on_its_own(conn, database_url):
     conn.execute("INSERT INTO email_job_events (job_id, event) VALUES (%s, 'claimed')",
                  (ids[-1],))
     with psycopg.connect(database_url, autocommit=True, prepare_threshold=None) as blocker:
-        # Hold the youngest job's trail: the last batch, deleting it (0014), waits for it;
-        # the first ones do not. (A held job the prune would pass by.)
+        # Hold the youngest job's trail: the last batch, deleting it (by the trigger
+        # outbox_delete_trails), waits for it; the first ones do not. (A held job
+        # the prune would pass by.)
         blocker.execute("BEGIN")
         blocker.execute("SELECT id FROM email_job_events WHERE job_id = %s FOR UPDATE",
                         (ids[-1],))

@@ -34,7 +34,7 @@ def test_wheel_carries_templates_migrations_and_data(tmp_path):
     )
     wheel = next(tmp_path.glob("authsvc-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "authsvc/_shipped/migrations/0001_initial.sql" in names
+    assert "authsvc/_shipped/migrations/0026_baseline.sql" in names
     assert "authsvc/data/common-passwords.txt" in names
     assert any(n.startswith("authsvc/_shipped/templates/") for n in names)
     assert any(n.startswith("authsvc/worker/") for n in names)

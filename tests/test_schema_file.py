@@ -4,8 +4,8 @@ procrastinate's check, both ways: the file's generated part is exactly what
 tools/schema_sql.py writes from a freshly migrated database (so a migration
 without a regenerated file fails here), and the file run alone on an empty
 database builds a catalog that tool reads back the same (so the file is the
-schema, not a description of it). Then 0023, the trail's event names as a
-CHECK, and the runner's commit line it validates after.
+schema, not a description of it). Then the trail's event names as a CHECK,
+and the runner's commit line.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ import psycopg
 import pytest
 
 from authsvc.db.connections import connect
-from authsvc.db.migrate import applied_versions, transactions, upgrade
+from authsvc.db.migrate import transactions
 from authsvc.outbox import STATUSES
 from authsvc.worker.jobs import FINAL_STATUSES, OUTCOME_EVENTS
 from chaos import reconcile
-from tests.migration_support import migrate_before
 from tools.schema_sql import COMMAND, MARKER, SCHEMA_FILE, render
 
 # Trail events written by statements rather than as a claim's outcome:
@@ -122,43 +121,10 @@ def test_the_trail_refuses_an_event_name_it_does_not_know(conn):
                      (job_id,))
 
 
-# The runner's commit line, and 0023 using it.
-
-
+# The runner's commit line.
 
 
 def test_a_migration_commits_at_its_commit_lines():
     text = "ALTER TABLE t ADD c;\n-- migrate: commit\nALTER TABLE t VALIDATE c;\n"
     assert transactions(text) == ["ALTER TABLE t ADD c;\n", "ALTER TABLE t VALIDATE c;\n"]
     assert transactions("SELECT 1;\n") == ["SELECT 1;\n"]
-
-
-def test_a_trail_row_with_an_unknown_event_stops_0023_and_the_next_run_repeats_it(
-    empty_database_url,
-):
-    """0023 commits its NOT VALID check before it validates the old rows, so the scan of
-    the trail does not stop the worker's writes. An old row that fits no name stops the
-    upgrade at the VALIDATE: the check already guards new rows, 0023 is not recorded, and
-    once the row is mended the next run repeats the file from its top and records it."""
-    migrate_before(empty_database_url, "0023")
-    with connect(empty_database_url) as conn:
-        job_id = _new_job(conn)
-        conn.execute("INSERT INTO email_job_events (job_id, event) VALUES (%s, 'requeued')",
-                     (job_id,))
-    with pytest.raises(psycopg.errors.CheckViolation):
-        upgrade(empty_database_url)
-
-    check = ("SELECT convalidated FROM pg_constraint"
-             " WHERE conname = 'email_job_events_event_check'")
-    with connect(empty_database_url) as conn:
-        assert "0023" not in applied_versions(conn)
-        assert conn.execute(check).fetchone() == (False,)
-        with pytest.raises(psycopg.errors.CheckViolation):
-            conn.execute("INSERT INTO email_job_events (job_id, event) VALUES (%s, 'requeued')",
-                         (job_id,))
-        conn.execute("UPDATE email_job_events SET event = 'claimed' WHERE event = 'requeued'")
-
-    assert upgrade(empty_database_url)[0].version == "0023"
-    with connect(empty_database_url) as conn:
-        assert conn.execute(check).fetchone() == (True,)
-        assert "0023" in applied_versions(conn)

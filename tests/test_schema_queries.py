@@ -1,4 +1,4 @@
-"""Every named query against the migrated schema, and upgrades of databases made before 0000.
+"""Every named query against the migrated schema, and a new database's bookkeeping.
 
 procrastinate's check: apply all migrations to a fresh database and PREPARE
 every named query from every .sql file the code loads, so a query that no
@@ -69,36 +69,6 @@ def test_a_renamed_column_or_a_dropped_rule_fails_the_check(conn):
     assert "lease_owner" in failures["authsvc/outbox/admin.sql:list_jobs"]
     assert "outbox_job_leased" in failures["authsvc/outbox/admin.sql:pending_figures"]
     assert "authsvc/accounts/users.sql" not in " ".join(failures)  # untouched tables still prepare
-
-
-# What authsvc/db/migrate.py created in Python before migrations/0000 existed.
-_OLD_BOOKKEEPING = (
-    "CREATE TABLE IF NOT EXISTS schema_migrations ("
-    " version text PRIMARY KEY, name text NOT NULL,"
-    " applied_at timestamptz NOT NULL DEFAULT now())"
-)
-
-
-def test_a_database_made_before_0000_upgrades_and_records_it(empty_database_url):
-    """Made as the old runner did: its own table, then 0001..0004 recorded."""
-    older = [m for m in available_migrations() if "0001" <= m.version <= "0004"]
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        conn.execute(_OLD_BOOKKEEPING)
-        for migration in older:
-            with conn.transaction():
-                conn.execute(migration.path.read_text(encoding="utf-8"))  # type: ignore[arg-type]
-                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                             (migration.version, migration.name))
-
-    applied = upgrade(empty_database_url)
-
-    assert [m.version for m in applied][:1] == ["0000"]
-    assert {m.version for m in applied}.isdisjoint(m.version for m in older)
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
-        assert versions == [m.version for m in available_migrations()]
-        assert queries_not_matching(conn) == {}
-    assert upgrade(empty_database_url) == []  # and again: nothing left to do
 
 
 def test_a_new_database_gets_its_bookkeeping_from_migration_0000(empty_database_url):

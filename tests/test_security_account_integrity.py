@@ -7,13 +7,10 @@ link queued for the address is theirs to click; the attacker has none.
 
 from __future__ import annotations
 
-import uuid
-
 import psycopg
 import pytest
 
 from authsvc.accounts.tokens import TokenClaims
-from authsvc.db.migrate import upgrade
 from authsvc.services import Services
 from testkit.smtp_double import SmtpDouble
 from tests.accounts_support import insert_user
@@ -273,47 +270,6 @@ def test_a_legacy_row_that_would_mail_another_mailbox_fails_and_sends_nothing(
     assert job_status(conn, row[0])[0] == "failed"
     error = conn.execute("SELECT last_error FROM email_jobs WHERE id = %s", row).fetchone()[0]
     assert "canonical" in error
-
-
-def test_the_migration_reports_addresses_the_parser_refuses_and_rewrites_none(
-    test_databases, caplog
-):
-    """An existing database at 0001 with addresses today's parser refuses."""
-    from authsvc.db.migrate import available_migrations
-    from tests.pg import with_database
-
-    name = f"authsvc_legacy_{uuid.uuid4().hex[:8]}"
-    url = with_database(test_databases.server_url, name)
-    with psycopg.connect(test_databases.server_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        first = next(m for m in available_migrations() if m.version == "0001")
-        with psycopg.connect(url, autocommit=True) as legacy:
-            legacy.execute(first.path.read_text())
-            legacy.execute(
-                "CREATE TABLE schema_migrations (version text PRIMARY KEY, name text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            legacy.execute("INSERT INTO schema_migrations VALUES (%s, %s)", (first.version,
-                                                                           first.name))
-            for email in ("owner+x<thief+y@inbox.test>", "jo\u0308rg@example.com",
-                          "j\u00f6rg@example.com", "fine@example.com"):
-                legacy.execute(
-                    "INSERT INTO users (email, password_hash) VALUES (%s, 'x')", (email,)
-                )
-        with caplog.at_level("WARNING", logger="authsvc.db.migrate"):
-            upgrade(url)
-        flagged = {(r.user_id, r.reason) for r in caplog.records
-                   if r.getMessage() == "address_needs_review"}
-        assert {user_id for user_id, _ in flagged} == {1, 2, 3}
-        assert any("display name" in reason for _, reason in flagged)
-        assert any("same mailbox as user 2" in reason for _, reason in flagged)
-        with psycopg.connect(url) as after:
-            emails = [r[0] for r in after.execute("SELECT email FROM users ORDER BY id")]
-        assert emails[0] == "owner+x<thief+y@inbox.test>"  # reported, never rewritten
-    finally:
-        with psycopg.connect(test_databases.server_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_the_confirm_page_of_a_contested_address_asks_for_the_password(client, conn, svc, api):

@@ -24,10 +24,8 @@ import pytest
 from authsvc.accounts import actions
 from authsvc.apps.keys import register_app
 from authsvc.config import Settings
-from authsvc.db.migrate import available_migrations, upgrade
 from authsvc.services import Services
 from testkit.smtp_double import Received, SmtpDouble
-from tests.accounts_support import one_number
 from tests.api_support import ALLOWED_REDIRECT, SIGNUP_PASSWORD, ApiCaller
 from tests.race_support import wait_until_waiting_on_a_lock
 from tests.worker_support import worker
@@ -344,97 +342,3 @@ def test_an_app_name_cannot_inject_markup_headers_or_links(conn, svc, api, mailb
         assert "\u202e" not in part and "\u200b" not in part
     shown = next(line for line in message.text.splitlines() if "Requested through" in line)
     assert shown.startswith("Requested through the app “") and shown.endswith("”.")
-
-
-def _database_before_0021(url: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        for migration in available_migrations():
-            if migration.version >= "0021":
-                break
-            with conn.transaction():
-                conn.execute(migration.path.read_text(encoding="utf-8"))
-                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                             (migration.version, migration.name))
-
-
-def test_the_migration_gives_existing_accounts_only_the_apps_the_outbox_proves(
-    empty_database_url,
-):
-    """0021 backfills only the creating signup's app: for an unproven, uncontested account,
-    and for a proven one whose first proof was that app's own email before anyone else's
-    verify email. A redeemed email of another app proves nothing (before 0021 its redirect
-    applied to any account: it may be a steered reset). Emails that may still go (pending,
-    or failed and open to a redrive) lose a redirect the new rule refuses and gain the
-    asking app's name; an unproven account's own app's current link is marked its own."""
-    _database_before_0021(empty_database_url)
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        def app(name: str) -> object:
-            row = conn.execute("INSERT INTO apps (name, key_hash) VALUES (%s, %s) RETURNING id",
-                               (name, name.encode())).fetchone()
-            assert row is not None
-            return row[0]
-
-        def user(email: str, verified: bool, signups: int = 1, verify_version: int = 1) -> int:
-            return one_number(
-                conn,
-                "INSERT INTO users (email, password_hash, verify_version, signup_count,"
-                " email_verified_at) VALUES (%s, 'x', %s, %s, CASE WHEN %s THEN now() END)"
-                " RETURNING id",
-                (email, verify_version, signups, verified))
-
-        def job(user_id: int, purpose: str, version: int, app_id: object, status: str = "sent",
-                redeemed: bool = False, payload: str = "{}", template: str = "") -> int:
-            if redeemed:
-                conn.execute("INSERT INTO token_redemptions (user_id, purpose, version)"
-                             " VALUES (%s, %s, %s)", (user_id, purpose, version))
-            return one_number(
-                conn,
-                "INSERT INTO email_jobs (template, recipient, payload, user_id, purpose,"
-                " token_version, issued_at, app_id, status) VALUES (%s, 'x@example.com', %s, %s,"
-                " %s, %s, now(), %s, %s) RETURNING id",
-                (template or purpose, payload, user_id, purpose, version, app_id, status))
-
-        steal = '{"redirect_url": "https://evil.example/steal"}'
-        shop, evil = app("shop"), app("evil")
-        confirmed = user("confirmed@example.com", True)  # signed up and confirmed via the shop
-        job(confirmed, "verify", 1, shop, redeemed=True)
-        # ... then a reset evil steered onto its site, redeemed: no membership for evil.
-        job(confirmed, "reset", 1, evil, redeemed=True, payload=steal)
-        waiting = user("waiting@example.com", False)  # signed up via the shop, not confirmed
-        waiting_link = job(waiting, "verify", 1, shop)
-        contested = user("contested@example.com", False, signups=2, verify_version=2)
-        job(contested, "verify", 1, shop)  # the shop's signup, then another one: nobody's
-        job(contested, "verify", 2, None)
-        grabbed = user("grabbed@example.com", True)  # evil signed it up, the shop's flow proved it
-        job(grabbed, "verify", 1, evil)
-        job(grabbed, "verify", 2, shop, redeemed=True)
-        steered = user("steered@example.com", True)  # evil first; ann through the shop; evil's
-        job(steered, "verify", 1, evil)              # reset (on its site) proved the address
-        job(steered, "verify", 2, shop)
-        job(steered, "reset", 1, evil, redeemed=True, payload=steal)
-        reset = user("reset@example.com", True)  # made on the pages, reset through evil
-        job(reset, "verify", 1, None)
-        job(reset, "reset", 1, evil, redeemed=True)
-        pending = job(confirmed, "reset", 2, evil, status="pending", payload=steal)
-        failed = job(confirmed, "reset", 2, evil, status="failed", payload=steal)
-        own = job(confirmed, "reset", 2, shop, status="pending",
-                  payload='{"redirect_url": "https://shop.example/in"}')
-        notice = job(confirmed, "reset", 2, evil, status="pending", template="password_changed")
-        conn.execute("UPDATE email_jobs SET purpose = NULL, token_version = NULL,"
-                     " issued_at = NULL WHERE id = %s", (notice,))
-    upgrade(empty_database_url)
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        rows = conn.execute("SELECT u.email, a.name FROM account_apps AS m"
-                            " JOIN users AS u ON u.id = m.user_id JOIN apps AS a ON a.id = m.app_id"
-                            " ORDER BY 1, 2").fetchall()
-        assert rows == [("confirmed@example.com", "shop"), ("waiting@example.com", "shop")]
-        payloads: dict[int, object] = dict(conn.execute(
-            "SELECT id, payload FROM email_jobs WHERE id = ANY(%s)",
-            ([pending, failed, own, notice, waiting_link],)).fetchall())
-        assert payloads == {
-            pending: {"app_name": "evil"},
-            failed: {"app_name": "evil"},
-            own: {"redirect_url": "https://shop.example/in", "app_name": "shop"},
-            notice: {"app_name": "evil"},
-            waiting_link: {"own_account": True},
-        }

@@ -15,16 +15,13 @@ import re
 from urllib.parse import parse_qs, urlsplit
 from uuid import UUID
 
-import psycopg
 import pytest
 from itsdangerous import URLSafeSerializer
 
 from authsvc.accounts import actions, users
 from authsvc.apps.keys import App
-from authsvc.db.migrate import upgrade
 from authsvc.outbox.admin import redrive_job
 from tests.accounts_support import one_number
-from tests.migration_support import migrate_before
 from tests.worker_support import worker
 
 PASSWORD = "correct horse battery staple"
@@ -110,27 +107,17 @@ def test_email_events_name_the_email_by_its_public_id(database_url, conn, svc, s
     assert UUID(event["data"]["email"]["id"]).version == 4
 
 
-def test_the_upgrade_gives_pending_jobs_a_public_id_and_a_redrive_gives_failed_ones_theirs(
-    empty_database_url, settings, smtp
+def test_a_failed_job_without_a_public_id_gets_one_when_redriven(
+    database_url, conn, settings, smtp
 ):
-    """A populated outbox from before public ids: what may still be sent gets one."""
-    migrate_before(empty_database_url, "0019")
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        conn.execute("INSERT INTO users (email, password_hash) VALUES ('old@example.com', 'x')")
-        pending, failed, sent = (one_number(
-            conn, "INSERT INTO email_jobs (template, recipient, status)"
-            " VALUES ('password_changed', 'old@example.com', %s) RETURNING id", (status,))
-            for status in ("pending", "failed", "sent"))
-    upgrade(empty_database_url)
-
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        rows = conn.execute("SELECT id, public_id FROM email_jobs").fetchall()
-        ids: dict[int, UUID | None] = dict(rows)
-        assert ids[pending] is not None and ids[failed] is None and ids[sent] is None
-        worker(empty_database_url, settings, smtp.url, once=True).run()
-        [message] = smtp.messages
-        assert message.message_id == f"<authsvc-job-{ids[pending]}@localhost>"
-        assert redrive_job(conn, failed)
-        redriven = conn.execute("SELECT public_id FROM email_jobs WHERE id = %s",
-                                (failed,)).fetchone()
-        assert redriven is not None and UUID(str(redriven[0])).version == 4
+    """Jobs that failed before public ids existed still have none (public_id stays
+    nullable); a redrive is the one way they are sent again, and it gives them theirs."""
+    failed = one_number(
+        conn, "INSERT INTO email_jobs (template, recipient, status, public_id)"
+        " VALUES ('password_changed', 'old@example.com', 'failed', NULL) RETURNING id")
+    assert redrive_job(conn, failed)
+    row = conn.execute("SELECT public_id FROM email_jobs WHERE id = %s", (failed,)).fetchone()
+    assert row is not None and UUID(str(row[0])).version == 4
+    worker(database_url, settings, smtp.url, once=True).run()
+    [message] = smtp.messages
+    assert message.message_id == f"<authsvc-job-{row[0]}@localhost>"

@@ -53,7 +53,7 @@ def test_the_account_page_lists_sessions_and_ends_another_one(app, conn, svc):
     page = text_of(laptop.get("/account"))
     assert page.count("Started") == 1 and "(this browser)" in page
     ids = [row[0] for row in conn.execute("SELECT id FROM web_sessions")]
-    # Session ids are random (migration 0019): the phone's is the one that is not the laptop's.
+    # Session ids are random (unordered_id()): the phone's is the one that is not the laptop's.
     [phone_id] = set(ids) - {laptop_id}
     html = laptop.get("/account").get_data(as_text=True)
     assert all(f'name="session_id" value="{i}"' in html for i in ids)

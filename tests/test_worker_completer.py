@@ -10,6 +10,7 @@ from collections import Counter
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from authsvc.db.connections import create_pool
@@ -66,7 +67,7 @@ def test_a_lost_lease_whose_job_was_deleted_leaves_no_trail_and_spoils_no_batch(
 
     With the trail's foreign key that lease_lost row failed the whole
     statement, so every other outcome in the batch went unrecorded (and
-    would be sent again). The trail has no key now (migrations/0014): the
+    would be sent again). The trail has no key now (the baseline migration): the
     row is skipped, the rest are recorded, and no row outlives its job.
     """
     ids = queue_notices(conn, 2)
@@ -184,21 +185,22 @@ def test_outcomes_arriving_during_a_write_share_the_next_statement_and_are_cappe
     assert completer.largest_batch == 3 and completer.batches in (3, 4)
 
 
-def _busy_sessions(conn: psycopg.Connection) -> int:
-    """Other sessions of this database running a statement (a pooler keeps idle ones)."""
+def _other_sessions(conn: psycopg.Connection, condition: str) -> int:
+    """Sessions of this database other than `conn`'s for which `condition` holds."""
     row = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-        " AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'"
+        sql.SQL("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND {}").format(sql.SQL(condition))
     ).fetchone()
     return row[0] if row else 0
+
+
+def _busy_sessions(conn: psycopg.Connection) -> int:
+    # Running a statement: a pooler keeps idle sessions open.
+    return _other_sessions(conn, "state IS DISTINCT FROM 'idle'")
 
 
 def _lock_waiters(conn: psycopg.Connection) -> int:
-    row = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity"
-        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
-    ).fetchone()
-    return row[0] if row else 0
+    return _other_sessions(conn, "wait_event_type = 'Lock'")
 
 
 def test_a_broken_connection_is_retried_without_a_checkout_check(conn, unchecked_pool):

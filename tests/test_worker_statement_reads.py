@@ -32,7 +32,7 @@ def _young_outbox(conn: psycopg.Connection, jobs: int) -> None:
 
 
 def test_a_claim_does_not_read_the_trail_once_per_job(conn):
-    """0011 counted expired leases by looking up each claim's previous event."""
+    """Counting expired leases once looked up each claimed job's previous event."""
     _young_outbox(conn, 240)
     for _ in range(5):  # a trail of 400 events
         claimed = claim_batch(conn, "drain", 40, 30)

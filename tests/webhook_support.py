@@ -30,7 +30,7 @@ class Received:
 class Receiver:
     """An HTTP server on loopback that records every POST and answers `statuses` in turn.
 
-    Once the scripted statuses run out it answers 200.
+    Once the scripted statuses run out it answers 200. `serving` runs one.
     """
 
     def __init__(self, statuses: list[int] | None = None) -> None:
@@ -56,15 +56,6 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/authsvc"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     def of_type(self, event_type: str) -> list[Received]:
         import json
@@ -101,5 +92,11 @@ def webhook_worker(
 
 @contextmanager
 def serving(statuses: list[int] | None = None) -> Iterator[Receiver]:
-    with Receiver(statuses) as receiver:
+    """A Receiver answering for the length of the block."""
+    receiver = Receiver(statuses)
+    threading.Thread(target=receiver.server.serve_forever, daemon=True).start()
+    try:
         yield receiver
+    finally:
+        receiver.server.shutdown()
+        receiver.server.server_close()

@@ -19,15 +19,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import tempfile
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
+
+from testkit.postgres import migrated_database, server_or_throwaway
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = ROOT / "migrations" / "schema.sql"
@@ -118,9 +116,10 @@ def _refuse_unsupported(conn: psycopg.Connection) -> None:
 def _tables(conn: psycopg.Connection) -> list[tuple[int, str]]:
     """Tables in creation order, a referenced table before those that reference it.
 
-    Creation order reads as the schema's history (users first, the outbox
-    next, later additions last) and is the same in a database built from
-    schema.sql itself, since that file creates them in this order.
+    Creation order is the baseline migration's (users first, then what each
+    owner keeps, the test inbox last, later migrations' tables after them) and
+    is the same in a database built from schema.sql itself, since that file
+    creates them in this order.
     """
     rows = conn.execute(
         """
@@ -391,50 +390,10 @@ def schema_file_text(generated: str, path: Path = SCHEMA_FILE) -> str:
 # -- A database to read ---------------------------------------------------------------------
 
 
-@contextmanager
-def migrated_database(server_url: str | None = None) -> Iterator[str]:
-    """The URL of a new database with every migration applied, dropped afterwards."""
-    from authsvc.db.migrate import upgrade
-
-    with _server(server_url) as url, _scratch_database(url) as scratch:
-        upgrade(scratch)
-        yield scratch
-
-
-@contextmanager
-def _server(server_url: str | None) -> Iterator[str]:
-    if server_url:
-        yield server_url
-        return
-    from authsvc.db.embedded import start_embedded_postgres
-
-    # Short path: the server's Unix socket path must stay under 107 bytes.
-    with tempfile.TemporaryDirectory(prefix="authsvc-schema-") as folder:
-        handle = start_embedded_postgres(Path(folder))
-        try:
-            yield str(handle.get_uri())
-        finally:
-            handle.cleanup()
-
-
-@contextmanager
-def _scratch_database(server_url: str) -> Iterator[str]:
-    from urllib.parse import urlsplit, urlunsplit
-
-    name = f"authsvc_schema_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield urlunsplit(urlsplit(server_url)._replace(path="/" + name))
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
-
-
 def generate(server_url: str | None = None) -> str:
     """The generated part, from a freshly migrated database."""
-    with migrated_database(server_url) as url, psycopg.connect(url, autocommit=True) as conn:
+    with server_or_throwaway(server_url) as server, migrated_database(server, "schema") as url, \
+            psycopg.connect(url, autocommit=True) as conn:
         return render(conn)
 
 

@@ -100,8 +100,8 @@ def forgive_right_code(conn: Connection, email: str, now: datetime) -> None:
 def count_email(conn: Connection, budget: RateLimitHit, email: str, purpose: str) -> Decision:
     """Count an email to `email` against `budget`; within it, its code tries start afresh.
 
-    Tries start afresh nowhere else (migrations/0020 email_budget_hit, which
-    link requests call too): known or unknown, confirmed or not, an address
+    Tries start afresh nowhere else (SQL email_budget_hit(), which link
+    requests call too): known or unknown, confirmed or not, an address
     gets five fresh tries exactly when an email to it is allowed.
     """
     params = {**budget.params(), "purpose": purpose, "digest": address_digest(email)}

@@ -13,8 +13,8 @@
 -- this hour (all purposes together; a fixed, aligned window in
 -- rate_limit_counters) and, if it got one, one of the address's five tries
 -- for this purpose. The five belong to the address, not to a version: only
--- an email allowed by its budget starts them afresh (migrations/0020
--- email_budget_hit); the twenty start afresh only with the next hour. So
+-- an email allowed by its budget starts them afresh (email_budget_hit, in
+-- the baseline migration); the twenty start afresh only with the next hour. So
 -- nothing but the requests themselves decides the answer to a wrong code.
 -- Returns one row: the target's user id, version and issued_at (NULL when
 -- there is none) and the try's number, NULL when the hour's or the
@@ -73,7 +73,7 @@ WHERE purpose = %(purpose)s AND address_digest = %(digest)s AND attempts > 0;
 -- email_budget_hit --
 -- One email to the address counted against its budget; true while within it,
 -- and then the address's code tries of this purpose start afresh, account or
--- not (migrations/0020; outbox/producer.sql queue_link calls it too).
+-- not (migrations/0026_baseline.sql; outbox/producer.sql queue_link calls it too).
 SELECT email_budget_hit(%(bucket)s, %(window_start)s, %(limit)s, %(purpose)s, %(digest)s);
 
 -- prune_code_attempts --

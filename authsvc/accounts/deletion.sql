@@ -8,7 +8,7 @@ RETURNING account_delete_version;
 
 -- drop_pending_jobs --
 -- A deleted account's pending emails and events are never sent (their trails
--- go with them: migrations/0011 outbox_delete_trails).
+-- go with them: outbox_delete_trails, migrations/0026_baseline.sql).
 DELETE FROM email_jobs WHERE user_id = %(user_id)s AND status = 'pending';
 
 -- redact_trails --

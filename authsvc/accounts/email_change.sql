@@ -2,14 +2,14 @@
 -- A change request in one statement, so a taken and a free new address do
 -- the same work and commit once (SPEC §12: the same 202, in about the same
 -- time). The new address's change budget is counted either way (within it,
--- its code tries start afresh: migrations/0020 email_budget_hit). If a
+-- its code tries start afresh: SQL email_budget_hit()). If a
 -- confirmed account other than this one holds the new address, its mailbox
 -- gets the "an account already uses this address; nothing changed" notice
 -- and nothing else happens. Otherwise the account's change version is
 -- bumped (a later request supersedes an earlier one) and the new address is
 -- recorded as pending, even when the budget then holds the email back; within
 -- it, the link and code go to the new address. An app's redirect applies
--- only to its own accounts (migrations/0021 account_belongs_to_app).
+-- only to its own accounts (SQL account_belongs_to_app()).
 -- Neither email reports email.* events to the app (payload
 -- no_outcome_events, as link requests): it must not learn whether the new
 -- address has an account. Returns whether the budget allowed the request and

@@ -35,7 +35,7 @@ def email_budget(svc: Services, email: str, purpose: str, now: datetime) -> Rate
     One budget per purpose, so verification requests cannot use up an
     address's reset emails. Counted for known and unknown addresses alike,
     so the limit reveals nothing; within it the address's code tries start
-    afresh, and nothing else gives them back (migrations/0020 email_budget_hit).
+    afresh, and nothing else gives them back (SQL email_budget_hit()).
     """
     return ratelimit.hit_for(f"email_{purpose}", email, svc.settings.rate_limit_email, now)
 

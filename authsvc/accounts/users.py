@@ -11,7 +11,6 @@ from typing import LiteralString
 from psycopg import Connection
 from psycopg.rows import class_row, dict_row
 
-from authsvc.accounts.addresses import InvalidAddress, parse_address
 from authsvc.db.queries import load_queries
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
@@ -141,30 +140,6 @@ def record_redemption(
 ) -> None:
     params = {"user_id": user_id, "purpose": purpose, "version": version, "now": now}
     conn.execute(Q["record_redemption"], params)
-
-
-def addresses_needing_review(conn: Connection) -> list[tuple[int, str]]:
-    """(user id, reason) for stored addresses the parser would not produce.
-
-    Rows written before the one parser existed may hold a display name, a
-    comment, NFD text or invisible characters. They are reported, never
-    rewritten: silently changing an account's address could hand it to
-    another mailbox. The worker refuses to mail them until an operator acts.
-    """
-    found: list[tuple[int, str]] = []
-    canonical_owner: dict[str, int] = {}
-    for user_id, email in conn.execute(Q["list_addresses"]):
-        try:
-            canonical = parse_address(email)
-        except InvalidAddress as exc:
-            found.append((user_id, str(exc)))
-            continue
-        if canonical != email:
-            found.append((user_id, "not in canonical form (NFC, lower case, IDNA domain)"))
-        if canonical in canonical_owner:
-            found.append((user_id, f"same mailbox as user {canonical_owner[canonical]}"))
-        canonical_owner.setdefault(canonical, user_id)
-    return found
 
 
 def was_redeemed(conn: Connection, user_id: int, purpose: str, version: int) -> bool:

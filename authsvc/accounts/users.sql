@@ -105,10 +105,6 @@ SELECT EXISTS (
     WHERE user_id = %(user_id)s AND purpose = %(purpose)s AND version = %(version)s
 );
 
--- list_addresses --
--- Every stored address, for the post-migration audit.
-SELECT id, email FROM users ORDER BY id;
-
 -- lock_user --
 -- The account, locked until the caller's transaction ends: a use case that
 -- decides from several rows (an address change, its undo, a deletion) holds

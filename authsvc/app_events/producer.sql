@@ -14,7 +14,7 @@ LIMIT 1;
 -- queue_event --
 -- One delivery of one event to a live app with a webhook, in the caller's
 -- transaction; nothing for any other app. The envelope, and in it the
--- webhook-id every retry carries, is app_event_payload's (migrations/0025).
+-- webhook-id every retry carries, is app_event_payload's (migrations/0026_baseline.sql).
 INSERT INTO email_jobs (kind, template, recipient, payload, app_id, user_id)
 SELECT 'webhook', %(type)s, a.webhook_url,
        app_event_payload(%(type)s::text, %(happened_at)s::timestamptz, %(data)s::jsonb),
@@ -27,7 +27,7 @@ RETURNING id;
 -- One delivery of one event to every app the account belongs to (SPEC §9,
 -- §12: an address change, its undo, a deletion concern all of them), each a
 -- live app with a webhook, in the caller's transaction. Membership is
--- account_belongs_to_app's (migrations/0021). %(job_user_id)s is NULL for an
+-- account_belongs_to_app's (migrations/0026_baseline.sql). %(job_user_id)s is NULL for an
 -- event about an account the same transaction deletes.
 INSERT INTO email_jobs (kind, template, recipient, payload, app_id, user_id)
 SELECT 'webhook', %(type)s, a.webhook_url,

@@ -9,7 +9,7 @@ email said. Only for its own accounts does an app's `redirect_url` take
 effect; any other account's email opens authsvc's pages. The signup's row
 counts only while the address is unproven and uncontested, and survives the
 address's first proof only when the proving email was that app's own
-(migrations/0021).
+(account_apps in migrations/0026_baseline.sql).
 """
 
 from __future__ import annotations

@@ -28,6 +28,6 @@ DELETE FROM account_apps
 WHERE user_id = %(user_id)s AND app_id IS DISTINCT FROM %(own_app)s::uuid;
 
 -- belongs_to_app --
--- Whether the account is the app's now (migrations/0021 account_belongs_to_app):
+-- Whether the account is the app's now (account_belongs_to_app, migrations/0026_baseline.sql):
 -- whether the app's redirect applies and its email is the app's own.
 SELECT account_belongs_to_app(%(user_id)s, %(app_id)s);

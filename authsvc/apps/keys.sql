@@ -9,7 +9,7 @@ SELECT id, name, redirect_urls FROM apps WHERE key_hash = %(key_hash)s AND revok
 
 -- find_app_counting_call --
 -- find_app_by_key_hash, and the call counted against the key's budget in the
--- same round trip (migrations/0015 rate_limit_hit): only a live key's calls
+-- same round trip (SQL rate_limit_hit()): only a live key's calls
 -- count (the select list runs for matching rows only), and the count commits
 -- without waiting for the disk (authsvc/ratelimit.py check_own_transaction).
 SELECT id, name, redirect_urls,

@@ -7,7 +7,6 @@ import psycopg
 
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.db.migrate import upgrade
-from authsvc.observability.logs import configure_logging
 
 
 @click.group()
@@ -19,7 +18,6 @@ def db() -> None:
 def db_upgrade() -> None:
     """Apply pending migrations (idempotent; safe to run concurrently)."""
     url = database_url_or_exit(settings_or_exit())
-    configure_logging()  # post-migration reports are JSON lines on stderr
     try:
         applied = upgrade(url)
     except psycopg.OperationalError:

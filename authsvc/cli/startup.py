@@ -3,6 +3,8 @@
 `database_errors` is the CLI's one boundary for the driver (procrastinate's
 pattern): the `authsvc` group runs every command inside it, so no command
 catches psycopg errors itself and every one says the same thing about them.
+A database too old for this release's migrations is said there too, once for
+`db upgrade` and `dev`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import psycopg
 
 from authsvc.config import ConfigError, Settings, load_settings
 from authsvc.db.connections import connect, resolve_database_url
+from authsvc.db.migrate import OlderThanBaseline
 
 
 def settings_or_exit() -> Settings:
@@ -54,6 +57,8 @@ def database_errors() -> Iterator[None]:
     """Turn the driver's errors into one-line click errors (exit 1, no traceback)."""
     try:
         yield
+    except OlderThanBaseline as exc:
+        raise click.ClickException(str(exc)) from None
     except _SCHEMA_BEHIND:
         raise click.ClickException(
             "the schema is missing or out of date: run `authsvc db upgrade` first"

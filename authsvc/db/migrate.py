@@ -13,26 +13,37 @@ ADD CONSTRAINT … NOT VALID scans the table under a lock that lets writes go
 on only once the ADD's lock is released. The version is recorded with the
 last part; a run stopped between parts applies the file again from its top,
 so what comes before a commit line must be safe to repeat.
+
+The files start at a baseline (BASELINE): one migration that builds the
+schema every earlier file built, which replaced them. A database that
+recorded earlier versions only is refused before anything runs: these files
+cannot bring it to the baseline, and it upgrades with the previous release
+first (docs/OPERATIONS.md).
 """
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 
 from authsvc.db.connections import connect
-from authsvc.observability.logs import log_event
 from authsvc.resources import migrations_dir
 
 # An arbitrary constant naming this lock in pg_locks.
 LOCK_KEY = 0x61757468  # "auth"
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 COMMIT_LINE = "-- migrate: commit"
+# 0000 makes schema_migrations; the baseline builds the rest of the schema as
+# 0001..0026 left it, in place of those files (migrations/0026_baseline.sql).
+BOOKKEEPING = "0000"
+BASELINE = "0026"
+
+
+class OlderThanBaseline(RuntimeError):
+    """The database stopped before the baseline: this release cannot upgrade it."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,9 @@ def available_migrations(folder: Path | None = None) -> list[Migration]:
     versions = [m.version for m in found]
     if len(set(versions)) != len(versions):
         raise RuntimeError(f"duplicate migration numbers in {folder}")
+    # It would run before the baseline on a new database, last on every other.
+    if any(BOOKKEEPING < version < BASELINE for version in versions):
+        raise RuntimeError(f"a migration numbered below the baseline {BASELINE} in {folder}")
     return found
 
 
@@ -87,20 +101,15 @@ def pending_migrations(conn: psycopg.Connection) -> list[Migration]:
     return [m for m in available_migrations() if m.version not in done]
 
 
-logger = logging.getLogger(__name__)
-
-
-def _report_addresses(conn: psycopg.Connection) -> None:
-    """After 0002 (one address parser): name the accounts whose address no longer parses."""
-    from authsvc.accounts.users import addresses_needing_review
-
-    for user_id, reason in addresses_needing_review(conn):
-        log_event(logger, "address_needs_review", level=logging.WARNING,
-                  user_id=user_id, reason=reason)
-
-
-# Checks that need Python, run once right after the migration they belong to.
-_AFTER: dict[str, Callable[[psycopg.Connection], None]] = {"0002": _report_addresses}
+def _refuse_older_than_baseline(done: set[str]) -> None:
+    """Raise OlderThanBaseline when `done` (recorded versions) stops before the baseline."""
+    if not done - {BOOKKEEPING} or max(done) >= BASELINE:
+        return  # a new database, or one at the baseline or later
+    raise OlderThanBaseline(
+        f"this database's schema is at migration {max(done)}, older than this release's"
+        f" baseline {BASELINE}: upgrade it with the previous release of authsvc first, then"
+        " run this release's `authsvc db upgrade`; nothing was changed"
+    )
 
 
 def upgrade(url: str) -> list[Migration]:
@@ -114,14 +123,14 @@ def upgrade(url: str) -> list[Migration]:
     """
     applied: list[Migration] = []
     with connect(url) as conn:
+        # Before anything runs: 0000 alone would apply to a database made by
+        # the runner before it, which the baseline then could not.
+        _refuse_older_than_baseline(applied_versions(conn))
         # On a new database nothing is recorded, so 0000 (which creates
         # schema_migrations) runs first and records itself like the rest.
         for migration in pending_migrations(conn):
-            if not _apply(conn, migration):
-                continue  # another runner applied it while we waited for the lock
-            applied.append(migration)
-            if migration.version in _AFTER:
-                _AFTER[migration.version](conn)
+            if _apply(conn, migration):  # False: another runner applied it meanwhile
+                applied.append(migration)
     return applied
 
 

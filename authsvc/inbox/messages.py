@@ -2,7 +2,7 @@
 
 A message is stored once per SMTP transaction (inbox_contents: raw bytes and
 what was parsed from them) and listed once per scope it went to
-(inbox_messages: id, scope, recipients, time); migrations/0022.
+(inbox_messages: id, scope, recipients, time); migrations/0026_baseline.sql.
 """
 
 from __future__ import annotations
@@ -106,13 +106,8 @@ class ScopeSummary:
     last_received_at: datetime
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "scope": self.scope,
-            "messages": self.messages,
-            "last_id": self.last_id,
-            "last_subject": self.last_subject,
-            "last_received_at": self.last_received_at.isoformat(),
-        }
+        """The summary as the HTTP API shows it: its fields as they are, the time in ISO 8601."""
+        return dataclasses.asdict(self) | {"last_received_at": self.last_received_at.isoformat()}
 
 
 def _like(value: str | None) -> str | None:

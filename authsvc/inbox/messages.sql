@@ -1,5 +1,5 @@
 -- insert_content --
--- A received message, once per SMTP transaction however many scopes it went to (migrations/0022).
+-- A received message, once per SMTP transaction however many scopes it went to (migrations/0026_baseline.sql).
 INSERT INTO inbox_contents
     (mail_from, subject, message_id, headers, text_body, html_body, links, raw)
 VALUES
@@ -18,7 +18,7 @@ RETURNING id;
 SELECT pg_notify('authsvc_inbox', %(scope)s);
 
 -- scan_scope --
--- What a long poll re-checks on each wake-up: ids, Message-IDs and ages only, never bodies. Which messages: inbox_visible_messages (migrations/0026), as list_summaries.
+-- What a long poll re-checks on each wake-up: ids, Message-IDs and ages only, never bodies. Which messages: inbox_visible_messages (migrations/0026_baseline.sql), as list_summaries.
 SELECT v.id, v.message_id,
        extract(epoch FROM clock_timestamp() - v.received_at)::float8 AS age_seconds
 FROM inbox_visible_messages(%(scope)s, %(since)s, %(retention_seconds)s,
@@ -101,7 +101,7 @@ DELETE FROM inbox_messages WHERE scope = %(scope)s;
 DELETE FROM inbox_messages WHERE received_at < now() - make_interval(secs => %(retention_seconds)s);
 
 -- free_orphan_contents --
--- Contents no scope points at: left only when two transactions dropped a content's last rows at once (migrations/0022).
+-- Contents no scope points at: left only when two transactions dropped a content's last rows at once (inbox_free_contents).
 DELETE FROM inbox_contents AS c
 WHERE NOT EXISTS (SELECT 1 FROM inbox_messages AS m WHERE m.content_id = c.id);
 

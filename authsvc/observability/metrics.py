@@ -14,7 +14,7 @@ Two sources, and nothing written by hand in the text format:
 * The outbox (OutboxCollector) is read from the database at scrape time, so
   every process and host reports the same figures: the live pending side
   and the counters the worker's statements keep (authsvc/outbox/admin.py,
-  migrations/0024). A database error is logged as `metrics_database_error`
+  migrations/0026_baseline.sql). A database error is logged as `metrics_database_error`
   and the scrape answers `authsvc_database_up 0` with the request figures.
 
 Behind `Authorization: Bearer <AUTHSVC_METRICS_TOKEN>` when it is set

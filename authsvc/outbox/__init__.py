@@ -1,7 +1,7 @@
 """The transactional outbox: one home for its rules, its producer and its read side.
 
 - `rules`: the NOTIFY channel, the templates and statuses (the due and
-  leased predicates are SQL functions in migrations/0005_outbox_rules.sql).
+  leased predicates are SQL functions in migrations/0026_baseline.sql).
 - `producer`: queue an email in the caller's transaction.
 - `admin`: what operators and /metrics read (stats, listings, trails) and
   the operator's repairs (redrive, prune).

@@ -79,7 +79,7 @@ class JobEvent:
 
 
 def fold_counters(conn: Connection) -> bool:
-    """Add the counters' deltas to their totals (migrations/0024); False if another
+    """Add the counters' deltas to their totals (migrations/0026_baseline.sql); False if another
     process is folding right now (it takes these deltas too).
 
     The worker calls this about once a second and `outbox prune` when done, so
@@ -105,11 +105,11 @@ class Recount:
 def recount_jobs(conn: Connection) -> list[Recount]:
     """Set each final status's counter to the jobs that have it; the corrections made.
 
-    For jobs no statement counted: recorded by a worker of the release before
-    0024 after the upgrade, or changed by a hand-made UPDATE (a prune of them
-    drives a total below zero). Under the fold's lock, waiting for a fold under
-    way: a fold committing after the recount read the deltas would add them
-    twice. Counts every row, so it takes as long as `live_outbox_stats`.
+    For jobs no statement counted: recorded by a worker older than the statements'
+    counting (migration 0024, before the baseline), or changed by a hand-made
+    UPDATE (a prune of them drives a total below zero). Under the fold's lock,
+    waiting for a fold under way: a fold committing after the recount read the
+    deltas would add them twice. Counts every row, so it takes as long as `live_outbox_stats`.
     """
     with conn.transaction(), conn.cursor(row_factory=class_row(Recount)) as cur:
         cur.execute(Q["wait_for_counters"])

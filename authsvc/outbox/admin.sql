@@ -1,5 +1,5 @@
 -- fold_counters --
--- Move the outbox counters' deltas into their totals (migrations/0024): the
+-- Move the outbox counters' deltas into their totals (migrations/0026_baseline.sql): the
 -- deltas read here are deleted and their sums added, in one statement. Run
 -- under lock_counters by one process at a time. Reads never need it: they
 -- add what is not folded yet (outbox_counter_totals()).
@@ -24,9 +24,10 @@ SELECT pg_advisory_xact_lock(hashtext('authsvc.outbox_counters.fold'));
 -- recount_jobs --
 -- Set each final status's counter to the jobs that have it now, less the deltas
 -- not yet folded (they add themselves at the next fold or read), for the jobs
--- a counter never saw: recorded by a worker of an earlier release after 0024,
--- or changed by hand. Under wait_for_counters, in one statement: the count and
--- the deltas are one snapshot, and a writer's job and delta commit together.
+-- a counter never saw: recorded by a worker older than the statements' counting
+-- (migration 0024, before the baseline), or changed by hand. Under
+-- wait_for_counters, in one statement: the count and the deltas are one
+-- snapshot, and a writer's job and delta commit together.
 -- Returns what it corrected: the status, what was counted, what is there.
 WITH live AS (
     SELECT 'jobs_' || s.status AS name, s.status, coalesce(c.jobs, 0) AS jobs
@@ -53,7 +54,7 @@ SELECT status, counted, jobs AS live FROM wrong ORDER BY status;
 -- What an operator watches on the pending side, live: pending, due now, leased,
 -- the oldest. Over the pending rows only (the partial index email_jobs_due),
 -- so it does not grow with the retained jobs; due is the claim's own
--- predicate (migrations/0005_outbox_rules.sql).
+-- predicate (migrations/0026_baseline.sql).
 SELECT count(*) AS pending,
        count(*) FILTER (WHERE outbox_job_due(status, next_attempt_at, lease_expires_at)) AS due,
        count(*) FILTER (WHERE outbox_job_leased(status, lease_expires_at)) AS leased,
@@ -104,7 +105,7 @@ FROM email_job_events WHERE job_id = %(job_id)s ORDER BY id;
 
 -- redrive_job --
 -- Give a failed job a fresh set of attempts, due now; returns nothing for other states.
--- A job that failed before public ids existed (migrations/0019) gets one now.
+-- A job that failed before public ids existed has none: it gets one now.
 WITH redriven AS (
     UPDATE email_jobs
     SET status = 'pending', attempt_count = 0, next_attempt_at = now(), last_error = NULL,
@@ -116,7 +117,7 @@ WITH redriven AS (
     INSERT INTO email_job_events (job_id, event, token_version, error)
     SELECT id, 'redriven', token_version, %(note)s FROM redriven
 ), counted AS (
-    -- The outbox counters a redrive moves (migrations/0024).
+    -- The outbox counters a redrive moves (migrations/0026_baseline.sql).
     INSERT INTO outbox_counter_deltas (name, delta)
     SELECT name, delta FROM redriven, (VALUES ('jobs_failed', -1), ('events_redriven', 1))
                                       AS change (name, delta)
@@ -124,7 +125,7 @@ WITH redriven AS (
 SELECT id FROM redriven;
 
 -- prune_jobs --
--- Delete up to %(batch)s finished jobs (and, by trigger, their trails: 0014) created before
+-- Delete up to %(batch)s finished jobs (and their trails: outbox_delete_trails) created before
 -- the cutoff, oldest first: one short transaction per batch, never a table's worth of locks.
 -- Returns how many it deleted; the deleted jobs leave the status counters,
 -- while the event counters and the histogram, totals since install, keep them.
@@ -150,7 +151,7 @@ WITH pruned AS (
 SELECT count(*) FROM pruned;
 
 -- counter_totals --
--- Every counter (migrations/0024), folded or not: final jobs by status now
+-- Every counter (migrations/0026_baseline.sql), folded or not: final jobs by status now
 -- (jobs_<status>), and since install, so pruned trails stay counted, events by
 -- kind (events_<event>; events_lease_expired: claims that took over a lease
 -- that ran out) and the send-latency histogram (send_latency_bucket_<bound>,

@@ -14,8 +14,8 @@ SELECT pg_notify(%(channel)s, '');
 -- A link request in one statement, so one commit whether or not the address
 -- has an account (a second commit would wait for a second WAL flush, and a
 -- prober could time it). The address's email budget is counted for every
--- request, and within it the address gets fresh code tries (migrations/0020
--- email_budget_hit, which signups call too); its outstanding links of the
+-- request, and within it the address gets fresh code tries (email_budget_hit,
+-- migrations/0026_baseline.sql, which signups call too); its outstanding links of the
 -- purpose are retired as the email with the new one is queued; that part matches
 -- nothing when the address has no account (or, for verify, is already
 -- verified), so a request for an unknown address runs the same statement
@@ -25,7 +25,7 @@ WITH budget AS (
     SELECT email_budget_hit(%(bucket)s, %(window_start)s, %(limit)s, %(purpose)s, %(digest)s)
            AS allowed
 ), found AS (
-    -- Whose account the request finds (migrations/0021 account_belongs_to_app),
+    -- Whose account the request finds (account_belongs_to_app),
     -- as of this statement's snapshot: so a resend by the account's own
     -- uncontested app is judged before it makes the address contested.
     SELECT id, reset_version, verify_version,
@@ -44,7 +44,7 @@ WITH budget AS (
     RETURNING id, email, reset_version, verify_version,
               CASE WHEN %(purpose)s = 'reset' THEN reset_version ELSE verify_version END AS version
 ), judged AS (
-    -- An app's redirect_url applies only to its own accounts (migrations/0021):
+    -- An app's redirect_url applies only to its own accounts (migrations/0026_baseline.sql):
     -- any other account's link opens authsvc's pages, and only an email of
     -- the app's own account is marked so ("own_account": redeeming it is a
     -- flow through the app). The snapshot's answer stands only if nothing

@@ -1,7 +1,7 @@
 """The outbox's shared names: its NOTIFY channel, templates and job statuses.
 
 Whether a job is due or leased is decided in SQL, by outbox_job_due and
-outbox_job_leased (migrations/0005_outbox_rules.sql), so the claim, the
+outbox_job_leased (migrations/0026_baseline.sql), so the claim, the
 operator's stats and /metrics cannot disagree.
 """
 

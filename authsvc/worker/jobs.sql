@@ -8,7 +8,7 @@
 -- next_attempt_at moves to the lease expiry, so a job whose worker died
 -- becomes due again exactly when its lease runs out.
 WITH due AS (
-    -- The outbox's one due rule (migrations/0005_outbox_rules.sql), the one
+    -- The outbox's one due rule (migrations/0026_baseline.sql), the one
     -- `authsvc outbox stats` and /metrics count with. The planner inlines it,
     -- so the partial index email_jobs_due still serves this scan.
     -- A due row that still has a lease owner is a lease that ran out
@@ -55,7 +55,7 @@ WITH due AS (
     INSERT INTO email_job_events (job_id, event, lease_owner, lease_expires_at, attempt, token_version)
     SELECT id, 'claimed', lease_owner, lease_expires_at, attempt_count, token_version FROM claimed
 ), counted AS (
-    -- The outbox counters this claim moves (migrations/0024_counters_in_the_statements.sql).
+    -- The outbox counters this claim moves (migrations/0026_baseline.sql).
     INSERT INTO outbox_counter_deltas (name, delta)
     SELECT 'events_claimed', count(*) FROM claimed HAVING count(*) > 0
     UNION ALL
@@ -119,7 +119,7 @@ WITH outcome AS (
     -- An email an app's call queued tells that app how it ended, in this same
     -- statement: the outcome and its event commit together or not at all.
     -- (events.sql queue_event is the same insert for the web side's events;
-    -- app_event_payload, migrations/0025, builds the envelope for both.)
+    -- app_event_payload, migrations/0026_baseline.sql, builds the envelope for both.)
     INSERT INTO email_jobs (kind, template, recipient, payload, app_id, user_id)
     SELECT 'webhook', e.type, a.webhook_url,
            app_event_payload(e.type, now(), jsonb_strip_nulls(jsonb_build_object(
@@ -153,14 +153,14 @@ WITH outcome AS (
     LEFT JOIN recorded AS r ON r.job_id = o.job_id AND r.attempt = o.attempt
     WHERE r.job_id IS NOT NULL
        -- A lost lease is worth a row only while its job exists: the trail
-       -- has no foreign key (migrations/0014) and no row outlives its job.
+       -- has no foreign key (migrations/0026_baseline.sql) and no row outlives its job.
        -- KEY SHARE, as the key's own check took: a concurrent prune's DELETE
        -- is waited for (and then there is no job), workers' updates are not.
        OR (o.event <> 'released' AND EXISTS (
            SELECT 1 FROM email_jobs AS g WHERE g.id = o.job_id FOR KEY SHARE))
     RETURNING event
 ), counted AS (
-    -- The outbox counters these outcomes move (migrations/0024): the jobs
+    -- The outbox counters these outcomes move (migrations/0026_baseline.sql): the jobs
     -- that became final, by status; the trail's events; and the queue-to-sent
     -- seconds of the jobs sent, each in the one histogram bucket it falls in
     -- (a batch's sends share one or two buckets: one or two rows).

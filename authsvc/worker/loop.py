@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 PRUNE_EVERY_SECONDS = 600.0
 # The outbox counters' deltas (one row or a few per statement) are folded this
 # often, so a read that adds them up stays cheap and, with nobody scraping,
-# they do not pile up (migrations/0024).
+# they do not pile up (migrations/0026_baseline.sql).
 FOLD_EVERY_SECONDS = 1.0
 # Without a direct URL nothing wakes the worker early: look this often instead.
 POLL_WITHOUT_LISTEN_SECONDS = 1.0

@@ -93,27 +93,19 @@ def invalid_request(pointer: str, detail: str) -> ApiProblem:
     )
 
 
-def _http_problem(exc: HTTPException) -> Reply:
+def http_problem_response(exc: HTTPException) -> Response:
+    """A Werkzeug error (404, 405, 413, …) as a problem+json response."""
     status = exc.code or 500
     code = HTTP_CODES.get(status) or (exc.name or "error").lower().replace(" ", "_")
     headers: tuple[tuple[str, str], ...] = ()
     if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
         headers = (("Allow", ", ".join(sorted(exc.valid_methods))),)
     detail = exc.description or exc.name or "error"
-    return problem_reply(status, code, detail, headers=headers)
-
-
-def http_problem_response(exc: HTTPException) -> Response:
-    """A Werkzeug error (404, 405, 413, …) as a problem+json response."""
-    return _http_problem(exc).to_response()
+    return problem_reply(status, code, detail, headers=headers).to_response()
 
 
 def _on_api_problem(exc: ApiProblem) -> Response:
     return exc.reply.to_response()
-
-
-def _on_http_exception(exc: HTTPException) -> Response:
-    return _http_problem(exc).to_response()
 
 
 def _on_unexpected(exc: Exception) -> Response:
@@ -144,13 +136,13 @@ def _routing_problem() -> Response | None:
     inside = request.path == API_PREFIX or request.path.startswith(API_PREFIX + "/")
     if not inside or not isinstance(exc, HTTPException) or (exc.code or 0) < 400:
         return None
-    return _http_problem(exc).to_response()
+    return http_problem_response(exc)
 
 
 def install_problem_handlers(bp: Blueprint) -> None:
     """Answer every error raised in the blueprint (and unrouted /api/v1 paths) as a problem."""
     bp.register_error_handler(ApiProblem, _on_api_problem)
-    bp.register_error_handler(HTTPException, _on_http_exception)
+    bp.register_error_handler(HTTPException, http_problem_response)
     bp.register_error_handler(psycopg.OperationalError, _on_database_unavailable)
     bp.register_error_handler(Exception, _on_unexpected)
     bp.before_app_request(_routing_problem)

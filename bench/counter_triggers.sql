@@ -1,27 +1,19 @@
--- The outbox counters' triggers without a join of their transition tables
--- where none is needed (issue 11, the worker's server time per email).
---
--- 0013's jobs trigger joined old_jobs to new_jobs up to four times per
--- statement (has a status changed? which? which rows became sent?), and
--- 0012's takeover trigger once more. The planner knows nothing of a
--- transition table's size, so those joins cost about 1 ms for an outcome
--- statement of 100 jobs: a third of the statement (bench, EXPLAIN ANALYZE).
--- What each needs can be had from the two tables apart:
---
---   * jobs_<status> is a count of rows, so a statement changes it by the
---     rows it left in that status less the rows it found there; rows whose
---     status did not change add one and take one;
---   * a claim leaves every row pending, as it found it: nothing to count;
---   * the rows that became sent are the new sent rows, unless the
---     statement also found sent rows (an operator's UPDATE of sent jobs):
---     only then is the join asked which rows were sent before;
---   * a takeover (0012) is a row whose attempt_count rose while it still
---     had a lease owner: with no owner before, or no new attempt above the
---     lowest an owned row had (an outcome statement keeps every attempt),
---     there is none.
---
--- What is counted is unchanged (tests/test_outbox_counters.py).
-CREATE OR REPLACE FUNCTION outbox_count_job_changes() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Option a of bench/counters_options.py: the statement-level triggers that kept
+-- the outbox counters until the statements wrote their own deltas, as
+-- migrations 0011, 0012, 0013 and 0017 left them (migration 0024 dropped them;
+-- the baseline, 0026, never had them). Kept here so the comparison can still be
+-- run: bench/counters_options.py creates them on its own database only.
+
+CREATE FUNCTION outbox_latency_deltas(latencies float8[]) RETURNS TABLE (name text, delta bigint, seconds float8)
+LANGUAGE sql STABLE AS $$
+    SELECT 'send_latency_le_' || bound::text, count(*) FILTER (WHERE l <= bound), 0::float8
+    FROM unnest(outbox_latency_bounds()) AS bound, unnest(latencies) AS l
+    GROUP BY bound
+    UNION ALL
+    SELECT 'send_latency', count(*), coalesce(sum(l), 0) FROM unnest(latencies) AS l
+$$;
+
+CREATE FUNCTION outbox_count_job_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     latencies float8[];
 BEGIN
@@ -64,7 +56,30 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE OR REPLACE FUNCTION outbox_count_lease_takeovers() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE TRIGGER outbox_count_inserted_jobs AFTER INSERT ON email_jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox_count_job_changes();
+
+CREATE TRIGGER outbox_count_updated_jobs AFTER UPDATE ON email_jobs
+    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox_count_job_changes();
+
+CREATE TRIGGER outbox_count_deleted_jobs AFTER DELETE ON email_jobs
+    REFERENCING OLD TABLE AS old_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox_count_job_changes();
+
+CREATE FUNCTION outbox_count_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO outbox_counter_deltas (name, delta)
+    SELECT 'events_' || event, count(*) FROM new_events GROUP BY event;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER outbox_count_inserted_events AFTER INSERT ON email_job_events
+    REFERENCING NEW TABLE AS new_events
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox_count_events();
+
+CREATE FUNCTION outbox_count_lease_takeovers() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM old_jobs WHERE lease_owner IS NOT NULL)
        OR (SELECT max(attempt_count) FROM new_jobs)
@@ -77,3 +92,7 @@ BEGIN
     HAVING count(*) > 0;
     RETURN NULL;
 END $$;
+
+CREATE TRIGGER outbox_count_lease_takeovers AFTER UPDATE ON email_jobs
+    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox_count_lease_takeovers();

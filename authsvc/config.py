@@ -105,6 +105,12 @@ class Settings:
     metrics_multiproc_dir: Path | None = None
     # AUTHSVC_TEST_INBOX_MAX_BYTES: the whole test inbox's bytes (452 beyond them).
     test_inbox_max_bytes: int = 256 * 1024**2
+    # SPEC §12: link lifetimes of an address change, its undo and an account deletion.
+    email_change_ttl: int = 3600
+    email_revert_ttl: int = 604800
+    delete_ttl: int = 3600
+    # AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD: the old address must confirm a change too.
+    email_change_confirm_old: bool = False
 
     @property
     def production(self) -> bool:
@@ -365,6 +371,13 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
     if metrics_token and (len(metrics_token) < 16 or not metrics_token.isprintable()):
         problems.append("AUTHSVC_METRICS_TOKEN: use at least 16 printable characters")
 
+    confirm_old = bool(parsed("AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD", "off", parse_bool))
+    if confirm_old:
+        # Refused rather than ignored: an operator who asks for the stricter
+        # change must not run the laxer one believing otherwise.
+        problems.append("AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD: on is not supported yet (the old"
+                        " address cannot confirm a change in this version); leave it off")
+
     if production:
         if not keys:
             problems.append("AUTHSVC_SECRET_KEYS: required in production")
@@ -381,6 +394,10 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
     settings_kwargs = dict(
         reset_ttl=parsed("AUTHSVC_RESET_TTL", "1800", parse_duration),
         verify_ttl=parsed("AUTHSVC_VERIFY_TTL", "86400", parse_duration),
+        email_change_ttl=parsed("AUTHSVC_EMAIL_CHANGE_TTL", "3600", parse_duration),
+        email_revert_ttl=parsed("AUTHSVC_EMAIL_REVERT_TTL", "604800", parse_duration),
+        delete_ttl=parsed("AUTHSVC_DELETE_TTL", "3600", parse_duration),
+        email_change_confirm_old=confirm_old,
         rate_limit_email=parsed("AUTHSVC_RATE_LIMIT_EMAIL", "5/15m", parse_rate_limit),
         rate_limit_ip=parsed("AUTHSVC_RATE_LIMIT_IP", "30/15m", parse_rate_limit),
         rate_limit_app=parsed("AUTHSVC_RATE_LIMIT_APP", "600/1m", parse_rate_limit),

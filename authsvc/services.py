@@ -35,6 +35,12 @@ def token_codec(settings: Settings, clock: Clock = system_clock) -> TokenCodec:
     """The one way a process builds its codec: the web app here, the worker (cli/worker.py) too."""
     return TokenCodec(
         settings.secret_keys,
-        {"reset": settings.reset_ttl, "verify": settings.verify_ttl},
+        {
+            "reset": settings.reset_ttl,
+            "verify": settings.verify_ttl,
+            "email_change": settings.email_change_ttl,
+            "email_revert": settings.email_revert_ttl,
+            "account_delete": settings.delete_ttl,
+        },
         clock,
     )

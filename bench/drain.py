@@ -25,7 +25,7 @@ _DATA = b"Subject: x\r\n\r\nx\r\n"
 class _DayLongLinks:
     """What the worker's housekeeping asks of the codec: the longest link lifetime."""
 
-    def longest_ttl(self) -> timedelta:
+    def longest_code_ttl(self) -> timedelta:
         return timedelta(days=1)
 
 

@@ -95,7 +95,7 @@
 -- runs (authsvc/db/migrate.py BASELINE: upgrade it with the previous release
 -- first). The old files are in the history (`git log -- migrations/`).
 --
--- A new migration takes the number after the highest (0027 next). Never one
+-- A new migration takes the number after the highest (0028 next). Never one
 -- below the baseline, which the runner refuses: it applies every file not
 -- yet recorded, in number order, so such a file would run before the
 -- baseline on a new database and last on every existing one.
@@ -118,20 +118,26 @@ CREATE TABLE schema_migrations (
 );
 
 CREATE TABLE users (
-    id                  bigint DEFAULT unordered_id() NOT NULL,
-    email               text NOT NULL,
-    password_hash       text NOT NULL,
-    email_verified_at   timestamp with time zone,
-    reset_version       integer DEFAULT 0 NOT NULL,
-    verify_version      integer DEFAULT 0 NOT NULL,
-    password_changed_at timestamp with time zone,
-    created_at          timestamp with time zone DEFAULT now() NOT NULL,
-    signup_count        integer DEFAULT 1 NOT NULL,
+    id                     bigint DEFAULT unordered_id() NOT NULL,
+    email                  text NOT NULL,
+    password_hash          text NOT NULL,
+    email_verified_at      timestamp with time zone,
+    reset_version          integer DEFAULT 0 NOT NULL,
+    verify_version         integer DEFAULT 0 NOT NULL,
+    password_changed_at    timestamp with time zone,
+    created_at             timestamp with time zone DEFAULT now() NOT NULL,
+    signup_count           integer DEFAULT 1 NOT NULL,
+    email_change_version   integer DEFAULT 0 NOT NULL,
+    account_delete_version integer DEFAULT 0 NOT NULL,
+    email_revert_version   integer DEFAULT 0 NOT NULL,
+    pending_email          text,
     CONSTRAINT users_pkey PRIMARY KEY (id),
     CONSTRAINT users_email_length CHECK (((length(email) >= 3) AND (length(email) <= 254))),
-    CONSTRAINT users_email_normalised CHECK ((email = lower(btrim(email))))
+    CONSTRAINT users_email_normalised CHECK ((email = lower(btrim(email)))),
+    CONSTRAINT users_pending_email_normalised CHECK (((pending_email = lower(btrim(pending_email))) AND ((length(pending_email) >= 3) AND (length(pending_email) <= 254))))
 );
 CREATE UNIQUE INDEX users_email_key ON public.users USING btree (email);
+CREATE INDEX users_pending_email ON public.users USING btree (pending_email) WHERE (pending_email IS NOT NULL);
 
 CREATE TABLE web_sessions (
     id           bigint DEFAULT unordered_id() NOT NULL,
@@ -154,7 +160,7 @@ CREATE TABLE token_redemptions (
     redeemed_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT token_redemptions_pkey PRIMARY KEY (user_id, purpose, version),
     CONSTRAINT token_redemptions_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id),
-    CONSTRAINT token_redemptions_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text])))
+    CONSTRAINT token_redemptions_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'account_delete'::text])))
 );
 
 CREATE TABLE code_attempts (
@@ -164,7 +170,7 @@ CREATE TABLE code_attempts (
     created_at     timestamp with time zone NOT NULL,
     CONSTRAINT code_attempts_pkey PRIMARY KEY (purpose, address_digest),
     CONSTRAINT code_attempts_attempts_check CHECK ((attempts >= 0)),
-    CONSTRAINT code_attempts_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text])))
+    CONSTRAINT code_attempts_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'account_delete'::text])))
 );
 CREATE INDEX code_attempts_created ON public.code_attempts USING btree (created_at);
 
@@ -236,9 +242,9 @@ CREATE TABLE email_jobs (
     CONSTRAINT email_jobs_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps(id),
     CONSTRAINT email_jobs_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id),
     CONSTRAINT email_jobs_kind_check CHECK ((kind = ANY (ARRAY['email'::text, 'webhook'::text]))),
-    CONSTRAINT email_jobs_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text]))),
+    CONSTRAINT email_jobs_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_revert'::text, 'account_delete'::text]))),
     CONSTRAINT email_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'superseded'::text, 'expired'::text, 'suppressed'::text]))),
-    CONSTRAINT email_jobs_template_check CHECK ((((kind = 'email'::text) AND (template = ANY (ARRAY['verify'::text, 'reset'::text, 'account_exists'::text, 'password_changed'::text]))) OR ((kind = 'webhook'::text) AND (app_id IS NOT NULL) AND (template = ANY (ARRAY['user.verified'::text, 'user.password_changed'::text, 'email.delivered'::text, 'email.failed'::text]))))),
+    CONSTRAINT email_jobs_template_check CHECK ((((kind = 'email'::text) AND (template = ANY (ARRAY['verify'::text, 'reset'::text, 'account_exists'::text, 'password_changed'::text, 'email_change'::text, 'email_in_use'::text, 'email_changed'::text, 'email_restored'::text, 'account_delete'::text]))) OR ((kind = 'webhook'::text) AND (app_id IS NOT NULL) AND (template = ANY (ARRAY['user.verified'::text, 'user.password_changed'::text, 'email.delivered'::text, 'email.failed'::text, 'user.email_changed'::text, 'user.email_restored'::text, 'user.deleted'::text]))))),
     CONSTRAINT email_jobs_token_fields CHECK ((((purpose IS NULL) = (token_version IS NULL)) AND ((purpose IS NULL) = (issued_at IS NULL))))
 );
 CREATE INDEX email_jobs_due ON public.email_jobs USING btree (next_attempt_at, id) WHERE (status = 'pending'::text);
@@ -325,6 +331,31 @@ CREATE TABLE inbox_usage_deltas (
     bytes bigint NOT NULL
 );
 
+CREATE TABLE email_changes (
+    user_id    bigint NOT NULL,
+    version    integer NOT NULL,
+    old_email  text NOT NULL,
+    new_email  text NOT NULL,
+    changed_at timestamp with time zone NOT NULL,
+    ended_at   timestamp with time zone,
+    ended_by   text,
+    CONSTRAINT email_changes_pkey PRIMARY KEY (user_id, version),
+    CONSTRAINT email_changes_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE,
+    CONSTRAINT email_changes_ended CHECK (((ended_at IS NULL) = (ended_by IS NULL))),
+    CONSTRAINT email_changes_ended_by_check CHECK ((ended_by = ANY (ARRAY['undone'::text, 'voided'::text])))
+);
+CREATE INDEX email_changes_standing_old_email ON public.email_changes USING btree (old_email) WHERE (ended_at IS NULL);
+
+CREATE TABLE deleted_accounts (
+    user_id        bigint NOT NULL,
+    address_digest text NOT NULL,
+    deleted_at     timestamp with time zone NOT NULL,
+    deleted_by     text NOT NULL,
+    CONSTRAINT deleted_accounts_pkey PRIMARY KEY (user_id),
+    CONSTRAINT deleted_accounts_deleted_by_check CHECK ((deleted_by = ANY (ARRAY['owner'::text, 'operator'::text, 'retired'::text])))
+);
+CREATE INDEX deleted_accounts_digest ON public.deleted_accounts USING btree (address_digest);
+
 -- Functions
 
 CREATE OR REPLACE FUNCTION public.account_belongs_to_app(account bigint, app uuid)
@@ -387,6 +418,12 @@ AS $function$
            OR c.text_body ILIKE in_q
            OR EXISTS (SELECT 1 FROM unnest(m.recipients) AS r WHERE r ILIKE in_q))
 $function$;
+
+CREATE OR REPLACE FUNCTION public.link_version(account users, purpose text)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+RETURN CASE purpose WHEN 'reset'::text THEN (account).reset_version WHEN 'verify'::text THEN (account).verify_version WHEN 'email_change'::text THEN (account).email_change_version WHEN 'account_delete'::text THEN (account).account_delete_version ELSE NULL::integer END;
 
 CREATE OR REPLACE FUNCTION public.outbox_counter_totals()
  RETURNS TABLE(name text, total bigint, seconds double precision)
@@ -464,6 +501,18 @@ BEGIN
         WHERE purpose = tries_purpose AND address_digest = tries_digest;
     END IF;
     RETURN allowed;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.redact_addresses(body text, addresses text[], stand_ins text[])
+ RETURNS text
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(addresses, 1), 0) LOOP
+        body := regexp_replace(body, '***=' || addresses[i], stand_ins[i], 'gi');
+    END LOOP;
+    RETURN body;
 END $function$;
 
 -- Triggers

@@ -58,7 +58,9 @@ def test_every_documented_answer_is_given_and_no_other(
     app, key = register_shop_app(conn)
     api = ApiCaller(client, app, key)
     posts = ["/signups", "/verifications", "/verifications/confirm", "/password-resets",
-             "/password-resets/confirm", "/sessions"]
+             "/password-resets/confirm", "/email-changes", "/email-changes/confirm",
+             "/email-changes/undo", "/account-deletions", "/account-deletions/confirm",
+             "/sessions"]
     counter = iter(range(10_000))
 
     def fresh(prefix: str = "u") -> str:
@@ -109,9 +111,14 @@ def test_every_documented_answer_is_given_and_no_other(
             "/password-resets": {"email": fresh()},
             "/verifications/confirm": {"token": f"nope{n}"},
             "/password-resets/confirm": {"token": f"nope{n}", "password": NEW},
+            "/email-changes": {"email": fresh(), "password": PASSWORD, "new_email": fresh()},
+            "/email-changes/confirm": {"token": f"nope{n}"},
+            "/email-changes/undo": {"token": f"nope{n}"},
+            "/account-deletions": {"email": fresh(), "password": PASSWORD},
+            "/account-deletions/confirm": {"token": f"nope{n}"},
         }[path]
 
-    for path in posts[:-1]:
+    for path in posts[:-1]:  # all but /sessions
         with psycopg.connect(database_url, autocommit=True) as other, other.transaction():
             assert try_lock_key(other, app.id, f"busy{path}")
             post(path, runnable(path, 0), idempotency_key=f"busy{path}")  # 409
@@ -175,6 +182,116 @@ def test_every_documented_answer_is_given_and_no_other(
     assert response.status_code == 429  # the address's login limit, documented as 429 too
     _record(seen, "POST", "/sessions", response)
 
+    _address_life_answers(post, signed_up, fresh, conn, svc, clock)
+
     documented = _documented(client.get("/api/v1/openapi.json").get_json())
     assert sorted(documented - seen) == [], "documented but never given (invented?)"
     assert sorted(seen - documented) == [], "given but not documented"
+
+
+def _address_life_answers(
+    post: Callable[..., TestResponse], signed_up: Callable[[str], str],
+    fresh: Callable[..., str], conn: psycopg.Connection, svc: Any, clock: Any,
+) -> None:
+    """Each answer of the address change, undo and deletion operations (SPEC §12)."""
+
+    def confirmed(email: str) -> str:
+        signed_up(email)
+        post("/verifications/confirm", {"token": latest_link(conn, svc, email, "verify")})
+        return email
+
+    def change(email: str, new_email: str, **extra: str) -> TestResponse:
+        return post("/email-changes",
+                    {"email": email, "password": PASSWORD, "new_email": new_email, **extra})
+
+    def undo_link_of(email: str, new_email: str) -> str:
+        assert change(email, new_email).status_code == 202
+        token = latest_link(conn, svc, new_email, "email_change")
+        assert post("/email-changes/confirm", {"token": token}).status_code == 200
+        return latest_link(conn, svc, email, "email_revert")
+
+    # requestEmailChange: 202, 400 redirect_not_allowed, 401
+    ann = confirmed(fresh("ann"))
+    change(ann, fresh())  # 202
+    change(ann, fresh(), redirect_url="https://evil.example/")  # 400 redirect_not_allowed
+    post("/email-changes", {"email": ann, "password": "wrong password!",
+                            "new_email": fresh()})  # 401
+
+    # confirmEmailChange
+    target = fresh()
+    change(ann, target)
+    token = latest_link(conn, svc, target, "email_change")
+    post("/email-changes/confirm", {"token": "nope"})  # 400 invalid_token
+    post("/email-changes/confirm", {"email": target, "code": "x"})  # 400 invalid_code
+    post("/email-changes/confirm", {"token": token})  # 200
+    post("/email-changes/confirm", {"token": token})  # 410 token_used
+    bo = confirmed(fresh("bo"))
+    first_target = fresh()
+    change(bo, first_target)
+    old = latest_link(conn, svc, first_target, "email_change")
+    second_target = fresh()
+    change(bo, second_target)
+    post("/email-changes/confirm", {"token": old})  # 410 token_superseded
+    post("/email-changes/confirm", {"email": second_target,
+                                    "code": latest_code(conn, svc, second_target,
+                                                        "email_change")})  # 200 by code
+    cy = confirmed(fresh("cy"))
+    cys_target = fresh()
+    change(cy, cys_target)
+    for _ in range(MAX_ATTEMPTS + 1):
+        post("/email-changes/confirm", {"email": cys_target, "code": "x"})  # 410 code_exhausted
+    dee = confirmed(fresh("dee"))
+    taken = fresh()
+    change(dee, taken)
+    confirmed(taken)  # someone else proves the address meanwhile
+    post("/email-changes/confirm",
+         {"token": latest_link(conn, svc, taken, "email_change")})  # 409 email_taken
+
+    # undoEmailChange
+    eve = confirmed(fresh("eve"))
+    undo = undo_link_of(eve, fresh())
+    post("/email-changes/undo", {"token": "nope"})  # 400 invalid_token
+    post("/email-changes/undo", {"token": undo, "password": "password"})  # 422 weak_password
+    post("/email-changes/undo", {"token": undo})  # 200
+    post("/email-changes/undo", {"token": undo})  # 410 token_used
+    fay = confirmed(fresh("fay"))
+    fays_undo = undo_link_of(fay, fresh())
+    confirmed(fay)  # fay's old address is signed up and proven by someone else
+    post("/email-changes/undo", {"token": fays_undo, "password": NEW})  # 409 email_taken
+
+    # requestAccountDeletion: 202, 401
+    gus = confirmed(fresh("gus"))
+    post("/account-deletions", {"email": gus, "password": PASSWORD})  # 202
+    post("/account-deletions", {"email": gus, "password": "wrong password!"})  # 401
+
+    # confirmAccountDeletion
+    old = latest_link(conn, svc, gus, "account_delete")
+    post("/account-deletions", {"email": gus, "password": PASSWORD})
+    post("/account-deletions/confirm", {"token": old})  # 410 token_superseded
+    post("/account-deletions/confirm", {"token": "nope"})  # 400 invalid_token
+    post("/account-deletions/confirm", {"email": gus, "code": "x"})  # 400 invalid_code
+    post("/account-deletions/confirm",
+         {"token": latest_link(conn, svc, gus, "account_delete")})  # 200
+    hal = confirmed(fresh("hal"))
+    post("/account-deletions", {"email": hal, "password": PASSWORD})
+    for _ in range(MAX_ATTEMPTS + 1):
+        post("/account-deletions/confirm", {"email": hal, "code": "x"})  # 410 code_exhausted
+    ida = confirmed(fresh("ida"))
+    post("/account-deletions", {"email": ida, "password": PASSWORD})
+    post("/account-deletions/confirm",
+         {"email": ida, "code": latest_code(conn, svc, ida, "account_delete")})  # 200 by code
+
+    # Lifetimes last: the clock moves on for everyone.
+    jo = confirmed(fresh("jo"))
+    jos_target = fresh()
+    change(jo, jos_target)
+    post("/account-deletions", {"email": jo, "password": PASSWORD})
+    jos_undo_owner = confirmed(fresh("jo"))
+    jos_undo = undo_link_of(jos_undo_owner, fresh())
+    clock.advance(max(svc.tokens.ttl("email_change"), svc.tokens.ttl("account_delete")))
+    post("/email-changes/confirm",
+         {"token": latest_link(conn, svc, jos_target, "email_change")})  # 410 token_expired
+    post("/account-deletions/confirm",
+         {"token": latest_link(conn, svc, jo, "account_delete")})  # 410 token_expired
+    clock.advance(svc.tokens.ttl("email_revert"))
+    post("/email-changes/undo", {"token": jos_undo})  # 410 token_expired

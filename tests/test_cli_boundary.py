@@ -33,6 +33,8 @@ DATABASE_COMMANDS = {
     "worker": ["worker", "--once", "--wait-for-database", "0"],
     "serve": ["serve", "--bind", "127.0.0.1:0"],
     "inbox": ["inbox", "--port", "9"],  # never bound: the database check comes first
+    "users-show": ["users", "show", "ann@example.com"],
+    "users-delete": ["users", "delete", "ann@example.com"],
 }
 
 
@@ -67,9 +69,9 @@ def test_every_command_says_the_same_line_when_the_database_is_unreachable(env, 
     "args",
     [DATABASE_COMMANDS[name] for name in ("apps-create", "outbox-stats", "outbox-list",
                                           "outbox-show", "outbox-prune", "outbox-recount",
-                                          "worker", "inbox")],
+                                          "worker", "inbox", "users-show", "users-delete")],
     ids=["apps-create", "outbox-stats", "outbox-list", "outbox-show", "outbox-prune",
-         "outbox-recount", "worker", "inbox"],
+         "outbox-recount", "worker", "inbox", "users-show", "users-delete"],
 )
 def test_every_command_on_an_unmigrated_database_says_to_upgrade(env, empty_database_url, args):
     line = _one_error_line(_run(args, {**env, "AUTHSVC_DATABASE_URL": empty_database_url}))

@@ -157,3 +157,37 @@ def test_production_refuses_plain_http_providers(tmp_path):
 def test_a_malformed_provider_webhook_secret_is_refused(tmp_path, secret):
     with pytest.raises(ConfigError, match="AUTHSVC_PROVIDER_WEBHOOK_SECRET"):
         _load(tmp_path, AUTHSVC_PROVIDER_WEBHOOK_SECRET=secret)
+
+
+def test_the_address_life_settings_have_the_documented_defaults(tmp_path):
+    settings = _load(tmp_path)
+    assert (settings.email_change_ttl, settings.email_revert_ttl, settings.delete_ttl) == (
+        3600, 604800, 3600)
+    assert settings.email_change_confirm_old is False
+
+
+def test_the_address_life_settings_take_durations_and_a_boolean(tmp_path):
+    settings = _load(tmp_path, AUTHSVC_EMAIL_CHANGE_TTL="30m", AUTHSVC_EMAIL_REVERT_TTL="14d",
+                     AUTHSVC_DELETE_TTL="2h", AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="off")
+    assert (settings.email_change_ttl, settings.email_revert_ttl, settings.delete_ttl) == (
+        1800, 14 * 86400, 7200)
+    assert settings.email_change_confirm_old is False
+
+
+def test_confirming_at_the_old_address_too_is_refused_until_it_exists(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="on")
+    assert caught.value.problems == [
+        "AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD: on is not supported yet (the old address cannot"
+        " confirm a change in this version); leave it off"]
+
+
+def test_malformed_address_life_settings_are_each_reported(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, AUTHSVC_EMAIL_CHANGE_TTL="an hour", AUTHSVC_EMAIL_REVERT_TTL="0",
+              AUTHSVC_DELETE_TTL="-5", AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="sometimes")
+    problems = "\n".join(caught.value.problems)
+    for name in ("AUTHSVC_EMAIL_CHANGE_TTL", "AUTHSVC_EMAIL_REVERT_TTL", "AUTHSVC_DELETE_TTL",
+                 "AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD"):
+        assert name in problems
+    assert len(caught.value.problems) == 4

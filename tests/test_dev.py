@@ -170,6 +170,29 @@ def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
             said = pasted.stdout.splitlines()
             assert said[0] == '{"status":"verification_sent"}', (run, pasted.stdout)
             assert "/verify?token=" in said[1] and said[2] == '{"status":"accepted"}', said
+
+        # docs/api.md's address change, undo and deletion, as written.
+        life_block = _block(REPO / "docs" / "api.md", "address-life")
+        life = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", life_block],
+            cwd=tmp_path, env={**os.environ, "AUTHSVC": dev.url},
+            capture_output=True, text=True, timeout=120,
+        )
+        assert life.returncode == 0, life.stdout + life.stderr
+        said = life.stdout.splitlines()
+        assert said[0] == '{"status":"verification_sent"}', said
+        assert said[2].endswith('"verified":true}'), said
+        assert said[3] == '{"status":"confirmation_sent"}', said
+        assert said[4].startswith("to ann.new+") and said[4].endswith(
+            "Confirm your new email address"), said
+        assert said[5].startswith('{"email":"ann.new+') and '"previous_email":"ann+' in said[5]
+        assert said[6].startswith("to ann+"), said
+        assert said[6].endswith("Your account's email address was changed"), said
+        assert said[7].startswith('{"email":"ann+'), said
+        assert said[8].endswith("This address no longer signs in to your account"), said
+        assert said[9] == '{"status":"confirmation_sent"}', said
+        assert said[10].endswith("Confirm deleting your account"), said
+        assert said[11:] == ['{"deleted":true}', "invalid_credentials"], said
         dev.process.send_signal(signal.SIGTERM)
         assert dev.process.wait(timeout=40) == 0
 

@@ -7,7 +7,7 @@ import smtplib
 
 import pytest
 
-from authsvc.accounts import actions
+from authsvc.accounts import actions, deletion, email_change
 from authsvc.inbox.link_states import find_code
 from authsvc.services import Services
 from authsvc.worker import jobs
@@ -17,7 +17,8 @@ from tests.inbox_support import (
     send,
 )
 from tests.inbox_ui_support import links_in_each_state, send_links_email
-from tests.link_support import latest_claims
+from tests.link_support import latest_claims, latest_link
+from tests.pages_support import PASSWORD, make_account
 from tests.worker_support import renderer
 
 
@@ -133,3 +134,36 @@ def test_a_real_reset_email_shows_its_own_code(inbox, sink, conn, svc: Services,
     ).get_data(as_text=True)
     expected = svc.tokens.mint_code(latest_claims(conn, address, "reset"))
     assert f'<p class="code" id="code">{expected}</p>' in html
+
+
+def test_the_link_states_know_address_changes_undos_and_deletions(inbox, sink, conn, svc):
+    """SPEC §12's purposes read like the others: a superseded change link, an undo link
+    that would redeem and one already used, a deletion link that would redeem."""
+    base = svc.settings.base_url
+    ann = make_account(conn, svc, "ann@example.com")
+    email_change.request_email_change(conn, svc, email=ann, password=PASSWORD,
+                                      new_email="first@example.com")
+    superseded = latest_link(conn, svc, "first@example.com", "email_change")
+    email_change.request_email_change(conn, svc, email=ann, password=PASSWORD,
+                                      new_email="second@example.com")
+    email_change.confirm_email_change(
+        conn, svc, token=latest_link(conn, svc, "second@example.com", "email_change"))
+    undo = latest_link(conn, svc, ann, "email_revert")
+    deletion.request_account_deletion(conn, svc, email="second@example.com", password=PASSWORD)
+    delete = latest_link(conn, svc, ann, "account_delete")  # an undo link lives: it went there
+    send_links_email(sink.port, "life", {
+        "superseded": f"{base}/email-change/confirm?token={superseded}",
+        "undo": f"{base}/email-change/undo?token={undo}",
+        "delete": f"{base}/account/delete?token={delete}",
+    })
+    html = inbox.get(f"/_inbox/ui/scopes/life/messages/{_message_id(inbox, 'life')}").get_data(
+        as_text=True)
+    assert re.findall(r'data-state="([a-z_]+)"', html) == [
+        "superseded", "would_redeem", "would_redeem"]
+    for purpose in ("email_change", "email_revert", "account_delete"):
+        assert f"({purpose} link)" in html
+    email_change.undo_email_change(conn, svc, token=undo, password="back again 1234")
+    html = inbox.get(f"/_inbox/ui/scopes/life/messages/{_message_id(inbox, 'life')}").get_data(
+        as_text=True)
+    # The undo ended the pending deletion with every other link.
+    assert re.findall(r'data-state="([a-z_]+)"', html) == ["superseded", "used", "superseded"]

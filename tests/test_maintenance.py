@@ -43,7 +43,7 @@ def test_rate_limit_windows_older_than_a_day_are_pruned(conn, clock):
 
 
 def test_code_tries_older_than_every_link_lifetime_are_pruned(conn, clock, settings):
-    keep = token_codec(settings, clock).longest_ttl()  # what the worker passes
+    keep = token_codec(settings, clock).longest_code_ttl()  # what the worker passes
     now = clock()
     conn.execute(
         "INSERT INTO code_attempts (purpose, address_digest, attempts, created_at) VALUES"

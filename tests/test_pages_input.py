@@ -22,6 +22,11 @@ PAGES = [
     "/verify?token=bogus",
     "/reset/confirm?token=bogus",
     "/account",
+    "/email-change/confirm?token=bogus",
+    "/email-change/undo?token=bogus",
+    "/email-change/code",
+    "/account/delete?token=bogus",
+    "/account/delete/code",
 ]
 
 FORM_POSTS = [
@@ -34,6 +39,13 @@ FORM_POSTS = [
     ("/links/resend", {"token": "x", "purpose": "reset"}),
     ("/logout", {}),
     ("/account/password", {"current": PASSWORD, "new": "a brand new passphrase"}),
+    ("/account/email", {"new_email": "new@example.com", "current": PASSWORD}),
+    ("/account/delete/request", {"current": PASSWORD}),
+    ("/email-change/confirm", {"token": "x"}),
+    ("/email-change/undo", {"token": "x"}),
+    ("/email-change/code", {"email": "ann@example.com", "code": "123456"}),
+    ("/account/delete", {"token": "x"}),
+    ("/account/delete/code", {"email": "ann@example.com", "code": "123456"}),
 ]
 
 
@@ -153,6 +165,19 @@ BAD_FORMS = {
     "resend unknown purpose": ("/links/resend", {"token": "x", "purpose": "admin"}),
     "resend missing everything": ("/links/resend", {}),
     "change password missing fields": ("/account/password", {}),
+    "change email missing fields": ("/account/email", {}),
+    "change email bad address": ("/account/email", {"new_email": "a<b>@x", "current": "x"}),
+    "delete request missing password": ("/account/delete/request", {}),
+    "change confirm missing token": ("/email-change/confirm", {}),
+    "change confirm 10 KB token": ("/email-change/confirm", {"token": "t" * 10_000}),
+    "undo missing token": ("/email-change/undo", {}),
+    "undo control chars token": ("/email-change/undo", {"token": "abc\x00.def"}),
+    "undo overlong password": ("/email-change/undo", {"token": "x", "password": "p" * 5000}),
+    "delete missing token": ("/account/delete", {}),
+    "delete 10 KB token": ("/account/delete", {"token": "t" * 10_000}),
+    "change code bad email": ("/email-change/code", {"email": "@@", "code": "123456"}),
+    "change code missing code": ("/email-change/code", {"email": "ann@example.com"}),
+    "delete code 10 KB code": ("/account/delete/code", {"email": "a@b.com", "code": "1" * 10_000}),
 }
 
 

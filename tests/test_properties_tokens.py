@@ -32,7 +32,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from authsvc.accounts import actions
+from authsvc.accounts import actions, links
 from authsvc.accounts.sessions import SESSION_LIFETIME
 from authsvc.accounts.tokens import TokenClaims, TokenCodec, TokenError
 from authsvc.clock import FrozenClock
@@ -281,7 +281,7 @@ def test_only_the_newest_link_redeems_once(
             endpoint = link.claims.purpose if same_endpoint else other
             expected = self._expected(link, endpoint)
             try:
-                actions.check_link(conn, self.svc, link.token, endpoint)
+                links.check_link(conn, self.svc, link.token, endpoint)
                 outcome = "ok"
             except TokenError as exc:
                 outcome = exc.code

@@ -139,7 +139,7 @@ def _window_passes(p: Prober) -> None:
 
 def _codes_expire_and_are_pruned(p: Prober) -> None:
     # What the worker does every few minutes (authsvc/worker/loop.py).
-    keep = p.svc.tokens.longest_ttl()
+    keep = p.svc.tokens.longest_code_ttl()
     p.clock.now += keep + timedelta(seconds=1)
     code_tries.prune_code_attempts(p.conn, p.clock(), keep)
     ratelimit.prune_rate_limits(p.conn, p.clock())

@@ -87,7 +87,7 @@ def _operations() -> list[tuple[str, list[str]]]:
 
 VALID = {"email": "someone@example.com", "password": "a perfectly fine passphrase",
          "token": "abc.def", "redirect_url": "https://allowed.example.com/welcome",
-         "code": "123456"}
+         "code": "123456", "new_email": "elsewhere@example.com", "locale": "en"}
 
 
 def test_hostile_text_in_every_api_field_is_a_4xx_and_harmless(client: FlaskClient, conn,
@@ -132,6 +132,11 @@ FORMS = {
     "/reset/confirm": {"token": "abc.def", "password": PASSWORD},
     "/verify": {"token": "abc.def"},
     "/links/resend": {"token": "abc.def", "purpose": "reset"},
+    "/email-change/confirm": {"token": "abc.def"},
+    "/email-change/undo": {"token": "abc.def", "password": PASSWORD},
+    "/email-change/code": {"email": "someone@example.com", "code": "123456"},
+    "/account/delete": {"token": "abc.def"},
+    "/account/delete/code": {"email": CANARY, "code": "123456"},
 }
 
 
@@ -156,6 +161,14 @@ def test_hostile_text_in_every_form_field_is_a_4xx_and_harmless(client: FlaskCli
             data = {"csrf_token": token, "current": "wrong passphrase", "new": PASSWORD}
             data[field] = value
             assert client.post("/account/password", data=data).status_code < 500
+    # And the other signed-in forms: change the address, delete the account (SPEC §12).
+    for path, form in (("/account/email", {"new_email": "someone@example.com",
+                                           "current": "wrong passphrase"}),
+                       ("/account/delete/request", {"current": "wrong passphrase"})):
+        for field in form:
+            for value in ENCODABLE:
+                data = {"csrf_token": token, **form, field: value}
+                assert client.post(path, data=data).status_code < 500, (path, field, value)
     assert tried == sum(len(f) for f in FORMS.values()) * len(ENCODABLE)
     assert _snapshot(conn) == before
 

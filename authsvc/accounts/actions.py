@@ -5,7 +5,9 @@ its idempotency record in the same transaction) and opens its own
 `conn.transaction()` block, which nests as a savepoint when the caller
 already has one; a link request is a single statement instead, which is a
 transaction of its own or part of the caller's. Email is only ever queued
-here, never sent.
+here, never sent. What every flow shares (budgets, payloads, the account a
+link or code names) is links.py's; an address change and its undo are
+email_change.py's, a deletion deletion.py's.
 """
 
 from __future__ import annotations
@@ -18,17 +20,15 @@ from functools import partial
 from psycopg import Connection
 
 from authsvc import ratelimit
-from authsvc.accounts import code_tries, sessions, users
+from authsvc.accounts import code_tries, links, sessions, users
 from authsvc.accounts.passwords import check_policy
 from authsvc.accounts.sessions import SessionUser
-from authsvc.accounts.tokens import TokenClaims, TokenError, is_code_shaped
+from authsvc.accounts.tokens import TokenClaims
 from authsvc.accounts.users import User
 from authsvc.app_events.producer import FlowApp, flow_app, queue_event, user_data
 from authsvc.apps import account_apps
 from authsvc.apps.keys import App
-from authsvc.observability.logs import log_event
 from authsvc.outbox import NO_OUTCOME_EVENTS, count_and_queue_link, enqueue_email
-from authsvc.ratelimit import RateLimitHit
 from authsvc.services import Services
 
 logger = logging.getLogger(__name__)
@@ -50,35 +50,6 @@ class SessionEnded(Exception):
 
 class PasswordRequired(Exception):
     """A contested address is confirmed only together with a new password (SPEC §4a)."""
-
-
-def _email_budget(svc: Services, email: str, purpose: str, now: datetime) -> RateLimitHit:
-    # One budget per purpose, so verification requests cannot use up an
-    # address's reset emails. Counted for known and unknown addresses alike,
-    # so the limit reveals nothing; within it the address's code tries start
-    # afresh, and nothing else gives them back (SQL email_budget_hit()).
-    return ratelimit.hit_for(f"email_{purpose}", email, svc.settings.rate_limit_email, now)
-
-
-def _email_payload(
-    app: App | None, redirect_url: str | None = None, *, own_account: bool = False
-) -> dict[str, object]:
-    """What a queued email carries: the link target, the asking app's name, whose account.
-
-    Every email an app's call queues names that app (authsvc/worker/render.py), so a
-    person can tell who asked even when the link opens authsvc's own pages.
-    `own_account`: the account was already the app's when this was queued,
-    so redeeming it is a flow through the app (account_apps.OWN_ACCOUNT).
-    """
-    payload: dict[str, object] = {"redirect_url": redirect_url} if redirect_url else {}
-    if own_account:
-        payload[account_apps.OWN_ACCOUNT] = True
-    return payload | ({"app_name": app.name} if app else {})
-
-
-def _issued_at(now: datetime) -> datetime:
-    # Whole seconds: the token carries issued_at as an integer timestamp.
-    return now.replace(microsecond=0)
 
 
 def sign_up(
@@ -112,13 +83,13 @@ def sign_up(
         if not own:
             redirect_url = None  # another app's, the pages' or a contested account: our pages
         app_id = app.id if app else None
-        if not code_tries.count_email(conn, _email_budget(svc, email, "verify", now), email,
+        if not code_tries.count_email(conn, links.email_budget(svc, email, "verify", now), email,
                                  "verify").allowed:
             return  # the earlier links are retired all the same
         if user.verified:
             enqueue_email(
                 conn, template="account_exists", recipient=email, user_id=user.id,
-                payload=_email_payload(app), app_id=app_id,
+                payload=links.email_payload(app), app_id=app_id,
             )
             return
         enqueue_email(
@@ -128,8 +99,8 @@ def sign_up(
             user_id=user.id,
             purpose="verify",
             token_version=user.verify_version,
-            issued_at=_issued_at(now),
-            payload=_email_payload(app, redirect_url, own_account=own),
+            issued_at=links.issued_at(now),
+            payload=links.email_payload(app, redirect_url, own_account=own),
             app_id=app_id,
         )
 
@@ -163,10 +134,10 @@ def request_link(
     # addresses have accounts. The app still hears user.* events, which
     # only the mailbox's holder can cause.
     return count_and_queue_link(
-        conn, email=email, purpose=purpose, issued_at=_issued_at(now),
-        budget=_email_budget(svc, email, purpose, now),
+        conn, email=email, purpose=purpose, issued_at=links.issued_at(now),
+        budget=links.email_budget(svc, email, purpose, now),
         code_digest=code_tries.address_digest(email),
-        payload={**_email_payload(app, redirect_url), NO_OUTCOME_EVENTS: True},
+        payload={**links.email_payload(app, redirect_url), NO_OUTCOME_EVENTS: True},
         app_id=app.id if app else None,
     ).allowed
 
@@ -174,44 +145,6 @@ def request_link(
 # The two flows' requests differ only by purpose.
 request_verification = partial(request_link, purpose="verify")
 request_password_reset = partial(request_link, purpose="reset")
-
-
-def _stale_link_error(conn: Connection, claims: TokenClaims, user: User | None) -> TokenError:
-    """Why a validly signed link no longer redeems, given its account as read now."""
-    if user is None or claims.version > user.version(claims.purpose):
-        return TokenError("invalid_token")  # not a link this database issued
-    if users.was_redeemed(conn, claims.user_id, claims.purpose, claims.version):
-        return TokenError("token_used")
-    return TokenError("token_superseded")
-
-
-def _current_holder(conn: Connection, claims: TokenClaims) -> User:
-    """The account whose current link these claims describe; TokenError otherwise."""
-    user = users.find_user_by_id(conn, claims.user_id)
-    if user is None or user.version(claims.purpose) != claims.version:
-        raise _stale_link_error(conn, claims, user)
-    return user
-
-
-def check_link(conn: Connection, svc: Services, token: object, purpose: str) -> User:
-    """The link's account if it would redeem now; TokenError otherwise. Changes nothing."""
-    return _current_holder(conn, svc.tokens.read(token, purpose))
-
-
-def _new_password_hash(svc: Services, password: object, email: str) -> str:
-    check_policy(password, email)
-    assert isinstance(password, str)
-    return svc.passwords.hash(password)
-
-
-def _address_proven(conn: Connection, user: User) -> None:
-    """What redeeming a link sent to the address settles, in the same transaction.
-
-    No session opened before the proof survives it, and the mailbox's holder
-    is never locked out by someone else's failed logins.
-    """
-    sessions.end_all_sessions(conn, user.id)
-    ratelimit.clear(conn, "login", user.email)
 
 
 def _flow_completed(
@@ -247,10 +180,10 @@ def confirm_verification(
     address may be given one, which replaces the password its signups set.
     """
     claims = svc.tokens.read(token, "verify")
-    user = _current_holder(conn, claims)
+    user = links.current_holder(conn, claims)
     if password is None and user.contested:
         raise PasswordRequired()
-    password_hash = None if password is None else _new_password_hash(svc, password, user.email)
+    password_hash = None if password is None else links.new_password_hash(svc, password, user.email)
     return _redeem_verify(conn, svc, user, claims, password_hash)
 
 
@@ -266,9 +199,9 @@ def _redeem_verify(
             latest = users.find_user_by_id(conn, user.id)
             if latest is not None and latest.version("verify") == claims.version:
                 raise PasswordRequired()
-            raise _stale_link_error(conn, claims, latest)
+            raise links.stale_link_error(conn, claims, latest)
         users.record_redemption(conn, redeemed.id, "verify", claims.version, now)
-        _address_proven(conn, redeemed)
+        links.address_proven(conn, redeemed)
         # Only an unproven address redeems a verify link (redeem_verify_link).
         _flow_completed(conn, redeemed, "verify", claims.version, "user.verified", now,
                         first_proof=True)
@@ -280,8 +213,8 @@ def reset_password(conn: Connection, svc: Services, *, token: object, password: 
     claims = svc.tokens.read(token, "reset")
     # Reject a stale link before judging the password: "use the newest email"
     # is the more useful answer.
-    user = _current_holder(conn, claims)
-    password_hash = _new_password_hash(svc, password, user.email)
+    user = links.current_holder(conn, claims)
+    password_hash = links.new_password_hash(svc, password, user.email)
     return _redeem_reset(conn, svc, user, claims, password_hash)
 
 
@@ -292,10 +225,10 @@ def _redeem_reset(
     with conn.transaction():
         result = users.redeem_reset_link(conn, user.id, claims.version, password_hash, now)
         if result is None:  # lost a race with another redemption or a newer link
-            raise _stale_link_error(conn, claims, users.find_user_by_id(conn, user.id))
+            raise links.stale_link_error(conn, claims, users.find_user_by_id(conn, user.id))
         redeemed = result.user
         users.record_redemption(conn, redeemed.id, "reset", claims.version, now)
-        _address_proven(conn, redeemed)
+        links.address_proven(conn, redeemed)
         # Whether the address was unproven comes from the row the redemption
         # locked, not from `user` (read before a concurrent verify could commit).
         flow = _flow_completed(
@@ -310,39 +243,6 @@ def _redeem_reset(
     return redeemed
 
 
-def _matching_code(
-    conn: Connection, svc: Services, email: str, purpose: str, code: object
-) -> tuple[code_tries.CodeAttempt, User]:
-    """Count one try at `email`'s code and return it with its account if `code` is right.
-
-    Unknown addresses, addresses with no code outstanding and wrong codes take
-    the same steps (one statement, one HMAC per key) and raise the same
-    TokenError("invalid_code"); after five tries at the code, or twenty wrong
-    codes for the address this hour (all purposes), TokenError("code_exhausted"),
-    even for the right code. The try is counted outside any transaction this
-    function opens, so a refused code still counts when the caller's
-    transaction commits; a right code leaves the hour's count.
-    """
-    typed = "".join(code.split()) if isinstance(code, str) else ""
-    now = svc.clock()
-    attempt = code_tries.count_attempt(conn, email, purpose, now)
-    claims = attempt.claims_or_dummy()
-    right = svc.tokens.code_matches(claims, typed if is_code_shaped(typed) else "")
-    if attempt.exhausted or not right or attempt.claims is None:
-        refusal = "code_exhausted" if attempt.exhausted else "invalid_code"
-        # For alerting on guessing; the address is not logged, nor whether it has an account.
-        log_event(logger, "code_refused", purpose=purpose, code=refusal, attempt=attempt.attempt)
-        raise TokenError(refusal)
-    code_tries.forgive_right_code(conn, email, now)  # the hour counts wrong codes only
-    # Only someone holding the code learns that it expired.
-    if now >= svc.tokens.expires_at(purpose, claims.issued_at):
-        raise TokenError("token_expired")
-    user = users.find_user_by_id(conn, claims.user_id)
-    if user is None or user.version(purpose) != claims.version:
-        raise TokenError("invalid_code")  # redeemed or replaced since the try was counted
-    return attempt, user
-
-
 def confirm_verification_code(
     conn: Connection, svc: Services, *, email: str, code: object, password: object = None
 ) -> User:
@@ -353,11 +253,11 @@ def confirm_verification_code(
     """
     if password is not None:
         check_policy(password, email)  # judged before a try is counted: it says nothing
-    attempt, user = _matching_code(conn, svc, email, "verify", code)
+    attempt, user = links.matching_code(conn, svc, email, "verify", code)
     if password is None and user.contested:
         code_tries.give_back_attempt(conn, email, attempt)
         raise PasswordRequired()
-    password_hash = None if password is None else _new_password_hash(svc, password, user.email)
+    password_hash = None if password is None else links.new_password_hash(svc, password, user.email)
     assert attempt.claims is not None
     return _redeem_verify(conn, svc, user, attempt.claims, password_hash)
 
@@ -367,8 +267,8 @@ def reset_password_with_code(
 ) -> User:
     """Redeem the code from a reset email: set the password, prove the address, end sessions."""
     check_policy(password, email)
-    attempt, user = _matching_code(conn, svc, email, "reset", code)
-    password_hash = _new_password_hash(svc, password, user.email)
+    attempt, user = links.matching_code(conn, svc, email, "reset", code)
+    password_hash = links.new_password_hash(svc, password, user.email)
     assert attempt.claims is not None
     return _redeem_reset(conn, svc, user, attempt.claims, password_hash)
 
@@ -438,7 +338,7 @@ def change_password(
     if not svc.passwords.verify(user.password_hash, current):
         raise InvalidCredentials()
     ratelimit.refund(conn, "login", user.email, svc.settings.rate_limit_login, svc.clock())
-    password_hash = _new_password_hash(svc, new, user.email)
+    password_hash = links.new_password_hash(svc, new, user.email)
     now = svc.clock()
     with conn.transaction():
         changed = users.change_password(

@@ -109,3 +109,13 @@ def is_canonical(address: str) -> bool:
         return parse_address(address) == address
     except InvalidAddress:
         return False
+
+
+def masked(address: str) -> str:
+    """The address as a notice to another mailbox may show it: n•••@example.com.
+
+    Enough for its owner to recognise, too little for anyone else to write
+    to; the domain stays whole (where the account went is the point).
+    """
+    local, _, domain = address.rpartition("@")
+    return f"{local[:1]}\u2022\u2022\u2022@{domain}"

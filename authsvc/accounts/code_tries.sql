@@ -1,9 +1,15 @@
 -- count_code_attempt --
 -- One try at the code for an address, in one statement whether or not the
--- address has an account (same work, same time). Finds the email that
--- carried the account's current version of this purpose (none: the code is
--- used, superseded, or was never sent; for verify, also none once the
--- address is proven), and takes one of the address's twenty wrong codes
+-- address has an account (same work, same time). Finds the email of this
+-- purpose that was sent to this address and carries its account's current
+-- version (none: the code is used, superseded, or was never sent; for
+-- verify, also none once the address is proven). The accounts a code typed
+-- with an address can be for: the one holding it (verify, reset, and a
+-- deletion confirmed at the account's own address), one changing to it
+-- (email_change, SPEC §12: the code goes to the new address) and one whose
+-- standing change moved it away from it (a deletion confirmed at the oldest
+-- address holding an undo link); of these, the newest such email counts.
+-- The statement then takes one of the address's twenty wrong codes
 -- this hour (all purposes together; a fixed, aligned window in
 -- rate_limit_counters) and, if it got one, one of the address's five tries
 -- for this purpose. The five belong to the address, not to a version: only
@@ -15,18 +21,31 @@
 -- purpose's tries were already used up (a try the hour refused leaves the
 -- five as they were). The upserts' row locks, the hour's first, serialise
 -- concurrent tries, so both caps hold under any concurrency.
-WITH target AS (
-    SELECT u.id AS user_id, j.token_version AS version, j.issued_at
+WITH candidate AS (
+    SELECT id FROM users
+    WHERE email = %(email)s AND %(purpose)s IN ('reset', 'verify', 'account_delete')
+    UNION ALL
+    SELECT id FROM users
+    WHERE pending_email = %(email)s AND %(purpose)s = 'email_change'
+    UNION ALL
+    SELECT user_id FROM email_changes
+    WHERE old_email = %(email)s AND ended_at IS NULL AND %(purpose)s = 'account_delete'
+), target AS (
+    SELECT t.user_id, t.version, t.issued_at
     FROM (VALUES (1)) AS one (x)
-    LEFT JOIN users u
-      ON u.email = %(email)s AND (%(purpose)s = 'reset' OR u.email_verified_at IS NULL)
     LEFT JOIN LATERAL (
-        SELECT token_version, issued_at FROM email_jobs
-        WHERE user_id = u.id AND purpose = %(purpose)s
-          AND token_version = CASE WHEN %(purpose)s = 'reset'
-                                   THEN u.reset_version ELSE u.verify_version END
-        ORDER BY id DESC LIMIT 1
-    ) j ON true
+        SELECT j.user_id, j.token_version AS version, j.issued_at
+        FROM candidate AS c
+        JOIN users AS u ON u.id = c.id
+        CROSS JOIN LATERAL (
+            SELECT id, user_id, token_version, issued_at FROM email_jobs
+            WHERE user_id = u.id AND purpose = %(purpose)s
+              AND token_version = link_version(u, %(purpose)s) AND recipient = %(email)s
+            ORDER BY id DESC LIMIT 1
+        ) AS j
+        WHERE %(purpose)s <> 'verify' OR u.email_verified_at IS NULL
+        ORDER BY j.id DESC LIMIT 1
+    ) AS t ON true
 ), hour AS (
     INSERT INTO rate_limit_counters AS c (bucket, window_start, hits)
     VALUES (%(bucket)s, %(window_start)s, 1)

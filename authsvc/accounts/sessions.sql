@@ -23,7 +23,8 @@ WITH live AS (
     FROM live WHERE s.id = live.id AND s.last_seen_at < %(now)s::timestamptz - interval '60 seconds'
 )
 SELECT live.id AS session_id, u.id, u.email, u.password_hash, u.email_verified_at,
-       u.reset_version, u.verify_version, u.signup_count
+       u.reset_version, u.verify_version, u.signup_count, u.email_change_version,
+       u.account_delete_version, u.email_revert_version, u.pending_email
 FROM live JOIN users u ON u.id = live.user_id;
 
 -- list_sessions --

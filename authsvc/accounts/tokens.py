@@ -22,7 +22,10 @@ from itsdangerous import BadSignature, URLSafeSerializer
 
 from authsvc.clock import Clock, system_clock
 
-PURPOSES = ("reset", "verify")
+PURPOSES = ("reset", "verify", "email_change", "email_revert", "account_delete")
+# Purposes whose emails carry a code beside the link. The undo link has none:
+# a week-long code that restores an account would be worth guessing (SPEC §12).
+CODED_PURPOSES = ("reset", "verify", "email_change", "account_delete")
 MAX_TOKEN_LENGTH = 512
 CODE_DIGITS = 6
 # Room for a code typed with spaces ("123 456"); anything that is not six
@@ -78,9 +81,10 @@ class TokenCodec:
     def ttl(self, purpose: str) -> int:
         return self._ttl[purpose]
 
-    def longest_ttl(self) -> timedelta:
-        """The longest lifetime of any purpose: past it, no link or code of any kind lives."""
-        return timedelta(seconds=max(self._ttl.values()))
+    def longest_code_ttl(self) -> timedelta:
+        """The longest lifetime of a link that carries a code: past it, no code of any kind
+        lives (undo links live longer, and have none)."""
+        return timedelta(seconds=max(self._ttl[p] for p in CODED_PURPOSES if p in self._ttl))
 
     def expires_at(self, purpose: str, issued_at: datetime) -> datetime:
         return issued_at + timedelta(seconds=self._ttl[purpose])

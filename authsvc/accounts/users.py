@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import LiteralString
 
 from psycopg import Connection
 from psycopg.rows import class_row, dict_row
@@ -24,9 +25,19 @@ class User:
     reset_version: int
     verify_version: int
     signup_count: int
+    email_change_version: int
+    account_delete_version: int
+    email_revert_version: int  # changes confirmed so far: the newest undo link's version
+    pending_email: str | None  # the new address of a change not yet confirmed
 
     def version(self, purpose: str) -> int:
-        return self.reset_version if purpose == "reset" else self.verify_version
+        """The current version of a newest-only purpose (migrations/0027 link_version)."""
+        return {
+            "reset": self.reset_version,
+            "verify": self.verify_version,
+            "email_change": self.email_change_version,
+            "account_delete": self.account_delete_version,
+        }[purpose]
 
     @property
     def verified(self) -> bool:
@@ -39,8 +50,13 @@ class User:
 
 
 def _one_user(conn: Connection, name: str, params: Mapping[str, object]) -> User | None:
+    return user_from(conn, Q[name], params)
+
+
+def user_from(conn: Connection, query: LiteralString, params: Mapping[str, object]) -> User | None:
+    """The account a statement returns (its columns as this module's statements list them)."""
     with conn.cursor(row_factory=class_row(User)) as cur:
-        return cur.execute(Q[name], params).fetchone()
+        return cur.execute(query, params).fetchone()
 
 
 def find_user_by_email(conn: Connection, email: str) -> User | None:
@@ -49,6 +65,16 @@ def find_user_by_email(conn: Connection, email: str) -> User | None:
 
 def find_user_by_id(conn: Connection, user_id: int) -> User | None:
     return _one_user(conn, "find_user_by_id", {"user_id": user_id})
+
+
+def lock_user(conn: Connection, user_id: int) -> User | None:
+    """The account, row-locked until the caller's transaction ends (None: it is gone)."""
+    return _one_user(conn, "lock_user", {"user_id": user_id})
+
+
+def lock_user_by_email(conn: Connection, email: str) -> User | None:
+    """The account holding `email`, row-locked until the caller's transaction ends."""
+    return _one_user(conn, "lock_user_by_email", {"email": email})
 
 
 def register_signup(conn: Connection, email: str, password_hash: str) -> User:

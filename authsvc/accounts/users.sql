@@ -1,11 +1,13 @@
 -- find_user_by_email --
 -- The account for a canonical address, if any.
-SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count
+SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
+       email_change_version, account_delete_version, email_revert_version, pending_email
 FROM users WHERE email = %(email)s;
 
 -- find_user_by_id --
 -- The account with this id, if any.
-SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count
+SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
+       email_change_version, account_delete_version, email_revert_version, pending_email
 FROM users WHERE id = %(user_id)s;
 
 -- register_signup --
@@ -22,7 +24,8 @@ ON CONFLICT (email) DO UPDATE SET
                          THEN excluded.password_hash ELSE users.password_hash END,
     signup_count = users.signup_count + (users.email_verified_at IS NULL)::int,
     verify_version = users.verify_version + (users.email_verified_at IS NULL)::int
-RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
+RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
+          email_change_version, account_delete_version, email_revert_version, pending_email;
 
 -- redeem_verify_link --
 -- Mark verified only if the link is still current; zero rows = stale, used,
@@ -37,11 +40,13 @@ SET verify_version = verify_version + 1,
 WHERE id = %(user_id)s AND verify_version = %(version)s
   AND email_verified_at IS NULL
   AND (%(password_hash)s::text IS NOT NULL OR signup_count <= 1)
-RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
+RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
+          email_change_version, account_delete_version, email_revert_version, pending_email;
 
 -- redeem_reset_link --
 -- Set the password only if the link is still current; also verifies the
--- address (the person proved they read its mail). first_proof: the address
+-- address (the person proved they read its mail) and cancels a pending
+-- address change (SPEC §12: its link dies). first_proof: the address
 -- was unproven until now, read from the row this statement locks and
 -- updates (FOR UPDATE waits for a concurrent redemption and sees its
 -- result), never from an earlier read.
@@ -53,27 +58,34 @@ WITH before AS (
 UPDATE users AS u
 SET reset_version = u.reset_version + 1,
     verify_version = u.verify_version + 1,  -- no older verify link may set a password now
+    email_change_version = u.email_change_version + 1,
+    pending_email = NULL,
     password_hash = %(password_hash)s,
     password_changed_at = %(now)s,
     email_verified_at = coalesce(u.email_verified_at, %(now)s)
 FROM before
 WHERE u.id = before.id AND u.reset_version = %(version)s
 RETURNING u.id, u.email, u.password_hash, u.email_verified_at, u.reset_version,
-          u.verify_version, u.signup_count, before.unproven AS first_proof;
+          u.verify_version, u.signup_count, u.email_change_version, u.account_delete_version,
+          u.email_revert_version, u.pending_email, before.unproven AS first_proof;
 
 -- change_password --
 -- Password change from a signed-in session, only while that session lives
 -- and over the hash the caller verified: a reset committed meanwhile wins
 -- (the EXISTS alone would be judged on the statement's snapshot). Retires
--- outstanding links (the caller ends the sessions).
+-- outstanding links and cancels a pending address change (the caller ends
+-- the sessions).
 UPDATE users
 SET reset_version = reset_version + 1,
     verify_version = verify_version + 1,
+    email_change_version = email_change_version + 1,
+    pending_email = NULL,
     password_hash = %(password_hash)s,
     password_changed_at = %(now)s
 WHERE id = %(user_id)s AND password_hash = %(verified_hash)s
   AND EXISTS (SELECT 1 FROM web_sessions WHERE id = %(session_id)s AND user_id = %(user_id)s)
-RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count;
+RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
+          email_change_version, account_delete_version, email_revert_version, pending_email;
 
 -- update_password_hash --
 -- Store a rehash with current parameters after a successful login, only if the
@@ -92,3 +104,20 @@ SELECT EXISTS (
     SELECT 1 FROM token_redemptions
     WHERE user_id = %(user_id)s AND purpose = %(purpose)s AND version = %(version)s
 );
+
+-- lock_user --
+-- The account, locked until the caller's transaction ends: a use case that
+-- decides from several rows (an address change, its undo, a deletion) holds
+-- it while it decides, so concurrent redemptions of the same account queue up
+-- and each sees what the one before it committed.
+SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
+       email_change_version, account_delete_version, email_revert_version, pending_email
+FROM users WHERE id = %(user_id)s
+FOR UPDATE;
+
+-- lock_user_by_email --
+-- The account holding an address, locked until the caller's transaction ends.
+SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
+       email_change_version, account_delete_version, email_revert_version, pending_email
+FROM users WHERE email = %(email)s
+FOR UPDATE;

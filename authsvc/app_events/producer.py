@@ -24,7 +24,10 @@ from authsvc.db.queries import load_queries
 from authsvc.outbox import notify_workers
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
-EVENT_TYPES = ("user.verified", "user.password_changed", "email.delivered", "email.failed")
+EVENT_TYPES = (
+    "user.verified", "user.password_changed", "email.delivered", "email.failed",
+    "user.email_changed", "user.email_restored", "user.deleted",
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,35 @@ def queue_event(
         return None
     notify_workers(conn)
     return int(row[0])
+
+
+def queue_account_event(
+    conn: Connection,
+    *,
+    user_id: int,
+    event_type: str,
+    data: dict[str, Any],
+    now: datetime,
+    account_deleted: bool = False,
+) -> list[int]:
+    """Queue `event_type` for every app the account belongs to; the job ids.
+
+    `account_deleted`: the caller's transaction deletes the account, so the
+    deliveries name no account row (its id is in `data`).
+    """
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    params = {
+        "user_id": user_id,
+        "job_user_id": None if account_deleted else user_id,
+        "type": event_type,
+        "happened_at": now,
+        "data": Jsonb(data),
+    }
+    queued = [int(row[0]) for row in conn.execute(Q["queue_account_event"], params)]
+    if queued:
+        notify_workers(conn)
+    return queued
 
 
 def user_data(user_id: int, email: str) -> dict[str, Any]:

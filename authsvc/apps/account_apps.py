@@ -47,3 +47,9 @@ def note_first_proof(conn: Connection, *, user_id: int, own_app: UUID | None) ->
     was redeemed, or None (the pages', another app's, or sent once contested).
     """
     conn.execute(Q["note_first_proof"], {"user_id": user_id, "own_app": own_app})
+
+
+def belongs_to_app(conn: Connection, *, user_id: int, app_id: UUID) -> bool:
+    """Whether the account is the app's now (its redirect applies, its email is its own)."""
+    row = conn.execute(Q["belongs_to_app"], {"user_id": user_id, "app_id": app_id}).fetchone()
+    return bool(row and row[0])

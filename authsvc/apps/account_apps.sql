@@ -26,3 +26,8 @@ SELECT EXISTS (SELECT 1 FROM joined) OR account_belongs_to_app(%(user_id)s, %(ap
 -- added here: completing a flow cannot make an app a member.
 DELETE FROM account_apps
 WHERE user_id = %(user_id)s AND app_id IS DISTINCT FROM %(own_app)s::uuid;
+
+-- belongs_to_app --
+-- Whether the account is the app's now (account_belongs_to_app, migrations/0026_baseline.sql):
+-- whether the app's redirect applies and its email is the app's own.
+SELECT account_belongs_to_app(%(user_id)s, %(app_id)s);

@@ -24,6 +24,7 @@ COMMANDS = {
     "worker": "authsvc.cli.worker:worker",
     "outbox": "authsvc.cli.outbox:outbox",
     "suppressions": "authsvc.cli.suppressions:suppressions",
+    "users": "authsvc.cli.users:users_group",
 }
 
 

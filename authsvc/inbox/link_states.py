@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from psycopg import Connection
 
-from authsvc.accounts import actions
+from authsvc.accounts import links
 from authsvc.accounts.tokens import PURPOSES, TokenError
 from authsvc.services import Services
 
@@ -64,7 +64,7 @@ def link_state(conn: Connection, svc: Services, url: str) -> LinkState:
     for purpose in PURPOSES:
         # The salt differs per purpose, so only the right one verifies.
         try:
-            actions.check_link(conn, svc, token, purpose)
+            links.check_link(conn, svc, token, purpose)
         except TokenError as exc:
             if exc.code == "invalid_token":
                 continue

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 # Producers pg_notify it at commit; every worker LISTENs on it.
 NOTIFY_CHANNEL = "authsvc_outbox"
-TEMPLATES = ("verify", "reset", "account_exists", "password_changed")
+TEMPLATES = (
+    "verify", "reset", "account_exists", "password_changed",
+    # An address over its life (SPEC §12, migrations/0027).
+    "email_change", "email_in_use", "email_changed", "email_restored", "account_delete",
+)
 # A job payload key: its outcome sends the app no email.* event (authsvc/worker/jobs.sql).
 NO_OUTCOME_EVENTS = "no_outcome_events"
 STATUSES = ("pending", "sent", "failed", "superseded", "expired", "suppressed")

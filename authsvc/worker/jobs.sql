@@ -28,8 +28,14 @@ WITH due AS (
     RETURNING j.id, j.public_id, j.template, j.recipient, j.payload, j.user_id, j.purpose,
               j.token_version, j.issued_at, j.attempt_count, j.lease_owner,
               j.lease_expires_at,
-              (SELECT CASE j.purpose WHEN 'reset' THEN u.reset_version
-                                     WHEN 'verify' THEN u.verify_version END
+              -- The version a link of the job's purpose must carry to redeem now
+              -- (migrations/0027 link_version); an undo link's own while its
+              -- change stands (email_changes), none once it ended.
+              (SELECT CASE WHEN j.purpose = 'email_revert' THEN
+                               (SELECT c.version FROM email_changes AS c
+                                WHERE c.user_id = j.user_id AND c.version = j.token_version
+                                  AND c.ended_at IS NULL)
+                           ELSE link_version(u, j.purpose) END
                FROM users AS u WHERE u.id = j.user_id) AS current_version,
               EXISTS (SELECT 1 FROM email_job_events AS e
                       WHERE e.job_id = j.id AND e.event = 'ambiguous') AS ambiguous_before,

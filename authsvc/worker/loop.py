@@ -166,7 +166,7 @@ class Worker:
                         prune_rate_limits(conn, system_clock())
                         prune_idempotency_keys(conn, system_clock())
                         prune_code_attempts(
-                            conn, system_clock(), self.renderer.codec.longest_ttl()
+                            conn, system_clock(), self.renderer.codec.longest_code_ttl()
                         )
                     next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
                 if time.monotonic() >= next_fold:

@@ -19,7 +19,7 @@ import jinja2
 from jinja2 import nodes
 from markupsafe import escape
 
-from authsvc.accounts.addresses import is_canonical
+from authsvc.accounts.addresses import is_canonical, masked
 from authsvc.accounts.hidden_characters import hides_text
 from authsvc.accounts.tokens import TokenClaims, TokenCodec
 from authsvc.clock import Clock, system_clock
@@ -35,9 +35,28 @@ SUBJECTS = {
     "reset": "Reset your password",
     "account_exists": "You already have an account",
     "password_changed": "Your password was changed",
+    "email_change": "Confirm your new email address",
+    "email_in_use": "An account already uses this address",
+    "email_changed": "Your account's email address was changed",
+    "email_restored": "This address no longer signs in to your account",
+    "account_delete": "Confirm deleting your account",
 }
-LINK_PATHS = {"verify": "/verify", "reset": "/reset/confirm"}
-CODE_PATHS = {"verify": "/verify/code", "reset": "/reset/code"}
+LINK_PATHS = {
+    "verify": "/verify",
+    "reset": "/reset/confirm",
+    "email_change": "/email-change/confirm",
+    "email_revert": "/email-change/undo",
+    "account_delete": "/account/delete",
+}
+# Where a code is typed; the undo link has no code (CODED_PURPOSES).
+CODE_PATHS = {
+    "verify": "/verify/code",
+    "reset": "/reset/code",
+    "email_change": "/email-change/code",
+    "account_delete": "/account/delete/code",
+}
+# Addresses a notice shows masked (n•••@example.com), from the job's payload.
+MASKED = {"new_email": "new_email_masked", "restored_email": "restored_email_masked"}
 
 
 # What a mail client would make a link of in an app's name: a scheme's colon,
@@ -181,6 +200,9 @@ class Renderer:
             "login_url": base + "/login",
             "requested_by": requested_by(job, base),
         }
+        for key, shown in MASKED.items():
+            if key in job.payload:
+                context[shown] = masked(str(job.payload[key]))
         if job.purpose is not None:
             assert job.user_id is not None and job.token_version is not None
             assert job.issued_at is not None
@@ -190,14 +212,17 @@ class Renderer:
             expires_at = self.codec.expires_at(job.purpose, job.issued_at)
             context.update(
                 link=with_token(str(target), self.codec.mint(claims)),
-                # The same claims as the link, typed by hand on another device:
-                # on the app's own page (its redirect URL, with no token) when
-                # an app started the flow, else on ours.
-                code=self.codec.mint_code(claims),
-                code_url=str(redirect_url or base + CODE_PATHS[job.purpose]),
                 expires_at=expires_at.strftime("%Y-%m-%d %H:%M UTC"),
                 valid_for=self._valid_for[job.purpose],
             )
+            if job.purpose in CODE_PATHS:
+                context.update(
+                    # The same claims as the link, typed by hand on another device:
+                    # on the app's own page (its redirect URL, with no token) when
+                    # an app started the flow, else on ours.
+                    code=self.codec.mint_code(claims),
+                    code_url=str(redirect_url or base + CODE_PATHS[job.purpose]),
+                )
         return context
 
     def parts(self, job: ClaimedJob) -> tuple[list[tuple[str, str]], str, str]:

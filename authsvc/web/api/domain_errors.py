@@ -11,6 +11,7 @@ from collections.abc import Callable
 from psycopg import Connection
 
 from authsvc.accounts.actions import InvalidCredentials, PasswordRequired, TooManyAttempts
+from authsvc.accounts.email_change import EmailTaken
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.tokens import TokenError
 from authsvc.web.api.problems import problem_reply
@@ -46,6 +47,9 @@ def outcome(use_case: UseCase, conn: Connection) -> Reply:
             " send `password` with the token or code to choose the account's password."
         )
         return problem_reply(422, "password_required", detail)
+    except EmailTaken:
+        detail = "A confirmed account uses this address now; nothing was changed."
+        return problem_reply(409, "email_taken", detail)
     except InvalidCredentials:
         return problem_reply(401, "invalid_credentials", "The email or password is wrong.")
     except TooManyAttempts as exc:

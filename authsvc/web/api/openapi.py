@@ -9,6 +9,11 @@ from authsvc.accounts.passwords import MIN_LENGTH as MIN_PASSWORD_LENGTH
 from authsvc.apps.idempotency import MAX_KEY_LENGTH
 from authsvc.web.api.problems import API_PREFIX, TITLES, problem_type
 from authsvc.web.api.requests import (
+    ACCOUNT_DELETION,
+    ACCOUNT_DELETION_CONFIRM,
+    EMAIL_CHANGE,
+    EMAIL_CHANGE_CONFIRM,
+    EMAIL_CHANGE_UNDO,
     IDEMPOTENCY_HEADER,
     LINK_REQUEST,
     PASSWORD_RESET_CONFIRM,
@@ -62,7 +67,7 @@ IDEMPOTENCY_PROBLEMS: dict[int, list[str]] = {
 # Codes decided by the use case itself: stored under a key and replayed.
 USE_CASE_CODES = {
     "weak_password", "invalid_token", "invalid_code", "token_expired", "token_superseded",
-    "token_used", "code_exhausted", "password_required",
+    "token_used", "code_exhausted", "password_required", "email_taken", "invalid_credentials",
 }
 _FIELD_DESCRIPTIONS = {
     "email": "One plain address (no display name, angle brackets or comments); the server"
@@ -78,6 +83,8 @@ _FIELD_DESCRIPTIONS = {
     " account the link and code page are authsvc's own, with the same answer.",
     "code": "The 6-digit code from the email (spaces are ignored); send it with `email`."
     " Anything else is a wrong code (400 invalid_code).",
+    "locale": "A BCP 47 language tag (e.g. `de`, `pt-BR`) for the emails this request"
+    " sends; a malformed one is 400 invalid_request. Emails are in English for now.",
 }
 _EXAMPLES = {
     "email": "ann@example.com",
@@ -85,6 +92,7 @@ _EXAMPLES = {
     "new_password": "correct horse battery",
     "url": "https://app.example.com/welcome",
     "code": "123456",
+    "locale": "en",
 }
 
 
@@ -110,6 +118,16 @@ _BODY_DESCRIPTIONS = {
     VERIFICATION_CONFIRM.name: _CONFIRM_FORMS + " `password` is required for a contested"
     " address (422 password_required) and replaces the signup's password when given.",
     PASSWORD_RESET_CONFIRM.name: _CONFIRM_FORMS,
+    EMAIL_CHANGE.name: "`email` and `password` open the account (as `checkCredentials`);"
+    " `new_email` is where the confirmation link and code go, and must differ from"
+    " `email` (400 invalid_request).",
+    EMAIL_CHANGE_CONFIRM.name: _CONFIRM_FORMS + " `email` is the new address the code"
+    " was sent to.",
+    EMAIL_CHANGE_UNDO.name: "`token` from the undo link sent to the old address (undo"
+    " links carry no code). With `password`, the account's password becomes it at once;"
+    " without, the password is cleared and a reset link goes to the restored address.",
+    ACCOUNT_DELETION_CONFIRM.name: _CONFIRM_FORMS + " `email` is the address the"
+    " deletion email was sent to.",
 }
 
 
@@ -225,6 +243,25 @@ _RESPONSE_SCHEMAS: dict[str, Any] = {
             "email_verified": {"type": "boolean", "enum": [True]},
         },
     },
+    "ConfirmationSent": _status("confirmation_sent"),
+    "EmailChanged": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["email", "previous_email"],
+        "properties": {"email": {"type": "string"}, "previous_email": {"type": "string"}},
+    },
+    "EmailRestored": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["email"],
+        "properties": {"email": {"type": "string"}},
+    },
+    "AccountDeleted": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["deleted"],
+        "properties": {"deleted": {"type": "boolean", "enum": [True]}},
+    },
     "CredentialsChecked": {
         "type": "object",
         "additionalProperties": False,
@@ -237,6 +274,11 @@ _TOKEN_PROBLEMS = {
     410: ["token_expired", "token_superseded", "token_used", "code_exhausted"],
 }
 _LINK_PROBLEMS = {400: ["redirect_not_allowed"]}
+_SIGN_IN_REQUIRED = (
+    " `email` and `password` are checked as `checkCredentials` checks them: a wrong"
+    " password, an unknown or an unconfirmed account answer 401 invalid_credentials alike"
+    " and count against the address's login limit (429)."
+)
 OPERATIONS: dict[str, Operation] = {
     "/signups": Operation(
         "signUp", "signups", "Create an account and send its verification email",
@@ -293,6 +335,57 @@ OPERATIONS: dict[str, Operation] = {
         {401: ["invalid_credentials"]},
         replayable=False,
     ),
+    "/email-changes": Operation(
+        "requestEmailChange", "email-changes", "Send a link and code to confirm a new address",
+        "The new address gets a link and a 6-digit code; nothing goes to the old one yet."
+        " Answers 202 whether or not `new_email` is taken: a confirmed account's mailbox"
+        " there gets an \"already used; nothing changed\" notice instead. A later request"
+        " replaces an earlier one; a password change cancels it." + _SIGN_IN_REQUIRED,
+        EMAIL_CHANGE,
+        (202, "Confirmation sent (the same answer when the new address is taken)",
+         "ConfirmationSent"),
+        {**_LINK_PROBLEMS, 401: ["invalid_credentials"]},
+    ),
+    "/email-changes/confirm": Operation(
+        "confirmEmailChange", "email-changes", "Confirm a new address with its token or code",
+        "Redeems the change link's token, or the new address with the emailed code: once,"
+        " only the newest. The account moves to the new address; every outstanding link and"
+        " code of it dies (earlier undo links excepted); an unconfirmed account holding the"
+        " new address is deleted; the old address gets one email with an undo link."
+        " 409 email_taken when a confirmed account took the new address meanwhile.",
+        EMAIL_CHANGE_CONFIRM,
+        (200, "The account's address is the new one", "EmailChanged"),
+        {**_TOKEN_PROBLEMS, 409: ["email_taken"]},
+    ),
+    "/email-changes/undo": Operation(
+        "undoEmailChange", "email-changes", "Undo an address change with the old address's link",
+        "Restores the address the undo link was sent to: every session ends, every outstanding"
+        " link and code dies (the undo links of later changes too: the oldest address wins)."
+        " An undo link is not retired by later links; it works once, within its lifetime,"
+        " while no undo to an older address ended it (410 token_used).",
+        EMAIL_CHANGE_UNDO,
+        (200, "The address is restored", "EmailRestored"),
+        {400: ["invalid_token"], 410: ["token_expired", "token_used"], 409: ["email_taken"],
+         422: ["weak_password"]},
+    ),
+    "/account-deletions": Operation(
+        "requestAccountDeletion", "account-deletions", "Send a link and code to delete an account",
+        "The link and code go to the account's address, or, while an undo link of the account"
+        " lives, to the oldest address holding one." + _SIGN_IN_REQUIRED,
+        ACCOUNT_DELETION,
+        (202, "Confirmation sent", "ConfirmationSent"),
+        {401: ["invalid_credentials"]},
+    ),
+    "/account-deletions/confirm": Operation(
+        "confirmAccountDeletion", "account-deletions", "Delete an account with its token or code",
+        "Redeems the deletion link's token, or the address with the emailed code: the account,"
+        " its sessions, codes and pending emails are gone, and the address can sign up again."
+        " A used link then answers 400 invalid_token, like every link of a deleted account.",
+        ACCOUNT_DELETION_CONFIRM,
+        (200, "The account is deleted", "AccountDeleted"),
+        {400: ["invalid_token", "invalid_code"],
+         410: ["token_expired", "token_superseded", "code_exhausted"]},
+    ),
 }
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -325,7 +418,8 @@ _FIELD_PROBLEM_SCHEMA = {
     },
 }
 _DESCRIPTION = f"""\
-JSON API for apps that embed signup verification and password resets.
+JSON API for apps that embed signup verification, password resets, address
+changes and account deletion.
 
 Every call except this document needs `Authorization: Bearer <app key>`.
 Errors are `application/problem+json` (RFC 9457) whose `code` member is
@@ -369,7 +463,9 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
             },
         }
     }
-    specs = (SIGNUP, LINK_REQUEST, VERIFICATION_CONFIRM, PASSWORD_RESET_CONFIRM, SESSION)
+    specs = (SIGNUP, LINK_REQUEST, VERIFICATION_CONFIRM, PASSWORD_RESET_CONFIRM, SESSION,
+             EMAIL_CHANGE, EMAIL_CHANGE_CONFIRM, EMAIL_CHANGE_UNDO, ACCOUNT_DELETION,
+             ACCOUNT_DELETION_CONFIRM)
     return {
         "openapi": "3.1.0",
         "info": {"title": "authsvc API", "version": "1", "description": _DESCRIPTION},
@@ -380,6 +476,8 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
             {"name": "verifications", "description": "Confirming an email address"},
             {"name": "password-resets", "description": "Choosing a new password by email"},
             {"name": "sessions", "description": "Checking credentials"},
+            {"name": "email-changes", "description": "Changing an address, and undoing it"},
+            {"name": "account-deletions", "description": "Deleting an account"},
             {"name": "meta", "description": "About this API"},
         ],
         "paths": paths,

@@ -32,6 +32,7 @@ TITLES = {
     "code_exhausted": "Too many wrong codes; this email's code no longer works",
     "invalid_credentials": "Email or password is wrong",
     "password_required": "Choose a password to confirm this address",
+    "email_taken": "A confirmed account uses this address",
     "idempotency_key_reused": "The Idempotency-Key was used with a different request",
     "idempotency_in_progress": "A request with this Idempotency-Key is still running",
     "not_found": "No such endpoint",

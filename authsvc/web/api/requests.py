@@ -7,6 +7,7 @@ OpenAPI document is generated from it, so the two cannot drift apart.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +28,16 @@ _MAX_LENGTHS = {
     "new_password": MAX_PASSWORD_LENGTH,
     "url": MAX_REDIRECT_URL_LENGTH,
     "code": MAX_CODE_LENGTH,
+    "locale": 35,  # RFC 5646's longest useful tag
 }
+# A BCP 47 language tag's shape (language, then subtags of 1-8 letters or
+# digits); which ones are supported is the emails' concern (SPEC §14).
+_LOCALE = re.compile(r"[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8})*")
 
 
 @dataclass(frozen=True)
 class Field:
-    """One body member: `kind` is email, password, new_password, token, code or url."""
+    """One body member: `kind` is email, password, new_password, token, code, url or locale."""
 
     name: str
     kind: str
@@ -77,6 +82,14 @@ PASSWORD_RESET_CONFIRM = BodySpec(
     "PasswordResetConfirm", (LINK_TOKEN, CODE_EMAIL, CODE, NEW_PASSWORD)
 )
 SESSION = BodySpec("SessionRequest", (EMAIL, PASSWORD))
+# An address over its life (SPEC §12).
+NEW_EMAIL = Field("new_email", "email")
+LOCALE = Field("locale", "locale", required=False)
+EMAIL_CHANGE = BodySpec("EmailChangeRequest", (EMAIL, PASSWORD, NEW_EMAIL, REDIRECT_URL, LOCALE))
+EMAIL_CHANGE_CONFIRM = BodySpec("EmailChangeConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
+EMAIL_CHANGE_UNDO = BodySpec("EmailChangeUndo", (TOKEN, CHOSEN_PASSWORD))
+ACCOUNT_DELETION = BodySpec("AccountDeletionRequest", (EMAIL, PASSWORD))
+ACCOUNT_DELETION_CONFIRM = BodySpec("AccountDeletionConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
 
 
 def _reject_constant(name: str) -> Any:
@@ -148,6 +161,8 @@ def parse_body(spec: BodySpec) -> tuple[dict[str, str | None], dict[str, Any]]:
                 text = parse_address(text)
             except InvalidAddress as exc:
                 raise invalid_request("/" + field.name, str(exc)) from None
+        if field.kind == "locale" and not _LOCALE.fullmatch(text):
+            raise invalid_request("/" + field.name, "must be a BCP 47 tag, e.g. de or pt-BR")
         values[field.name] = text
     return values, document
 

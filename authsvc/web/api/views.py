@@ -7,14 +7,19 @@ from collections.abc import Callable
 from flask import Blueprint, Response, g, jsonify, request
 from psycopg import Connection
 
-from authsvc.accounts import actions
+from authsvc.accounts import actions, deletion, email_change
 from authsvc.accounts.users import User
 from authsvc.web.api.auth import admit_call, current_caller
 from authsvc.web.api.calls import run_call
 from authsvc.web.api.openapi import openapi_document
-from authsvc.web.api.problems import API_PREFIX, install_problem_handlers
+from authsvc.web.api.problems import API_PREFIX, install_problem_handlers, invalid_request
 from authsvc.web.api.replies import Reply, json_reply
 from authsvc.web.api.requests import (
+    ACCOUNT_DELETION,
+    ACCOUNT_DELETION_CONFIRM,
+    EMAIL_CHANGE,
+    EMAIL_CHANGE_CONFIRM,
+    EMAIL_CHANGE_UNDO,
     LINK_REQUEST,
     PASSWORD_RESET_CONFIRM,
     SESSION,
@@ -145,3 +150,88 @@ def sessions() -> Response:
     # Never replayed: a stored 200 would still let the old password in after a
     # reset. Checking credentials has no effect to repeat, so a retry is safe.
     return run_call(authenticate, document, replayable=False)
+
+
+# --- an address over its life (SPEC §12) -------------------------------------------
+
+
+@bp.post("/email-changes")
+def email_changes() -> Response:
+    values, document = parse_body(EMAIL_CHANGE)
+    email, new_email = str(values["email"]), str(values["new_email"])
+    if new_email == email:  # refused before it runs, like any malformed body
+        raise invalid_request("/new_email", "is the account's own address")
+    redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
+
+    def request_email_change(conn: Connection) -> Reply:
+        email_change.request_email_change(
+            conn, services(), email=email, password=str(values["password"]),
+            new_email=new_email, redirect_url=redirect_url, app=current_caller().app,
+        )
+        # The same answer whether or not the new address is taken (SPEC §12).
+        return json_reply(202, {"status": "confirmation_sent"})
+
+    return run_call(request_email_change, document)
+
+
+@bp.post("/email-changes/confirm")
+def email_changes_confirm() -> Response:
+    values, document = parse_body(EMAIL_CHANGE_CONFIRM)
+    code = token_or_code(values)
+    app = current_caller().app
+
+    def confirm_email_change(conn: Connection) -> Reply:
+        if code is None:
+            changed = email_change.confirm_email_change(
+                conn, services(), token=values["token"], app=app)
+        else:
+            changed = email_change.confirm_email_change_code(
+                conn, services(), email=code.email, code=code.code, app=app)
+        body = {"email": changed.user.email, "previous_email": changed.previous_email}
+        return json_reply(200, body)
+
+    return run_call(confirm_email_change, document)
+
+
+@bp.post("/email-changes/undo")
+def email_changes_undo() -> Response:
+    values, document = parse_body(EMAIL_CHANGE_UNDO)
+
+    def undo_email_change(conn: Connection) -> Reply:
+        restored = email_change.undo_email_change(
+            conn, services(), token=values["token"], password=values["password"],
+            app=current_caller().app,
+        )
+        return json_reply(200, {"email": restored.email})
+
+    return run_call(undo_email_change, document)
+
+
+@bp.post("/account-deletions")
+def account_deletions() -> Response:
+    values, document = parse_body(ACCOUNT_DELETION)
+
+    def request_account_deletion(conn: Connection) -> Reply:
+        deletion.request_account_deletion(
+            conn, services(), email=str(values["email"]), password=str(values["password"]),
+            app=current_caller().app,
+        )
+        return json_reply(202, {"status": "confirmation_sent"})
+
+    return run_call(request_account_deletion, document)
+
+
+@bp.post("/account-deletions/confirm")
+def account_deletions_confirm() -> Response:
+    values, document = parse_body(ACCOUNT_DELETION_CONFIRM)
+    code = token_or_code(values)
+
+    def confirm_account_deletion(conn: Connection) -> Reply:
+        if code is None:
+            deletion.confirm_account_deletion(conn, services(), token=values["token"])
+        else:
+            deletion.confirm_account_deletion_code(
+                conn, services(), email=code.email, code=code.code)
+        return json_reply(200, {"deleted": True})
+
+    return run_call(confirm_account_deletion, document)

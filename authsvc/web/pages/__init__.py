@@ -8,6 +8,8 @@ from authsvc.web.pages import (
     account,
     check_email,
     codes,
+    deletion,
+    email_change,
     icon,
     rendering,
     resend,
@@ -18,5 +20,6 @@ from authsvc.web.pages import (
 
 bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static/pages")
 rendering.install(bp)
-for module in (signup, verify, reset, resend, check_email, account, codes, icon):
+for module in (signup, verify, reset, resend, check_email, account, codes, email_change,
+               deletion, icon):
     module.register(bp)

@@ -14,7 +14,14 @@ from authsvc.accounts import actions, sessions
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.sessions import SessionUser
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.forms import ChangePasswordForm, EndSessionForm, LoginForm, LogoutForm
+from authsvc.web.pages.forms import (
+    ChangeEmailForm,
+    ChangePasswordForm,
+    DeleteAccountForm,
+    EndSessionForm,
+    LoginForm,
+    LogoutForm,
+)
 from authsvc.web.pages.rendering import render_page, too_many_requests
 from authsvc.web.pages.session_cookie import (
     current_session,
@@ -27,6 +34,7 @@ from authsvc.web.pages.user_agents import describe_user_agent
 from authsvc.web.plumbing import db, services
 
 logger = logging.getLogger(__name__)
+NOT_YOUR_PASSWORD = "That is not your current password."  # noqa: S105 (a message)
 
 
 def login() -> ResponseReturnValue:
@@ -66,7 +74,7 @@ def index() -> ResponseReturnValue:
     return redirect(url_for(target), 303)
 
 
-def _signed_in_only(
+def signed_in_only(
     view: Callable[[SessionUser], ResponseReturnValue],
 ) -> Callable[[], ResponseReturnValue]:
     """The view, given the signed-in session; without one, off to /login (with the reason)."""
@@ -81,17 +89,17 @@ def _signed_in_only(
     return guarded
 
 
-@_signed_in_only
+@signed_in_only
 def account(_signed_in: SessionUser) -> ResponseReturnValue:
-    return _account_page(ChangePasswordForm(formdata=None))
+    return account_page()
 
 
-@_signed_in_only
+@signed_in_only
 def change_password(signed_in: SessionUser) -> ResponseReturnValue:
     """Change the password; every session ends, this one included."""
     form = ChangePasswordForm()
     if not form.validate_on_submit():
-        return _account_page(form, 422)
+        return account_page(422, form=form)
     try:
         actions.change_password(
             db(), services(), session=signed_in, current=form.current.data, new=form.new.data
@@ -103,11 +111,11 @@ def change_password(signed_in: SessionUser) -> ResponseReturnValue:
         flash("Your session ended. Log in again.", "info")
         return redirect(url_for("pages.login"), 303)
     except actions.InvalidCredentials:
-        form.current.errors = ["That is not your current password."]
-        return _account_page(form, 422)
+        form.current.errors = [NOT_YOUR_PASSWORD]
+        return account_page(422, form=form)
     except WeakPassword as exc:
         form.new.errors = [str(exc)]
-        return _account_page(form, 422)
+        return account_page(422, form=form)
     log_event(logger, "password_changed", user_id=signed_in.user.id)
     end_this_session()
     flash(
@@ -118,12 +126,12 @@ def change_password(signed_in: SessionUser) -> ResponseReturnValue:
     return redirect(url_for("pages.login"), 303)
 
 
-@_signed_in_only
+@signed_in_only
 def end_session(signed_in: SessionUser) -> ResponseReturnValue:
     """End one of the person's sessions, or (session_id "all") every one of them."""
     form = EndSessionForm()
     if not form.validate_on_submit():
-        return _account_page(ChangePasswordForm(formdata=None), 422)
+        return account_page(422)
     target = form.session_id.data
     user_id = signed_in.user.id
     if target == "all":
@@ -155,7 +163,14 @@ def _require_session() -> SessionUser | None:
     return found
 
 
-def _account_page(form: ChangePasswordForm, status: int = 200) -> ResponseReturnValue:
+def account_page(
+    status: int = 200,
+    *,
+    form: ChangePasswordForm | None = None,
+    change_email_form: ChangeEmailForm | None = None,
+    delete_form: DeleteAccountForm | None = None,
+) -> ResponseReturnValue:
+    """/account, with the forms as submitted (and their errors) where one was refused."""
     signed_in = current_session()
     assert signed_in is not None
     user = signed_in.user
@@ -163,7 +178,9 @@ def _account_page(form: ChangePasswordForm, status: int = 200) -> ResponseReturn
         "account.html",
         status,
         user=user,
-        form=form,
+        form=form or ChangePasswordForm(formdata=None),
+        change_email_form=change_email_form or ChangeEmailForm(formdata=None),
+        delete_form=delete_form or DeleteAccountForm(formdata=None),
         logout_form=LogoutForm(),
         end_session_form=EndSessionForm(formdata=None),
         sessions=sessions.list_sessions(db(), user.id, services().clock()),

@@ -9,7 +9,6 @@ from __future__ import annotations
 from flask import Blueprint, request
 from flask.typing import ResponseReturnValue
 
-from authsvc.accounts.tokens import PURPOSES
 from authsvc.durations import describe_duration
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import services
@@ -24,7 +23,7 @@ def check_email() -> ResponseReturnValue:
     return render_page(
         "check_email.html",
         sent=sent if sent in SENT_KINDS else "resend",
-        purpose=purpose if purpose in PURPOSES else "verify",
+        purpose=purpose if purpose in ("reset", "verify") else "verify",
         ttl_text=describe_duration(ttl),
     )
 

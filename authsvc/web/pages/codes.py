@@ -8,9 +8,11 @@ wrong code and an address without one, so the page reveals no account.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
+from flask_wtf import FlaskForm
 
 from authsvc.accounts import actions
 from authsvc.accounts.passwords import WeakPassword
@@ -30,12 +32,19 @@ WRONG_CODE = (
 _STATUS = {"invalid_code": 422, "code_exhausted": 410, "token_expired": 410}
 
 
+def refused_code(template: str, form: FlaskForm, error: TokenError,
+                 **context: Any) -> ResponseReturnValue:
+    """A code form again after its code was refused: the wrong-code wording, or the page
+    saying the code is gone (410). Every code page of every purpose answers so."""
+    if error.code == "invalid_code":
+        form.code.errors = [WRONG_CODE]  # type: ignore[attr-defined]
+    return render_page(template, _STATUS.get(error.code, 422), form=form, problem=error.code,
+                       **context)
+
+
 def _refused(template: str, form: VerifyCodeForm | ResetCodeForm, purpose: str,
              error: TokenError, *, needs_password: bool) -> ResponseReturnValue:
-    if error.code == "invalid_code":
-        form.code.errors = [WRONG_CODE]
-    return render_page(template, _STATUS.get(error.code, 422), form=form, purpose=purpose,
-                       problem=error.code, needs_password=needs_password)
+    return refused_code(template, form, error, purpose=purpose, needs_password=needs_password)
 
 
 def verify_code() -> ResponseReturnValue:

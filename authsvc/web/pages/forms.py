@@ -158,3 +158,63 @@ class EndSessionForm(FlaskForm):
 
     session_id = HiddenField(validators=[InputRequired(), Length(max=20)])
     submit = SubmitField("End session")
+
+
+# --- an address over its life (SPEC §12) -------------------------------------------
+
+
+class ChangeEmailForm(FlaskForm):
+    """On /account: the new address, and the current password that allows asking."""
+
+    new_email = _email_field("New email address")
+    current = _password_field("Current password", "current-password")
+    submit = SubmitField("Send a confirmation link")
+
+
+class DeleteAccountForm(FlaskForm):
+    """On /account: the current password that allows asking for a deletion link."""
+
+    current = _password_field("Current password", "current-password")
+    submit = SubmitField("Delete account")
+
+
+class ConfirmChangeForm(FlaskForm):
+    """The button a person clicks to confirm a new address from its link."""
+
+    token = _token_field()
+    submit = SubmitField("Confirm my new email address")
+
+
+class UndoChangeForm(FlaskForm):
+    """The undo page: the button, and an optional new password (else a reset link is sent)."""
+
+    token = _token_field()
+    password = PasswordField(
+        "New password (optional)",
+        validators=[Optional(), Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG)],
+        render_kw={"autocomplete": "new-password"},
+    )
+    submit = SubmitField("Undo the change")
+
+
+class ConfirmDeletionForm(FlaskForm):
+    """The button a person clicks to delete the account from its link."""
+
+    token = _token_field()
+    submit = SubmitField("Delete my account")
+
+
+class ChangeCodeForm(FlaskForm):
+    """Confirms a new address with the emailed code, typed with that address."""
+
+    email = _email_field("New email address")
+    code = _code_field()
+    submit = SubmitField("Confirm my new email address")
+
+
+class DeletionCodeForm(FlaskForm):
+    """Deletes the account with the emailed code, typed with the address it came to."""
+
+    email = _email_field()
+    code = _code_field()
+    submit = SubmitField("Delete my account")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from flask import Response, request
 from flask.typing import ResponseReturnValue
 
-from authsvc.accounts import actions
+from authsvc.accounts import links
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
@@ -24,6 +24,10 @@ from authsvc.web.plumbing import db, services
 _STATUS = {"invalid_token": 400, "token_expired": 410, "token_superseded": 410, "token_used": 410}
 
 logger = logging.getLogger(__name__)
+# The links a dead one's page offers to send again (POST /links/resend); a
+# change or a deletion is asked again from the account page (it needs the
+# password), and an undo link is never sent again.
+RESENDABLE = ("reset", "verify")
 
 
 def checked_link(purpose: str) -> tuple[str, User | Response]:
@@ -31,7 +35,7 @@ def checked_link(purpose: str) -> tuple[str, User | Response]:
     redeem. Changes nothing: GET/HEAD (mail scanners prefetch links) only look."""
     token = request.args.get("token", "")
     try:
-        return token, actions.check_link(db(), services(), token, purpose)
+        return token, links.check_link(db(), services(), token, purpose)
     except TokenError as exc:
         return token, link_problem(exc, purpose, token)
 
@@ -55,7 +59,8 @@ def link_problem(error: TokenError, purpose: str, token: object) -> Response:
     """The page for a link that cannot be redeemed, with the way forward."""
     log_event(logger, "link_refused", purpose=purpose, code=error.code, method=request.method)
     resend = None
-    if error.code in {"token_expired", "token_superseded"} and isinstance(token, str):
+    if (error.code in {"token_expired", "token_superseded"} and isinstance(token, str)
+            and purpose in RESENDABLE):
         resend = ResendForm(formdata=None, token=token, purpose=purpose)
     return render_page(
         "link_problem.html",

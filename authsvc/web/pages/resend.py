@@ -14,11 +14,11 @@ from flask import Blueprint, current_app, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions, users
-from authsvc.accounts.tokens import PURPOSES, TokenError
+from authsvc.accounts.tokens import TokenError
 from authsvc.observability.logs import log_event
 from authsvc.observability.metrics import web_metrics
 from authsvc.web.pages.forms import ResendForm
-from authsvc.web.pages.link_problem import link_problem
+from authsvc.web.pages.link_problem import RESENDABLE, link_problem
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import db, services
 
@@ -29,7 +29,7 @@ def resend() -> ResponseReturnValue:
     """Queue a new link for the account an expired or replaced link belongs to."""
     form = ResendForm()
     purpose = form.purpose.data
-    if not form.validate_on_submit() or purpose not in PURPOSES:
+    if not form.validate_on_submit() or purpose not in RESENDABLE:
         return render_page("link_problem.html", 400, code="invalid_token", purpose="verify")
     svc = services()
     try:

@@ -7,7 +7,7 @@ import logging
 from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
-from authsvc.accounts import actions
+from authsvc.accounts import actions, links
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
@@ -57,7 +57,7 @@ def _set_password() -> ResponseReturnValue:
             return redirect(url_for("pages.login"), 303)
     # The form again, with its errors; only now does the page need the address.
     try:
-        holder = actions.check_link(db(), services(), token, "reset")
+        holder = links.check_link(db(), services(), token, "reset")
     except TokenError as exc:
         return link_problem(exc, "reset", token)
     return render_page("reset_confirm.html", 422, form=form, email=holder.email)

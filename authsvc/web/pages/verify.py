@@ -7,7 +7,7 @@ import logging
 from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from authsvc.accounts import actions
+from authsvc.accounts import actions, links
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
@@ -60,7 +60,7 @@ def _confirm() -> ResponseReturnValue:
 def _ask_again(form: ConfirmEmailForm, token: object) -> ResponseReturnValue:
     """The confirm page once more, with the form's errors (the link may have died meanwhile)."""
     try:
-        user = actions.check_link(db(), services(), token, "verify")
+        user = links.check_link(db(), services(), token, "verify")
     except TokenError as exc:
         return link_problem(exc, "verify", token)
     return _confirm_page(form, user, 422)

@@ -308,6 +308,7 @@ CREATE TABLE inbox_contents (
     links        text[] DEFAULT '{}'::text[] NOT NULL,
     raw          bytea NOT NULL,
     stored_bytes bigint GENERATED ALWAYS AS ((((octet_length(raw))::bigint + COALESCE(octet_length(text_body), 0)) + COALESCE(octet_length(html_body), 0))) STORED,
+    code         text,
     CONSTRAINT inbox_contents_pkey PRIMARY KEY (id)
 );
 
@@ -327,6 +328,17 @@ CREATE INDEX inbox_messages_scope ON public.inbox_messages USING btree (scope, i
 
 CREATE TABLE inbox_usage_deltas (
     bytes bigint NOT NULL
+);
+
+CREATE TABLE inbox_faults (
+    scope      text NOT NULL,
+    reply      text NOT NULL,
+    remaining  integer NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT inbox_faults_pkey PRIMARY KEY (scope),
+    CONSTRAINT inbox_faults_remaining_check CHECK (((remaining >= 0) AND (remaining <= 100))),
+    CONSTRAINT inbox_faults_reply_check CHECK ((reply ~ '^[45][0-9][0-9]( [ -~]{0,200})?$'::text)),
+    CONSTRAINT inbox_faults_scope_check CHECK ((scope = lower(scope)))
 );
 
 -- Functions
@@ -373,13 +385,13 @@ BEGIN
 END $function$;
 
 CREATE OR REPLACE FUNCTION public.inbox_visible_messages(in_scope text, in_since bigint, in_retention_seconds double precision, in_to text, in_subject text, in_q text)
- RETURNS TABLE(id bigint, scope text, recipients text[], received_at timestamp with time zone, mail_from text, subject text, message_id text, headers jsonb, links text[], raw bytea, text_body text, html_body text)
+ RETURNS TABLE(id bigint, scope text, recipients text[], received_at timestamp with time zone, mail_from text, subject text, message_id text, headers jsonb, links text[], raw bytea, text_body text, html_body text, code text)
  LANGUAGE sql
  STABLE
 AS $function$
     SELECT m.id, m.scope, m.recipients, m.received_at,
            c.mail_from, c.subject, c.message_id, c.headers, c.links,
-           c.raw, c.text_body, c.html_body
+           c.raw, c.text_body, c.html_body, c.code
     FROM inbox_messages AS m
     JOIN inbox_contents AS c ON c.id = m.content_id
     WHERE m.scope = in_scope AND m.id > in_since

@@ -17,7 +17,7 @@ from tests.api_support import _inline_refs
 from tests.inbox_support import Answer, HttpClient, email, inbox_services, send, serving_inbox
 
 # The pages, their script and stylesheet, and the parked-poll count: not the API.
-NOT_THE_API = re.compile(r"^/_inbox/(ui/.*|static/.*|waiting|)$")
+NOT_THE_API = re.compile(r"^/_inbox/(ui/.*|static/.*|waiting|favicon\.svg|)$")
 
 
 @pytest.fixture
@@ -86,6 +86,9 @@ def test_real_answers_match_their_schemas(inbox, sink, document):
            "/scopes/{scope}/messages/{id}")
     _check(document, inbox.get(f"{base}/messages/999999"), "get", "/scopes/{scope}/messages/{id}")
     _check(document, inbox.get("/_inbox/scopes"), "get", "/scopes")
+    found = inbox.get(f"/_inbox/search?q=to%3A{scope}&limit=1")
+    assert found.json["more"] is True and len(found.json["messages"]) == 1
+    _check(document, found, "get", "/search")
 
 
 TOKEN = "openapi-token"
@@ -135,7 +138,10 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
             ("GET", "/scopes/{scope}/messages/{id}/raw", message + "/raw",
              "/scopes/a%20b/messages/1/raw"),
             ("GET", "/openapi.json", "/openapi.json", None),
-            ("GET", "/events", "/events", None),
+            ("GET", "/events", "/events", "/events?scope=a%20b"),
+            ("GET", "/search", "/search?q=subject%3Aconfirm", "/search?q=after%3Anope"),
+            ("DELETE", "/scopes/{scope}/faults", f"/scopes/{scope}/faults",
+             "/scopes/a%20b/faults"),
         ]
         for method, documented, path, broken in operations:
             call(method, documented, path, anonymous)
@@ -144,6 +150,13 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
                 call(method, documented, broken)
             if documented != "/events":
                 call(method, documented, path)
+        fault = b'{"reply": "451 4.3.0 Try again later", "count": 2}'
+        faults = "/scopes/{scope}/faults"
+        call("POST", faults, f"/scopes/{scope}/faults", body=fault)
+        call("POST", faults, f"/scopes/{scope}/faults", body=b'{"reply": "250 fine"}')
+        call("POST", faults, f"/scopes/{scope}/faults", anonymous, body=fault)
+        call("POST", faults, f"/scopes/{scope}/faults", body=TOO_LARGE)
+        call("DELETE", faults, f"/scopes/{scope}/faults")
         call("GET", "/scopes/{scope}/messages/{id}", f"/scopes/{scope}/messages/999999")
         call("GET", "/scopes/{scope}/messages/{id}/raw", f"/scopes/{scope}/messages/999999/raw")
         call("GET", "/scopes/{scope}/expect-one", "/scopes/none/expect-one?timeout=0&settle=0")
@@ -152,6 +165,11 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
         status, start = _stream_status(url, "/_inbox/events", TOKEN)
         answered[("/events", "get")].add(status)
         assert start == b"retry: 2000"
+        one_path = "/scopes/{scope}/messages/{id}"
+        for path in (message, message, "/scopes/a%20b/messages/1"):  # 204, then 404, 400
+            call("DELETE", one_path, path)
+        call("DELETE", one_path, message, anonymous)
+        call("DELETE", one_path, message, body=TOO_LARGE)
         for documented, path in (("/scopes/{scope}", f"/scopes/{scope}"),
                                  ("/scopes/{scope}", "/scopes/a%20b")):
             call("DELETE", documented, path)
@@ -166,6 +184,8 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
             if documented != "/events":
                 call(method, documented, path)
         call("DELETE", "/scopes/{scope}", f"/scopes/{scope}")
+        call("DELETE", one_path, message)
+        call("POST", faults, f"/scopes/{scope}/faults", body=fault)
         status, whole = _stream_status(url, "/_inbox/events", TOKEN)
         assert (status, whole) == (200, b"retry: 2000")  # and then the end, no 503
         answered[("/events", "get")].add(status)

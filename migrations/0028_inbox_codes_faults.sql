@@ -1,4 +1,4 @@
--- The test inbox's code per message, faults on demand, and search (SPEC §16).
+-- The test inbox's code per message, search, and faults on demand (SPEC §16).
 --
 -- code: the 6-digit code of the text part, found once by the sink when it
 -- stores the message (authsvc/inbox/parsing.py find_code), so a listing that
@@ -41,3 +41,47 @@ CREATE TABLE inbox_faults (
     remaining integer NOT NULL CHECK (remaining BETWEEN 0 AND 100),
     created_at timestamptz NOT NULL DEFAULT now()
 );
+
+-- Search across scopes: whether one message matches every term of a query
+-- (each array holds escaped ILIKE patterns; an empty array asks nothing).
+-- PL/pgSQL, so the planner cannot inline it: it then judges the filter by a
+-- default selectivity rather than by estimates it cannot make for substring
+-- patterns (it guessed "one row" and sorted the whole inbox), and with COST
+-- high it walks the primary key newest first and stops at the page's LIMIT.
+-- A search for a common word reads a few rows; one that matches nothing
+-- reads every message once. `in_text` is NULL when no free word is asked
+-- for, so the text part is never read for a to:/from:/subject: search.
+CREATE FUNCTION inbox_search_matches(
+    in_scope text, in_recipients text[], in_from text, in_subject text, in_text text,
+    to_patterns text[], from_patterns text[], subject_patterns text[], word_patterns text[]
+) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE COST 1000 AS $$
+DECLARE
+    pattern text;
+    -- No pattern holds a newline (a query is one line), so none matches across two addresses.
+    recipients text := array_to_string(in_recipients, E'\n');
+BEGIN
+    FOREACH pattern IN ARRAY to_patterns LOOP
+        IF recipients NOT ILIKE pattern THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    FOREACH pattern IN ARRAY from_patterns LOOP
+        IF coalesce(in_from, '') NOT ILIKE pattern THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    FOREACH pattern IN ARRAY subject_patterns LOOP
+        IF coalesce(in_subject, '') NOT ILIKE pattern THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    FOREACH pattern IN ARRAY word_patterns LOOP
+        IF NOT (coalesce(in_subject, '') ILIKE pattern OR coalesce(in_from, '') ILIKE pattern
+                OR in_scope ILIKE pattern OR recipients ILIKE pattern
+                OR coalesce(in_text, '') ILIKE pattern) THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN true;
+END $$;

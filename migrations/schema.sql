@@ -384,6 +384,41 @@ BEGIN
     RETURN NULL;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.inbox_search_matches(in_scope text, in_recipients text[], in_from text, in_subject text, in_text text, to_patterns text[], from_patterns text[], subject_patterns text[], word_patterns text[])
+ RETURNS boolean
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE COST 1000
+AS $function$
+DECLARE
+    pattern text;
+    -- No pattern holds a newline (a query is one line), so none matches across two addresses.
+    recipients text := array_to_string(in_recipients, E'\n');
+BEGIN
+    FOREACH pattern IN ARRAY to_patterns LOOP
+        IF recipients NOT ILIKE pattern THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    FOREACH pattern IN ARRAY from_patterns LOOP
+        IF coalesce(in_from, '') NOT ILIKE pattern THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    FOREACH pattern IN ARRAY subject_patterns LOOP
+        IF coalesce(in_subject, '') NOT ILIKE pattern THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    FOREACH pattern IN ARRAY word_patterns LOOP
+        IF NOT (coalesce(in_subject, '') ILIKE pattern OR coalesce(in_from, '') ILIKE pattern
+                OR in_scope ILIKE pattern OR recipients ILIKE pattern
+                OR coalesce(in_text, '') ILIKE pattern) THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN true;
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.inbox_visible_messages(in_scope text, in_since bigint, in_retention_seconds double precision, in_to text, in_subject text, in_q text)
  RETURNS TABLE(id bigint, scope text, recipients text[], received_at timestamp with time zone, mail_from text, subject text, message_id text, headers jsonb, links text[], raw bytea, text_body text, html_body text, code text)
  LANGUAGE sql

@@ -26,7 +26,6 @@ _TRAILING = ".,;:!?)'\""
 # A lone 6-digit number, outside any link: a token in a link can hold six
 # digits in a row (the UI once showed "859679" from a token above the code).
 _CODE = re.compile(r"(?<![\w-])\d{6}(?![\d-])")
-_ANY_LINK = re.compile(r"\S+://\S+")
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,10 @@ class ParsedMessage:
 
 def find_code(text: str | None) -> str | None:
     """The first 6-digit code in the text part, if any."""
-    match = _CODE.search(_ANY_LINK.sub(" ", text or ""))
+    # Words holding "://" (links) dropped by splitting, which is linear: a regex such as
+    # \S+://\S+ backtracks quadratically over a long run of non-space characters.
+    words = (word for word in (text or "").split() if "://" not in word)
+    match = _CODE.search(" ".join(words))
     return match.group(0) if match else None
 
 

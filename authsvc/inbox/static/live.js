@@ -145,8 +145,9 @@
       const inner = frame.contentDocument && frame.contentDocument.documentElement;
       if (inner) {
         // Collapsed first, or a frame that was taller (a wider preview) would measure itself.
+        const border = frame.offsetHeight - frame.clientHeight; // box-sizing: border-box
         frame.style.height = "0px";
-        frame.style.height = inner.scrollHeight + "px";
+        frame.style.height = inner.scrollHeight + border + "px";
       }
     };
     frame.addEventListener("load", function () {

@@ -115,10 +115,10 @@ async def _scenario(dev: Dev, key: str) -> None:
         refused = await asyncio.gather(
             *(asyncio.to_thread(_deliver, dev.smtp_port, s) for s in shares))
         results = await asyncio.gather(*polls)
-        [found] = (await _searches(session, dev, 'subject:"for " to:qa+'))[-1:]
+        [searched] = (await _searches(session, dev, 'subject:"for " to:qa+'))[-1:]
 
     assert sum(refused) == len(faulty)
-    assert len(found["messages"]) == 20 and found["more"] is True
+    assert len(searched["messages"]) == 20 and searched["more"] is True
 
     statuses = [status for status, _ in results]
     assert statuses.count(503) == 0

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 from urllib.request import Request, urlopen
 
@@ -12,6 +17,7 @@ import psycopg
 import pytest
 from openapi_spec_validator import validate
 
+from authsvc.inbox.openapi import openapi_document
 from authsvc.inbox.server import MAX_BODY_BYTES, InboxServer
 from tests.api_support import _inline_refs
 from tests.inbox_support import Answer, HttpClient, email, inbox_services, send, serving_inbox
@@ -195,3 +201,33 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
         for path, item in document["paths"].items() for method, operation in item.items()
     }
     assert dict(answered) == documented_answers
+
+
+@pytest.mark.e2e
+def test_a_generated_client_gets_named_models_tagged_calls_and_narrowable_codes(tmp_path):
+    """openapi-python-client, as a team would run it on this document: every schema is a named
+    model (Message, ExpectOneConflict, …, not ExpectOneResponse200), calls are grouped by tag,
+    and each problem's `code` is an enum."""
+    (tmp_path / "openapi.json").write_text(json.dumps(openapi_document()))
+    # The tool knows no message/rfc822 (the raw source); it reads it as bytes when told.
+    (tmp_path / "config.json").write_text(
+        '{"content_type_overrides": {"message/rfc822": "application/octet-stream"}}')
+    tool = Path(sys.executable).with_name("openapi-python-client")
+    path = f"{tool.parent}{os.pathsep}{os.environ.get('PATH', '')}"  # it formats with ruff
+    result = subprocess.run(
+        [str(tool), "generate", "--path", "openapi.json", "--meta", "none",
+         "--config", "config.json", "--output-path", "inbox_client"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATH": path}, check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Warning" not in output, output  # nothing of the document was skipped
+    models = {p.stem for p in (tmp_path / "inbox_client" / "models").glob("*.py")}
+    for name in ("message", "link_state", "expect_one_conflict", "message_page",
+                 "search_page", "fault", "fault_request", "new_scope", "scope_list"):
+        assert name in models, sorted(models)
+    assert not [m for m in models if "response_200" in m or "response_409" in m], sorted(models)
+    calls = {p.parent.name for p in (tmp_path / "inbox_client" / "api").glob("*/*.py")}
+    assert {"scopes", "messages", "faults", "search", "live"} <= calls
+    assert [m for m in models if m.startswith("search_unavailable_problem_code")]

@@ -130,8 +130,9 @@ _SCHEMAS: dict[str, Any] = {
         ["count", "messages", "duplicates"],
         {"code": {"type": "string", "enum": ["no_message"]},
          "count": {"type": "integer", "enum": [0]},
-         "messages": {"type": "array", "maxItems": 0},
-         "duplicates": {"type": "array", "maxItems": 0}},
+         "messages": {"type": "array", "maxItems": 0, "items": _ref("Message")},
+         "duplicates": {"type": "array", "maxItems": 0,
+                        "items": {"type": "array", "items": {"type": "integer"}}}},
     )]},
     "LinkState": _object(["url", "purpose", "state"], {
         "url": {"type": "string"},
@@ -205,6 +206,7 @@ _SCHEMAS: dict[str, Any] = {
         "scope": {"type": "string"}, "reply": {"type": "string"},
         "count": {"type": "integer", "description": "Deliveries it will answer."},
     }),
+    "OpenApiDocument": {"type": "object", "description": "An OpenAPI 3.1 document (this one)."},
     "SearchPage": _object(["query", "messages", "more", "next_older_than"], {
         "query": {"type": "string"},
         "messages": {"type": "array", "items": _ref("Message"),
@@ -346,7 +348,8 @@ def openapi_document() -> dict[str, Any]:
                     "getRawMessage", "messages", "The message exactly as received.",
                     _answers({
                         "200": {"description": "The bytes.",
-                                "content": {"message/rfc822": {"schema": {"type": "string"}}}},
+                                "content": {"message/rfc822": {"schema": {"type": "string",
+                                                                           "format": "binary"}}}},
                         "404": _NOT_FOUND,
                     }),
                     parameters=message_path,
@@ -425,7 +428,7 @@ def openapi_document() -> dict[str, Any]:
             "/openapi.json": {
                 "get": _op(
                     "openapi", "document", "This document.",
-                    _answers({"200": _json("The document.", {"type": "object"})},
+                    _answers({"200": _json("The document.", _ref("OpenApiDocument"))},
                              parameters=False, database=False),
                 ),
             },

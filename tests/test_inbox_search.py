@@ -6,8 +6,11 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from authsvc.inbox import search
+from authsvc.inbox.params import BadRequest
 from tests.inbox_support import HttpClient, email, inbox_services, send, serving_inbox
 
 
@@ -141,3 +144,15 @@ def test_nothing_a_sender_writes_is_markup_in_search_results(inbox, sink):
                           sender=f'"{hostile}" <eve@evil.example>'))
     page = inbox.get("/_inbox/ui/search?q=" + quote("to:eve")).get_data(as_text=True)
     assert "<img" not in page and "Hi &lt;img src=x onerror=" in page
+
+
+@given(st.text(max_size=120))
+@settings(max_examples=300, deadline=None)
+def test_any_query_is_read_or_refused_with_a_reason_never_an_error(raw):
+    try:
+        query = search.parse_query(raw)
+    except BadRequest as exc:
+        assert exc.detail  # a 400 that says why
+        return
+    for value in (*query.to, *query.sender, *query.subject, *query.words):
+        assert value and "\n" not in value and "\x00" not in value

@@ -1,5 +1,9 @@
 """The test inbox's one HTTP server (aiohttp): every /_inbox answer, API, pages and live events.
 
+The API's handlers are here, the pages' (and the event streams') in
+authsvc.inbox.pages; both go through this server's door (body limit, the
+bearer token, errors as problems) and its pool of short queries.
+
 `authsvc inbox --http-port` runs it on the SMTP sink's event loop, alone or,
 under `authsvc dev`, in front of gunicorn: then it owns the public port and
 forwards every path outside /_inbox to the web app untouched

@@ -18,10 +18,26 @@ groups if a second one arrives within its settle time:
                       json={"email": inbox.address("alice")})
     inbox.expect_one()
 
-Or add `pytest_plugins = ["authsvc.testing"]` to a conftest.py and use the
-`scoped_inbox` fixture (a fresh scope per test); it reads the service URL
-from AUTHSVC_INBOX_URL (default http://127.0.0.1:8000) and the optional
-bearer token from AUTHSVC_TEST_INBOX_TOKEN.
+Each email carries its 6-digit `code` and the state of each authsvc link
+(`link_states`), read without using anything up; `inbox.link_state(url)`
+reads one link's state again later (after your app redeemed it, say):
+
+    email = inbox.expect_one()
+    assert email.code is not None
+    assert inbox.link_state(inbox.link(email, containing="token=")) == "would_redeem"
+
+Faults on demand: `inbox.fault("451 4.3.0 Try again later")` makes the SMTP
+sink refuse the scope's next delivery, so a test can prove that a refused
+first attempt is retried into exactly one email.
+
+Installed (authsvc, or the client alone), pytest finds the `scoped_inbox`
+fixture by itself (a pytest11 entry point); `pytest_plugins =
+["authsvc.testing"]` in a conftest.py does the same where it is not
+installed. The fixture gives each test a fresh scope, empties it after a
+passing test, and keeps a failing test's scope, naming its page in the
+inbox UI in the failure report. It reads the service URL from
+AUTHSVC_INBOX_URL (default http://127.0.0.1:8000) and the optional bearer
+token from AUTHSVC_TEST_INBOX_TOKEN.
 
 This module imports only the standard library (pytest only if present), so it
 also ships alone: `pip install ./clients/scoped-inbox` installs this very file
@@ -32,15 +48,27 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.error import HTTPError
 from urllib.parse import quote, urlencode
 from urllib.request import Request, urlopen
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """An authsvc link of an email and what it would do if clicked now.
+
+    `state` is one of would_redeem, used, superseded, expired, invalid;
+    `purpose` which kind of link it is (verify, reset, …), None when invalid.
+    """
+
+    url: str
+    purpose: str | None
+    state: str
 
 
 @dataclass(frozen=True)
@@ -58,6 +86,8 @@ class Email:
     links: list[str]
     received_at: str
     headers: dict[str, list[str]]
+    code: str | None = None  # the 6-digit code of the text part, if it has one
+    link_states: list[LinkState] = field(default_factory=list)  # as read when fetched
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Email:
@@ -65,7 +95,9 @@ class Email:
             id=data["id"], scope=data["scope"], to=data["to"], sender=data["from"],
             subject=data["subject"], message_id=data["message_id"], text=data["text"],
             html=data["html"], links=data["links"], received_at=data["received_at"],
-            headers=data.get("headers", {}),
+            headers=data.get("headers", {}), code=data.get("code"),
+            link_states=[LinkState(s["url"], s["purpose"], s["state"])
+                         for s in data.get("link_states", [])],
         )
 
 
@@ -91,10 +123,14 @@ class ScopedInbox:
 
     def _request(
         self, method: str, path: str, query: dict[str, Any] | None = None, timeout: float = 10.0,
+        payload: dict[str, Any] | None = None,
     ) -> tuple[int, Any]:
         """One call: the status and the decoded JSON body (None when empty)."""
         url = f"{self.base_url}/_inbox{path}" + (f"?{urlencode(query)}" if query else "")
-        request = Request(url, method=method)  # noqa: S310 - http(s) URL given by the test
+        data = None if payload is None else json.dumps(payload).encode()
+        request = Request(url, data=data, method=method)  # noqa: S310 - URL given by the test
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
@@ -172,12 +208,14 @@ class ScopedInbox:
             self.cursor = max(self.cursor, email.id)
             return email
         if status == 408:
-            raise InboxError(f"no email arrived in scope {self.scope} within {timeout} s")
+            raise InboxError(f"no email arrived in scope {self.scope} within {timeout} s"
+                             f" (see {self.ui_url()})")
         if status == 409:
             subjects = [f"#{m['id']} {m['subject']!r} to {m['to']}" for m in body["messages"]]
             raise InboxError(
                 f"expected one email in scope {self.scope}, got {body['count']}: "
                 f"{'; '.join(subjects)}; re-sends of one job: {body['duplicates']}"
+                f" (see {self.ui_url()})"
             )
         raise InboxError(f"expect-one failed: {status} {body}")
 
@@ -190,12 +228,47 @@ class ScopedInbox:
         raise InboxError(f"no link containing {containing!r} in {email.subject!r}: {email.links}")
 
     def code(self, email: Email | None = None) -> str:
-        """The 6-digit code in `email` (default: expect_one()): a line of six digits alone."""
+        """The 6-digit code of `email` (default: expect_one()), as the inbox found it."""
         email = email or self.expect_one()
-        found = re.search(r"^\s*(\d{6})\s*$", email.text or "", re.MULTILINE)
-        if found is None:
+        if email.code is None:
             raise InboxError(f"no 6-digit code in {email.subject!r}")
-        return found.group(1)
+        return email.code
+
+    def link_state(self, url: str) -> str:
+        """What the authsvc link `url`, emailed to this scope, would do if clicked now:
+        would_redeem, used, superseded, expired or invalid. Reading it uses nothing up."""
+        since = 0
+        while True:
+            query = {"since": since, "bodies": 0}
+            status, body = self._request("GET", self._path() + "/messages", query)
+            if status != 200:
+                raise InboxError(f"listing messages failed: {status} {body}")
+            for message in reversed(body["messages"]):  # the newest copy of a link first
+                for state in message["link_states"]:
+                    if state["url"] == url:
+                        return str(state["state"])
+            if not body["more"]:
+                raise InboxError(f"no authsvc link {url!r} in scope {self.scope}")
+            since = body["next_since"]
+
+    def fault(self, reply: str, count: int = 1) -> None:
+        """The SMTP sink answers this scope's next `count` deliveries with `reply`
+        (e.g. "451 4.3.0 Try again later": the sender retries; "550 5.1.1 No such user": it
+        gives up)."""
+        status, body = self._request("POST", self._path() + "/faults",
+                                     payload={"reply": reply, "count": count})
+        if status != 201:
+            raise InboxError(f"setting a fault failed: {status} {body}")
+
+    def clear_faults(self) -> None:
+        """Deliveries to this scope are stored again."""
+        status, body = self._request("DELETE", self._path() + "/faults")
+        if status != 204:
+            raise InboxError(f"clearing the faults failed: {status} {body}")
+
+    def ui_url(self) -> str:
+        """This scope's page in the inbox UI, for a person to look at."""
+        return f"{self.base_url}/_inbox/ui/scopes/{quote(str(self.scope), safe='')}"
 
     def clear(self) -> None:
         """Empty the scope."""
@@ -205,20 +278,37 @@ class ScopedInbox:
         self.cursor = 0
 
 
-def _scoped_inbox() -> Iterator[ScopedInbox]:
-    """A ScopedInbox with a fresh scope, emptied after the test."""
-    inbox = ScopedInbox(
-        os.environ.get("AUTHSVC_INBOX_URL", DEFAULT_URL),
-        token=os.environ.get("AUTHSVC_TEST_INBOX_TOKEN") or None,
-    )
-    inbox.new_scope()
-    yield inbox
-    inbox.clear()
-
-
 try:
     import pytest
 except ImportError:  # the client works without pytest; only the fixture needs it
     pass
 else:
-    scoped_inbox = pytest.fixture(_scoped_inbox, name="scoped_inbox")
+    _INBOX = pytest.StashKey[ScopedInbox]()
+    _FAILED = pytest.StashKey[bool]()
+
+    @pytest.fixture(name="scoped_inbox")
+    def _scoped_inbox(request: pytest.FixtureRequest) -> Iterator[ScopedInbox]:
+        """A ScopedInbox with a fresh scope: emptied after a passing test, kept after a
+        failing one (the failure report names its page in the inbox UI)."""
+        inbox = ScopedInbox(
+            os.environ.get("AUTHSVC_INBOX_URL", DEFAULT_URL),
+            token=os.environ.get("AUTHSVC_TEST_INBOX_TOKEN") or None,
+        )
+        inbox.new_scope()
+        request.node.stash[_INBOX] = inbox
+        yield inbox
+        if not request.node.stash.get(_FAILED, False):
+            inbox.clear()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        """A failing test that used the fixture keeps its scope; the report says where."""
+        outcome = yield
+        report = outcome.get_result()
+        inbox = item.stash.get(_INBOX, None)
+        if inbox is not None and report.failed and report.when == "call":
+            item.stash[_FAILED] = True
+            report.sections.append((
+                "scoped inbox",
+                f"scope {inbox.scope} was kept for a look: {inbox.ui_url()}",
+            ))

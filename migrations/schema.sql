@@ -58,7 +58,7 @@
 --                                            (a job's trail goes with it)
 --
 -- email_job_events.event takes only these names (the CHECK
--- email_job_events_event_check is the one list):
+-- email_job_events_event_check, migration 0023, is the one list):
 --
 --   claimed     a worker leased the job; attempt is the claim's attempt_count
 --   sent        taken by the mail server or provider (provider_message_id)
@@ -75,8 +75,8 @@
 -- The outbox's figures (outbox stats, /metrics) count the pending side live
 -- and take the rest from outbox_counters: the claim, outcome, redrive and
 -- prune statements each append what they changed to outbox_counter_deltas
--- (jobs_<status>, events_<event>, events_lease_expired, the send-latency
--- buckets); every worker folds the deltas about once a second;
+-- (migration 0024: jobs_<status>, events_<event>, events_lease_expired, the
+-- send-latency buckets); every worker folds the deltas about once a second;
 -- a read adds the unfolded ones (outbox_counter_totals()). docs/worker.md,
 -- "Where the figures come from".
 --
@@ -85,20 +85,24 @@
 -- holds them to these CHECKs.
 --
 -- =========================================================================
--- MIGRATION NUMBERS: 0000, then the baseline 0026
+-- MISSING MIGRATION NUMBERS: 0003, 0009, 0010
 -- =========================================================================
 --
--- 0000 makes the runner's own table. 0026_baseline.sql builds the rest in one
--- file, grouped by what owns each table: it replaced 0001-0026, which built
--- the same schema one change at a time, so an installation that applied
--- 0026 skips it, and one that stopped earlier is refused before anything
--- runs (authsvc/db/migrate.py BASELINE: upgrade it with the previous release
--- first). The old files are in the history (`git log -- migrations/`).
+-- No file with these numbers was ever committed (`git log --all --
+-- migrations/` adds none and deletes none). Numbers were handed out ahead,
+-- one to each line of work started in parallel from the same commit, and
+-- those three lines merged without a schema change; the history shows the
+-- handing out, as 0007 was committed before 0005 and 0006. Three lines left
+-- one commit together: account integrity took 0002, worker speed 0004, and
+-- the test inbox at scale needed none (0003). Six later left another:
+-- the outbox's one home (0005), email codes (0006), app events (0007) and
+-- suppressions (0008) brought migrations; the tests' layout and the review
+-- of account integrity (which changed 0002 in place) did not (0009, 0010).
 --
--- A new migration takes the number after the highest (0028 next). Never one
--- below the baseline, which the runner refuses: it applies every file not
--- yet recorded, in number order, so such a file would run before the
--- baseline on a new database and last on every existing one.
+-- Leave the gaps empty. The runner applies every file not yet recorded, in
+-- number order, so a new 0003 would run first on a new database and last
+-- on every existing one: two schemas from one set of files. A new migration
+-- takes the number after the highest.
 
 -- ==== Generated below this line by `python -m tools.schema_sql`: do not edit by hand. ====
 -- From PostgreSQL 16 (other major versions may word expressions differently).
@@ -310,6 +314,7 @@ CREATE TABLE inbox_contents (
     links        text[] DEFAULT '{}'::text[] NOT NULL,
     raw          bytea NOT NULL,
     stored_bytes bigint GENERATED ALWAYS AS ((((octet_length(raw))::bigint + COALESCE(octet_length(text_body), 0)) + COALESCE(octet_length(html_body), 0))) STORED,
+    code         text,
     CONSTRAINT inbox_contents_pkey PRIMARY KEY (id)
 );
 
@@ -356,6 +361,17 @@ CREATE TABLE deleted_accounts (
 );
 CREATE INDEX deleted_accounts_digest ON public.deleted_accounts USING btree (address_digest);
 
+CREATE TABLE inbox_faults (
+    scope      text NOT NULL,
+    reply      text NOT NULL,
+    remaining  integer NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT inbox_faults_pkey PRIMARY KEY (scope),
+    CONSTRAINT inbox_faults_remaining_check CHECK (((remaining >= 0) AND (remaining <= 100))),
+    CONSTRAINT inbox_faults_reply_check CHECK ((reply ~ '^[45][0-9][0-9]( [ -~]{0,200})?$'::text)),
+    CONSTRAINT inbox_faults_scope_check CHECK ((scope = lower(scope)))
+);
+
 -- Functions
 
 CREATE OR REPLACE FUNCTION public.account_belongs_to_app(account bigint, app uuid)
@@ -399,14 +415,49 @@ BEGIN
     RETURN NULL;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.inbox_search_matches(in_scope text, in_recipients text[], in_from text, in_subject text, in_text text, to_patterns text[], from_patterns text[], subject_patterns text[], word_patterns text[])
+ RETURNS boolean
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE COST 1000
+AS $function$
+DECLARE
+    pattern text;
+    -- No pattern holds a newline (a query is one line), so none matches across two addresses.
+    recipients text := array_to_string(in_recipients, E'\n');
+BEGIN
+    FOREACH pattern IN ARRAY to_patterns LOOP
+        IF recipients NOT ILIKE pattern THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    FOREACH pattern IN ARRAY from_patterns LOOP
+        IF coalesce(in_from, '') NOT ILIKE pattern THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    FOREACH pattern IN ARRAY subject_patterns LOOP
+        IF coalesce(in_subject, '') NOT ILIKE pattern THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    FOREACH pattern IN ARRAY word_patterns LOOP
+        IF NOT (coalesce(in_subject, '') ILIKE pattern OR coalesce(in_from, '') ILIKE pattern
+                OR in_scope ILIKE pattern OR recipients ILIKE pattern
+                OR coalesce(in_text, '') ILIKE pattern) THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN true;
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.inbox_visible_messages(in_scope text, in_since bigint, in_retention_seconds double precision, in_to text, in_subject text, in_q text)
- RETURNS TABLE(id bigint, scope text, recipients text[], received_at timestamp with time zone, mail_from text, subject text, message_id text, headers jsonb, links text[], raw bytea, text_body text, html_body text)
+ RETURNS TABLE(id bigint, scope text, recipients text[], received_at timestamp with time zone, mail_from text, subject text, message_id text, headers jsonb, links text[], raw bytea, text_body text, html_body text, code text)
  LANGUAGE sql
  STABLE
 AS $function$
     SELECT m.id, m.scope, m.recipients, m.received_at,
            c.mail_from, c.subject, c.message_id, c.headers, c.links,
-           c.raw, c.text_body, c.html_body
+           c.raw, c.text_body, c.html_body, c.code
     FROM inbox_messages AS m
     JOIN inbox_contents AS c ON c.id = m.content_id
     WHERE m.scope = in_scope AND m.id > in_since

@@ -91,7 +91,9 @@ def test_generated_client_signs_up_verifies_by_code_and_resets(live_server, conn
         body=models.VerificationConfirm(email=email, code=f"{(int(code) + 1) % 10**6:06d}"),
     )
     assert wrong.status_code == 400
-    assert isinstance(wrong.parsed, models.Problem) and wrong.parsed.code == "invalid_code"
+    # Each answer's problem is its own type, `code` an enum of what that answer carries.
+    assert type(wrong.parsed).__name__ == "InvalidRequestInvalidTokenInvalidCodeProblem"
+    assert wrong.parsed.code.value == "invalid_code"
 
     verified = calls["confirm_verification"].sync(
         client=client, body=models.VerificationConfirm(email=email, code=code)
@@ -116,6 +118,7 @@ def test_generated_client_signs_up_verifies_by_code_and_resets(live_server, conn
     refused = calls["check_credentials"].sync(
         client=client, body=models.SessionRequest(email=email, password=PASSWORD)
     )
-    assert isinstance(refused, models.Problem) and refused.code == "invalid_credentials"
+    assert type(refused).__name__ == "UnauthorizedInvalidCredentialsProblem"
+    assert refused.code.value == "invalid_credentials"
     document = json.loads((tmp_path / "openapi.json").read_text())
     assert document["servers"][0]["url"] == live_server

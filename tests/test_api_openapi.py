@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from openapi_spec_validator import validate
 
+from authsvc.web.api.openapi import problem_schema_name
 from authsvc.web.api.requests import (
     LINK_REQUEST,
     PASSWORD_RESET_CONFIRM,
@@ -87,16 +88,24 @@ def test_operations_are_named_tagged_and_summarised_for_generated_clients(docume
     ]
 
 
-def test_every_error_shares_the_one_problem_schema(document):
+def test_every_error_is_the_one_problem_with_its_codes_as_an_enum(document):
+    """Each error answer names a schema that is the Problem with `code` narrowed to the codes
+    that answer carries, so a TypeScript client can switch on it."""
+    schemas = document["components"]["schemas"]
     for item in document["paths"].values():
         for operation in item.values():
             for status, response in operation["responses"].items():
                 if int(status) < 400:
                     continue
-                assert response["content"] == {
-                    "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
-                }, status
-                assert response["x-problem-codes"]
+                [(media, content)] = response["content"].items()
+                assert media == "application/problem+json", status
+                name = content["schema"]["$ref"].removeprefix("#/components/schemas/")
+                codes = response["x-problem-codes"]
+                assert codes and name == problem_schema_name(codes)
+                base, narrowed = schemas[name]["allOf"]
+                assert base == {"$ref": "#/components/schemas/Problem"}
+                assert narrowed["properties"]["code"]["enum"] == codes
+    assert "enum" not in schemas["Problem"]["properties"]["code"]  # open for codes added later
 
 
 def test_request_schemas_are_strict(document):

@@ -151,8 +151,11 @@ def test_the_inbox_tables_fit_a_phone(phone, inbox_url, sink, tmp_path):
     phone.screenshot(path=str(tmp_path / "inbox-index-390.png"), full_page=True)
     fits_the_screen(phone, "main")
 
+    fits_the_screen(phone, "header")  # the search box too
+
     phone.get_by_role("link", name="checkout-42").click()
     expect(phone.get_by_role("heading", name="Scope checkout-42")).to_be_visible()
+    expect(phone.get_by_role("status")).to_contain_text("Live: updated")  # rows rebuilt live
     phone.screenshot(path=str(tmp_path / "inbox-scope-390.png"), full_page=True)
     expect(phone.get_by_role("cell", name=long_recipient, exact=False)).to_be_visible()
     fits_the_screen(phone, "main table", words_whole=False)  # the long address must wrap
@@ -163,6 +166,12 @@ def test_the_inbox_tables_fit_a_phone(phone, inbox_url, sink, tmp_path):
     phone.screenshot(path=str(tmp_path / "inbox-message-390.png"), full_page=True)
     fits_the_screen(phone, "main", words_whole=False)
     fits_the_screen(phone, "main table.headers th")
+
+    phone.goto(f"{inbox_url}/_inbox/ui/search?q=to%3Acheckout-42")
+    expect(phone.locator("#results tbody tr")).to_have_count(2)
+    phone.screenshot(path=str(tmp_path / "inbox-search-390.png"), full_page=True)
+    fits_the_screen(phone, "main table", words_whole=False)  # the long address must wrap
+    fits_the_screen(phone, "main table time, main table a, main table th, main p")
 
 
 def _email_html(template: str) -> str:
@@ -198,4 +207,9 @@ def test_the_icon_is_linked_and_loads(phone, base_url, sink, env, pool, clock, p
         assert answer.headers["content-type"].startswith("image/svg+xml")
     for inbox_url in serve_front(sink, env, pool, passwords, clock):
         phone.goto(f"{inbox_url}/_inbox/")
-        assert phone.locator("link[rel=icon]").get_attribute("href") == href
+        # The inbox serves the same icon itself: it has one when run without the web app.
+        inbox_href = phone.locator("link[rel=icon]").get_attribute("href")
+        assert inbox_href == "/_inbox/favicon.svg"
+        mine, theirs = (phone.request.get(f"{inbox_url}{h}") for h in (inbox_href, href))
+        assert mine.status == 200 and mine.body() == theirs.body()
+        assert mine.headers["content-type"].startswith("image/svg+xml")

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 from urllib.request import Request, urlopen
 
@@ -12,12 +17,13 @@ import psycopg
 import pytest
 from openapi_spec_validator import validate
 
+from authsvc.inbox.openapi import openapi_document
 from authsvc.inbox.server import MAX_BODY_BYTES, InboxServer
 from tests.api_support import _inline_refs
 from tests.inbox_support import Answer, HttpClient, email, inbox_services, send, serving_inbox
 
 # The pages, their script and stylesheet, and the parked-poll count: not the API.
-NOT_THE_API = re.compile(r"^/_inbox/(ui/.*|static/.*|waiting|)$")
+NOT_THE_API = re.compile(r"^/_inbox/(ui/.*|static/.*|waiting|favicon\.svg|)$")
 
 
 @pytest.fixture
@@ -86,6 +92,9 @@ def test_real_answers_match_their_schemas(inbox, sink, document):
            "/scopes/{scope}/messages/{id}")
     _check(document, inbox.get(f"{base}/messages/999999"), "get", "/scopes/{scope}/messages/{id}")
     _check(document, inbox.get("/_inbox/scopes"), "get", "/scopes")
+    found = inbox.get(f"/_inbox/search?q=to%3A{scope}&limit=1")
+    assert found.json["more"] is True and len(found.json["messages"]) == 1
+    _check(document, found, "get", "/search")
 
 
 TOKEN = "openapi-token"
@@ -135,7 +144,10 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
             ("GET", "/scopes/{scope}/messages/{id}/raw", message + "/raw",
              "/scopes/a%20b/messages/1/raw"),
             ("GET", "/openapi.json", "/openapi.json", None),
-            ("GET", "/events", "/events", None),
+            ("GET", "/events", "/events", "/events?scope=a%20b"),
+            ("GET", "/search", "/search?q=subject%3Aconfirm", "/search?q=after%3Anope"),
+            ("DELETE", "/scopes/{scope}/faults", f"/scopes/{scope}/faults",
+             "/scopes/a%20b/faults"),
         ]
         for method, documented, path, broken in operations:
             call(method, documented, path, anonymous)
@@ -144,6 +156,13 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
                 call(method, documented, broken)
             if documented != "/events":
                 call(method, documented, path)
+        fault = b'{"reply": "451 4.3.0 Try again later", "count": 2}'
+        faults = "/scopes/{scope}/faults"
+        call("POST", faults, f"/scopes/{scope}/faults", body=fault)
+        call("POST", faults, f"/scopes/{scope}/faults", body=b'{"reply": "250 fine"}')
+        call("POST", faults, f"/scopes/{scope}/faults", anonymous, body=fault)
+        call("POST", faults, f"/scopes/{scope}/faults", body=TOO_LARGE)
+        call("DELETE", faults, f"/scopes/{scope}/faults")
         call("GET", "/scopes/{scope}/messages/{id}", f"/scopes/{scope}/messages/999999")
         call("GET", "/scopes/{scope}/messages/{id}/raw", f"/scopes/{scope}/messages/999999/raw")
         call("GET", "/scopes/{scope}/expect-one", "/scopes/none/expect-one?timeout=0&settle=0")
@@ -152,6 +171,11 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
         status, start = _stream_status(url, "/_inbox/events", TOKEN)
         answered[("/events", "get")].add(status)
         assert start == b"retry: 2000"
+        one_path = "/scopes/{scope}/messages/{id}"
+        for path in (message, message, "/scopes/a%20b/messages/1"):  # 204, then 404, 400
+            call("DELETE", one_path, path)
+        call("DELETE", one_path, message, anonymous)
+        call("DELETE", one_path, message, body=TOO_LARGE)
         for documented, path in (("/scopes/{scope}", f"/scopes/{scope}"),
                                  ("/scopes/{scope}", "/scopes/a%20b")):
             call("DELETE", documented, path)
@@ -166,6 +190,8 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
             if documented != "/events":
                 call(method, documented, path)
         call("DELETE", "/scopes/{scope}", f"/scopes/{scope}")
+        call("DELETE", one_path, message)
+        call("POST", faults, f"/scopes/{scope}/faults", body=fault)
         status, whole = _stream_status(url, "/_inbox/events", TOKEN)
         assert (status, whole) == (200, b"retry: 2000")  # and then the end, no 503
         answered[("/events", "get")].add(status)
@@ -175,3 +201,33 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
         for path, item in document["paths"].items() for method, operation in item.items()
     }
     assert dict(answered) == documented_answers
+
+
+@pytest.mark.e2e
+def test_a_generated_client_gets_named_models_tagged_calls_and_narrowable_codes(tmp_path):
+    """openapi-python-client, as a team would run it on this document: every schema is a named
+    model (Message, ExpectOneConflict, …, not ExpectOneResponse200), calls are grouped by tag,
+    and each problem's `code` is an enum."""
+    (tmp_path / "openapi.json").write_text(json.dumps(openapi_document()))
+    # The tool knows no message/rfc822 (the raw source); it reads it as bytes when told.
+    (tmp_path / "config.json").write_text(
+        '{"content_type_overrides": {"message/rfc822": "application/octet-stream"}}')
+    tool = Path(sys.executable).with_name("openapi-python-client")
+    path = f"{tool.parent}{os.pathsep}{os.environ.get('PATH', '')}"  # it formats with ruff
+    result = subprocess.run(
+        [str(tool), "generate", "--path", "openapi.json", "--meta", "none",
+         "--config", "config.json", "--output-path", "inbox_client"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATH": path}, check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Warning" not in output, output  # nothing of the document was skipped
+    models = {p.stem for p in (tmp_path / "inbox_client" / "models").glob("*.py")}
+    for name in ("message", "link_state", "expect_one_conflict", "message_page",
+                 "search_page", "fault", "fault_request", "new_scope", "scope_list"):
+        assert name in models, sorted(models)
+    assert not [m for m in models if "response_200" in m or "response_409" in m], sorted(models)
+    calls = {p.parent.name for p in (tmp_path / "inbox_client" / "api").glob("*/*.py")}
+    assert {"scopes", "messages", "faults", "search", "live"} <= calls
+    assert [m for m in models if m.startswith("search_unavailable_problem_code")]

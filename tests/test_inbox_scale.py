@@ -1,4 +1,5 @@
-"""QA scale on a real `authsvc dev`: 1,000 long polls at once, none refused, the API unslowed."""
+"""QA scale on a real `authsvc dev`: 1,000 long polls at once, none refused, the API unslowed,
+with searches running and a quarter of the scopes refusing their first delivery (faults)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from tests.test_dev import Dev, _printed_key, running_dev
 pytestmark = pytest.mark.e2e
 POLLS = 1000
 API_CALLS = 50
+SEARCHES = 20
+FAULT = "451 4.3.0 Try again later"
 
 
 def _email(address: str, subject: str) -> EmailMessage:
@@ -30,10 +33,28 @@ def _email(address: str, subject: str) -> EmailMessage:
     return message
 
 
-def _deliver(port: int, scopes: list[str]) -> None:
+def _deliver(port: int, scopes: list[str]) -> int:
+    """One email per scope, sent again when refused (as a worker retries); how many were."""
+    refused = 0
     with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
         for scope in scopes:
-            client.send_message(_email(f"qa+{scope}@inbox.test", f"for {scope}"))
+            message = _email(f"qa+{scope}@inbox.test", f"for {scope}")
+            try:
+                client.send_message(message)
+            except smtplib.SMTPRecipientsRefused as exc:
+                assert [code for code, _ in exc.recipients.values()] == [451]
+                refused += 1
+                client.send_message(message)
+    return refused
+
+
+async def _searches(session: aiohttp.ClientSession, dev: Dev, query: str) -> list[dict]:
+    answers = []
+    for _ in range(SEARCHES):
+        async with session.get(f"{dev.url}/_inbox/search", params={"q": query}) as response:
+            assert response.status == 200, await response.text()
+            answers.append(json.loads(await response.read()))
+    return answers
 
 
 async def _api_latencies(session: aiohttp.ClientSession, dev: Dev, key: str) -> list[float]:
@@ -64,6 +85,11 @@ async def _scenario(dev: Dev, key: str) -> None:
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         await _api_latencies(session, dev, key)  # warm-up: connections, prepared plans
         idle = await _api_latencies(session, dev, key)
+        faulty = set(scopes[::4])  # their first delivery is refused
+        for scope in faulty:
+            async with session.post(f"{dev.url}/_inbox/scopes/{scope}/faults",
+                                    json={"reply": FAULT, "count": 1}) as response:
+                assert response.status == 201, await response.text()
 
         async def poll(n: int, scope: str) -> tuple[int, dict]:
             # Half use expect-one, half a listing with wait/min, as suites do.
@@ -81,12 +107,18 @@ async def _scenario(dev: Dev, key: str) -> None:
             assert not any(p.done() for p in polls), [p.result() for p in polls if p.done()][:3]
             await asyncio.sleep(0.1)
 
-        busy = await _api_latencies(session, dev, key)
+        busy, _ = await asyncio.gather(_api_latencies(session, dev, key),
+                                       _searches(session, dev, "subject:for to:qa+"))
         assert not any(p.done() for p in polls), "a long poll answered before any mail"
 
         shares = [scopes[i::4] for i in range(4)]
-        await asyncio.gather(*(asyncio.to_thread(_deliver, dev.smtp_port, s) for s in shares))
+        refused = await asyncio.gather(
+            *(asyncio.to_thread(_deliver, dev.smtp_port, s) for s in shares))
         results = await asyncio.gather(*polls)
+        [searched] = (await _searches(session, dev, 'subject:"for " to:qa+'))[-1:]
+
+    assert sum(refused) == len(faulty)
+    assert len(searched["messages"]) == 20 and searched["more"] is True
 
     statuses = [status for status, _ in results]
     assert statuses.count(503) == 0

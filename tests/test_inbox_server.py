@@ -149,25 +149,61 @@ def test_scoped_inbox_reports_duplicates_and_silence(server: Server):
         inbox.expect_one(settle=0.5)
 
 
-def test_scoped_inbox_fixture_as_a_pytest_plugin(server: Server, tmp_path):
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["authsvc.testing"]\n')
-    (tmp_path / "test_theirs.py").write_text(
-        "import os, smtplib\n"
-        "from email.message import EmailMessage\n"
-        "def test_one_email(scoped_inbox):\n"
-        "    message = EmailMessage()\n"
-        "    message['From'], message['To'] = 'app@example.com', scoped_inbox.address('bo')\n"
-        "    message['Subject'] = 'Welcome'\n"
-        "    message.set_content('Confirm: https://their.app/confirm?token=t1')\n"
-        "    port = int(os.environ['SINK_PORT'])\n"
-        "    with smtplib.SMTP('127.0.0.1', port) as client:\n"
-        "        client.send_message(message)\n"
-        "    assert scoped_inbox.link(containing='token=').endswith('token=t1')\n"
-    )
+_THEIR_TESTS = (
+    "import os, smtplib\n"
+    "from email.message import EmailMessage\n"
+    "def _send(scoped_inbox, subject):\n"
+    "    message = EmailMessage()\n"
+    "    message['From'], message['To'] = 'app@example.com', scoped_inbox.address('bo')\n"
+    "    message['Subject'] = subject\n"
+    "    message.set_content('Confirm: https://their.app/confirm?token=t1')\n"
+    "    with smtplib.SMTP('127.0.0.1', int(os.environ['SINK_PORT'])) as client:\n"
+    "        client.send_message(message)\n"
+    "    with open(os.environ['SCOPES_FILE'], 'a') as scopes:\n"
+    "        scopes.write(scoped_inbox.scope + '\\n')\n"
+    "def test_one_email(scoped_inbox):\n"
+    "    _send(scoped_inbox, 'Welcome')\n"
+    "    assert scoped_inbox.link(containing='token=').endswith('token=t1')\n"
+    "def test_that_fails(scoped_inbox):\n"
+    "    _send(scoped_inbox, 'Kept')\n"
+    "    assert scoped_inbox.expect_one().subject == 'Something else'\n"
+)
+
+
+def _run_their_suite(server: Server, folder) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    scopes = folder / "scopes.txt"
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "AUTHSVC_INBOX_URL": server.url, "SINK_PORT": str(server.smtp_port)},
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
+        cwd=folder, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "AUTHSVC_INBOX_URL": server.url, "SINK_PORT": str(server.smtp_port),
+             "SCOPES_FILE": str(scopes)},
     )
+    return result, scopes.read_text().split()
+
+
+def _count(server: Server, scope: str) -> int:
+    return len(ScopedInbox(server.url)._request("GET", f"/scopes/{scope}/messages")[1]["messages"])
+
+
+def test_the_fixture_loads_by_itself_and_keeps_a_failing_tests_scope(server: Server, tmp_path):
+    """Installed, the plugin needs no conftest; a failing test's scope is kept and its UI
+    address printed in the failure; a passing test's scope is emptied."""
+    (tmp_path / "test_theirs.py").write_text(_THEIR_TESTS)
+    result, (passed_scope, failed_scope) = _run_their_suite(server, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "1 failed, 1 passed" in result.stdout
+    assert "scoped inbox" in result.stdout
+    page = f"{server.url}/_inbox/ui/scopes/{failed_scope}"
+    assert f"scope {failed_scope} was kept for a look: {page}" in result.stdout
+    assert _count(server, failed_scope) == 1
+    assert _count(server, passed_scope) == 0
+
+
+def test_a_conftest_naming_the_plugin_still_works_beside_the_entry_point(
+    server: Server, tmp_path
+):
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["authsvc.testing"]\n')
+    (tmp_path / "test_theirs.py").write_text(_THEIR_TESTS.split("def test_that_fails")[0])
+    result, _ = _run_their_suite(server, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout

@@ -8,7 +8,7 @@ import smtplib
 import pytest
 
 from authsvc.accounts import actions, deletion, email_change
-from authsvc.inbox.link_states import find_code
+from authsvc.inbox.parsing import find_code
 from authsvc.services import Services
 from authsvc.worker import jobs
 from tests.inbox_support import (
@@ -71,12 +71,14 @@ def test_the_message_page_shows_link_states_without_consuming_them(
         states = re.findall(r'data-state="([a-z_]+)"', html)
         assert states == ["used", "superseded", "would_redeem"]
     assert '<p class="code" id="code">123456</p>' in html
-    assert "<iframe" in html and re.search(r"<iframe[^>]*\ssandbox\s", html)
-    assert "allow-scripts" not in html and "allow-same-origin" not in html
+    # Same origin only, so the page can read the email's height; never scripts, forms or popups.
+    assert re.search(r'<iframe[^>]*\ssandbox="allow-same-origin"\s', html)
+    assert "allow-scripts" not in html and "allow-forms" not in html
     assert f"/_inbox/scopes/states/messages/{inbox_id}/raw" in html
     framed = inbox.get(f"/_inbox/ui/scopes/states/messages/{inbox_id}/html")
-    assert framed.headers["Content-Security-Policy"].startswith("sandbox;")
-    assert "script-src" not in framed.headers["Content-Security-Policy"]
+    policy = framed.headers["Content-Security-Policy"]
+    assert policy.startswith("sandbox allow-same-origin;") and "default-src 'none'" in policy
+    assert "script-src" not in policy and "allow-scripts" not in policy
     assert framed.headers["X-Frame-Options"] == "SAMEORIGIN"
 
 

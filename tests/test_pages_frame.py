@@ -101,10 +101,12 @@ def test_the_inbox_ui_links_the_same_icon(env, pool, clock, passwords, client):
     with running_sink(pool) as sink:
         for url in serve_front(sink, env, pool, passwords, clock):
             inbox = HttpClient(url)
+            # The inbox serves the same file itself, so it has one without the web app too.
             icon = _icon_of(inbox, "/_inbox/")
-            assert icon == _icon_of(client, "/login")
+            assert icon == "/_inbox/favicon.svg"
             served = inbox.get(icon)
             assert served.status_code == 200 and served.mimetype == "image/svg+xml"
+            assert served.data == client.get(_icon_of(client, "/login")).get_data()
             # The UI's own policy lets the page load it.
             policy = inbox.get("/_inbox/").headers["Content-Security-Policy"]
             assert "img-src 'self'" in policy

@@ -25,6 +25,7 @@ from authsvc.db.migrate import upgrade
 READY_TIMEOUT_SECONDS = 60.0
 STOP_GRACE_SECONDS = 15.0
 DEV_APP_NAME = "dev"
+DEV_RETRY_SECONDS = 1.0  # the dev worker's first retry: 1-1.5 s, then doubling
 
 
 def ensure_dev_app(database_url: str, settings: Settings) -> str:
@@ -213,7 +214,9 @@ def dev(port: int, smtp_port: int) -> None:
                 "--upstream", f"http://127.0.0.1:{web_port}",
             ],
         )
-        stack.start("worker", [*cli, "worker"])
+        # A sandbox retries a refused delivery within seconds (not 30 s), so that QA can
+        # watch a fault on demand turn into exactly one email (docs/inbox.md).
+        stack.start("worker", [*cli, "worker", "--retry-base-seconds", str(DEV_RETRY_SECONDS)])
         _wait_until_ready(stack, stop, port, smtp_port)
         if not stop.is_set():
             click.echo(_banner(settings, port, smtp_port, key))

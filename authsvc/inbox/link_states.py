@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import re
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from psycopg import Connection
 
 from authsvc.accounts import links
 from authsvc.accounts.tokens import PURPOSES, TokenError
+from authsvc.inbox import messages, search
+from authsvc.inbox.messages import InboxMessage, Page
 from authsvc.services import Services
 
-# A lone 6-digit number, outside any link: a token in a link can hold six
-# digits in a row (the UI once showed "859679" from a token above the code).
-_CODE = re.compile(r"(?<![\w-])\d{6}(?![\d-])")
-_LINK = re.compile(r"\S+://\S+")
 _STATES = {
     "token_used": "used",
     "token_superseded": "superseded",
@@ -41,11 +41,8 @@ class LinkState:
     def label(self) -> str:
         return LABELS.get(self.state or "", "")
 
-
-def find_code(text: str | None) -> str | None:
-    """The first 6-digit code in the text part, if any."""
-    match = _CODE.search(_LINK.sub(" ", text or ""))
-    return match.group(0) if match else None
+    def as_json(self) -> dict[str, str | None]:
+        return {"url": self.url, "purpose": self.purpose, "state": self.state}
 
 
 def _token(url: str, base_url: str) -> str | None:
@@ -71,3 +68,38 @@ def link_state(conn: Connection, svc: Services, url: str) -> LinkState:
             return LinkState(url, purpose, _STATES[exc.code])
         return LinkState(url, purpose, "would_redeem")
     return LinkState(url, None, "invalid")
+
+
+def with_states(
+    conn: Connection, svc: Services, found: Sequence[InboxMessage]
+) -> list[InboxMessage]:
+    """The messages with `link_states` filled in, each read now; a link seen twice is read once."""
+    known: dict[str, LinkState] = {}
+    answered = []
+    for message in found:
+        for url in message.links:
+            if url not in known:
+                known[url] = link_state(conn, svc, url)
+        states = tuple(known[url].as_json() for url in message.links if known[url].state)
+        answered.append(dataclasses.replace(message, link_states=states))
+    return answered
+
+
+def listing(conn: Connection, svc: Services, scope: str, **options: Any) -> Page:
+    """messages.list_messages, each message with its links' states read now."""
+    page = messages.list_messages(conn, scope, **options)
+    return Page(with_states(conn, svc, page.messages), page.more)
+
+
+def message(conn: Connection, svc: Services, scope: str, message_id: int) -> InboxMessage | None:
+    """messages.get_message, with its links' states read now."""
+    found = messages.get_message(conn, scope, message_id)
+    return None if found is None else with_states(conn, svc, [found])[0]
+
+
+def searched(
+    conn: Connection, svc: Services, query: search.SearchQuery, limit: int, older_than: int
+) -> search.SearchPage:
+    """search.search, each message with its links' states read now."""
+    page = search.search(conn, query, limit=limit, older_than=older_than)
+    return search.SearchPage(with_states(conn, svc, page.messages), page.more)

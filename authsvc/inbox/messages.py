@@ -52,6 +52,9 @@ class InboxMessage:
     size: int
     body_bytes: int
     body_omitted: bool
+    code: str | None = None
+    # The state of each authsvc link, read when answering (link_states.with_states).
+    link_states: tuple[dict[str, str | None], ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The message as the HTTP API shows it (SPEC §8)."""
@@ -69,6 +72,8 @@ class InboxMessage:
             "headers": self.headers,
             "size": self.size,
             "body_omitted": self.body_omitted,
+            "code": self.code,
+            "link_states": list(self.link_states),
         }
 
 
@@ -110,11 +115,14 @@ class ScopeSummary:
         return dataclasses.asdict(self) | {"last_received_at": self.last_received_at.isoformat()}
 
 
-def _like(value: str | None) -> str | None:
-    if value is None:
-        return None
+def like_pattern(value: str) -> str:
+    """A case-insensitive substring pattern for ILIKE, with %, _ and \\ matching themselves."""
     escaped = value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+def _like(value: str | None) -> str | None:
+    return None if value is None else like_pattern(value)
 
 
 def scan_params(scope: str, since: int, filters: Filters, limit: int) -> dict[str, Any]:
@@ -183,6 +191,7 @@ def insert_content(
             "html_body": parsed.html,
             "links": parsed.links,
             "raw": raw,
+            "code": parsed.code,
         },
     ).fetchone()
     assert row is not None
@@ -261,7 +270,19 @@ def list_scopes(conn: Connection, limit: int = 50) -> list[ScopeSummary]:
 
 
 def delete_scope(conn: Connection, scope: str) -> int:
-    return conn.execute(Q["delete_scope"], {"scope": scope}).rowcount
+    """Empty a scope; its live pages and streams hear of it."""
+    with conn.transaction():
+        deleted = conn.execute(Q["delete_scope"], {"scope": scope}).rowcount
+        conn.execute(Q["notify_waiters"], {"scope": scope})
+    return deleted
+
+
+def delete_message(conn: Connection, scope: str, message_id: int) -> bool:
+    """Delete one message of a scope; False when the scope has no such message."""
+    with conn.transaction():
+        deleted = conn.execute(Q["delete_message"], {"scope": scope, "id": message_id}).rowcount
+        conn.execute(Q["notify_waiters"], {"scope": scope})
+    return bool(deleted)
 
 
 def prune_messages(conn: Connection, retention_seconds: int = RETENTION_SECONDS) -> int:

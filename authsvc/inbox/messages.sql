@@ -1,10 +1,10 @@
 -- insert_content --
 -- A received message, once per SMTP transaction however many scopes it went to (migrations/0026_baseline.sql).
 INSERT INTO inbox_contents
-    (mail_from, subject, message_id, headers, text_body, html_body, links, raw)
+    (mail_from, subject, message_id, headers, text_body, html_body, links, raw, code)
 VALUES
     (%(mail_from)s, %(subject)s, %(message_id)s, %(headers)s,
-     %(text_body)s, %(html_body)s, %(links)s, %(raw)s)
+     %(text_body)s, %(html_body)s, %(links)s, %(raw)s, %(code)s)
 RETURNING id;
 
 -- insert_message --
@@ -34,7 +34,7 @@ SELECT v.id, v.scope, v.mail_from, v.recipients, v.subject, v.message_id, v.head
        octet_length(v.raw) AS size,
        coalesce(octet_length(v.text_body), 0) + coalesce(octet_length(v.html_body), 0)
            AS body_bytes,
-       true AS body_omitted
+       true AS body_omitted, v.code
 FROM inbox_visible_messages(%(scope)s, %(since)s, %(retention_seconds)s,
                             %(to)s, %(subject)s, %(q)s) AS v
 ORDER BY v.id
@@ -55,7 +55,7 @@ SELECT m.id, m.scope, c.mail_from, m.recipients, c.subject, c.message_id, c.head
        octet_length(c.raw) AS size,
        coalesce(octet_length(c.text_body), 0) + coalesce(octet_length(c.html_body), 0)
            AS body_bytes,
-       false AS body_omitted
+       false AS body_omitted, c.code
 FROM inbox_messages AS m
 JOIN inbox_contents AS c ON c.id = m.content_id
 WHERE m.scope = %(scope)s AND m.id = %(id)s
@@ -95,6 +95,10 @@ WHERE m.scope = %(scope)s AND m.id = %(id)s
 -- delete_scope --
 -- Empty a scope; later mail still lands in it. A trigger frees contents no other scope keeps.
 DELETE FROM inbox_messages WHERE scope = %(scope)s;
+
+-- delete_message --
+-- One message out of its scope (the trigger frees its content when no other scope lists it).
+DELETE FROM inbox_messages WHERE scope = %(scope)s AND id = %(id)s;
 
 -- prune_messages --
 -- Retention: drop messages older than the retention period (a trigger frees their contents).

@@ -93,7 +93,7 @@ def scope(raw: str) -> str:
         raise BadRequest(str(exc)) from None
 
 
-def _storable(text: str) -> bool:
+def storable(text: str) -> bool:
     if "\x00" in text:
         return False
     try:
@@ -109,7 +109,7 @@ def filters(args: Mapping[str, str]) -> Filters:
         raw = args.get(name)
         if raw is not None and len(raw) > MAX_FILTER_LENGTH:
             raise BadRequest(f"{name} is at most {MAX_FILTER_LENGTH} characters")
-        if raw is not None and not _storable(raw):
+        if raw is not None and not storable(raw):
             # PostgreSQL text holds neither NUL nor lone surrogates (bytes that
             # were not UTF-8): such a filter could never match, and would fail.
             raise BadRequest(f"{name} must be UTF-8 text without NUL characters")

@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 # Characters that end a URL in plain text; trailing punctuation is trimmed after.
 _TEXT_URL = re.compile(r"https?://[^\s<>\"'\[\]{}|\\^`]+", re.IGNORECASE)
 _TRAILING = ".,;:!?)'\""
+# A lone 6-digit number, outside any link: a token in a link can hold six
+# digits in a row (the UI once showed "859679" from a token above the code).
+_CODE = re.compile(r"(?<![\w-])\d{6}(?![\d-])")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,16 @@ class ParsedMessage:
     text: str | None
     html: str | None
     links: list[str]
+    code: str | None = None
+
+
+def find_code(text: str | None) -> str | None:
+    """The first 6-digit code in the text part, if any."""
+    # Words holding "://" (links) dropped by splitting, which is linear: a regex such as
+    # \S+://\S+ backtracks quadratically over a long run of non-space characters.
+    words = (word for word in (text or "").split() if "://" not in word)
+    match = _CODE.search(" ".join(words))
+    return match.group(0) if match else None
 
 
 def clean_text(value: str) -> str:
@@ -141,7 +154,8 @@ def parse_message(raw: bytes) -> ParsedMessage:
         message = BytesParser(policy=policy.default).parsebytes(raw)
     except Exception:  # not even parseable as a message: keep it as text
         body = clean_text(raw.decode("utf-8", "replace"))
-        return ParsedMessage(None, None, None, {}, body, None, find_links(body, None))
+        return ParsedMessage(None, None, None, {}, body, None, find_links(body, None),
+                             find_code(body))
     text, html = _bodies(message)
     return ParsedMessage(
         sender=_header(message, "From"),
@@ -151,4 +165,5 @@ def parse_message(raw: bytes) -> ParsedMessage:
         text=text,
         html=html,
         links=find_links(text, html),
+        code=find_code(text),
     )

@@ -1,5 +1,9 @@
 """The test inbox's one HTTP server (aiohttp): every /_inbox answer, API, pages and live events.
 
+The API's handlers are here, the pages' (and the event streams') in
+authsvc.inbox.pages; both go through this server's door (body limit, the
+bearer token, errors as problems) and its pool of short queries.
+
 `authsvc inbox --http-port` runs it on the SMTP sink's event loop, alone or,
 under `authsvc dev`, in front of gunicorn: then it owns the public port and
 forwards every path outside /_inbox to the web app untouched
@@ -18,28 +22,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import mimetypes
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
-from email.utils import format_datetime
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
-import jinja2
 import psycopg
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
-from psycopg import Connection
 
-from authsvc.inbox import link_states, messages, params
+from authsvc.inbox import faults, link_states, messages, params, search
 from authsvc.inbox.access import CHALLENGE, UNAUTHORIZED_DETAIL, token_accepted
 from authsvc.inbox.answers import expect_one_answer, settle_left
 from authsvc.inbox.messages import Seen
 from authsvc.inbox.openapi import openapi_document
+from authsvc.inbox.pages import FORBIDDEN_DETAIL, Pages
 from authsvc.inbox.params import BadRequest
 from authsvc.inbox.proxy import Upstream, problem_response
 from authsvc.inbox.scopes import new_scope_name
@@ -47,7 +45,6 @@ from authsvc.inbox.waiters import AsyncScopeWatcher
 from authsvc.observability.log_redaction import QueryStringFilter
 from authsvc.observability.logs import log_event
 from authsvc.problem_documents import UNREADABLE_REQUEST_DETAIL
-from authsvc.resources import templates_dir
 from authsvc.services import Services
 
 log = logging.getLogger(__name__)
@@ -60,9 +57,6 @@ MAX_BODY_BYTES = 1024 * 1024
 # refusals there (a body too large to buffer) speak the app's format.
 PROBLEM_PATHS = ("/api/v1", PREFIX, "/webhooks/provider")
 TOO_LARGE_TITLE = "The request body is too large"  # as authsvc.api.problems says it
-EVENTS_HEARTBEAT_SECONDS = 15.0
-EVENTS_DEBOUNCE_SECONDS = 0.2
-EVENTS_RETRY_MS = 2000
 # The database connections (and threads) for the short queries; a waiting
 # request holds neither.
 DEFAULT_POOL_SIZE = 8
@@ -77,48 +71,7 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
 }
-# The UI runs one script of its own (live.js, for the live scope list) and
-# frames email HTML from its own origin; nothing else may load or run.
-UI_POLICY = (
-    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
-    "img-src 'self'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'; "
-    "base-uri 'none'"
-)
-# The email's own HTML: its inline styles and inline images, never a script,
-# a form, or a request to the network (tracking pixels stay dark).
-EMAIL_POLICY = (
-    "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-    "font-src data:; frame-ancestors 'self'; base-uri 'none'; form-action 'none'"
-)
-_STATIC_DIR = Path(__file__).parent / "static"
-_STATIC = {path.name: path.read_bytes() for path in _STATIC_DIR.iterdir() if path.is_file()}
-# The addresses the templates ask for by name (templates/inbox/*.html).
-_URLS = {
-    "inbox.index": PREFIX + "/",
-    "inbox.events": PREFIX + "/events",
-    "inbox.static": PREFIX + "/static/{filename}",
-    "inbox.ui_open": PREFIX + "/ui/open",
-    "inbox.ui_scope": PREFIX + "/ui/scopes/{scope}",
-    "inbox.ui_message": PREFIX + "/ui/scopes/{scope}/messages/{message_id}",
-    "inbox.ui_message_html": PREFIX + "/ui/scopes/{scope}/messages/{message_id}/html",
-    "inbox.get_raw_message": PREFIX + "/scopes/{scope}/messages/{message_id}/raw",
-    "pages.favicon": "/favicon.svg",  # the web app's icon, one for the pages and the inbox
-}
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
-
-
-def url_for(name: str, **values: object) -> str:
-    """The path of a named inbox address, each value quoted as one path segment."""
-    return _URLS[name].format(**{k: quote(str(v), safe="") for k, v in values.items()})
-
-
-def _templates() -> jinja2.Environment:
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        autoescape=jinja2.select_autoescape(["html"]),
-    )
-    environment.globals["url_for"] = url_for
-    return environment
 
 
 class _BadRequestLines(logging.Filter):
@@ -205,11 +158,8 @@ def _unauthorized() -> web.Response:
     return response
 
 
-def _scope_or_404(raw: str) -> str:
-    try:
-        return params.scope(raw)
-    except BadRequest:
-        raise web.HTTPNotFound() from None
+def _search_timed_out() -> web.Response:
+    return _problem(503, "search_timeout", "Search timed out", search.TIMEOUT_ADVICE)
 
 
 class InboxServer:
@@ -225,7 +175,8 @@ class InboxServer:
         self.watcher = AsyncScopeWatcher(listen_url)
         self.upstream = Upstream(upstream) if upstream else None
         self._executor = ThreadPoolExecutor(pool_size, thread_name_prefix="inbox-http")
-        self._templates = _templates()
+        self.log = log
+        self.pages = Pages(self)
         self._runner: web.AppRunner | None = None
         self.app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._door])
         self.app.on_response_prepare.append(self._headers)
@@ -237,22 +188,20 @@ class InboxServer:
             ("GET", r"/scopes/{scope}/messages/{message_id:\d+}", self.get_message),
             ("GET", r"/scopes/{scope}/messages/{message_id:\d+}/raw", self.get_raw_message),
             ("DELETE", "/scopes/{scope}", self.delete_scope),
+            ("DELETE", r"/scopes/{scope}/messages/{message_id:\d+}", self.delete_message),
+            ("POST", "/scopes/{scope}/faults", self.set_fault),
+            ("DELETE", "/scopes/{scope}/faults", self.clear_faults),
+            ("GET", "/search", self.search_messages),
             ("GET", "/openapi.json", self.openapi),
             ("GET", "/waiting", self.waiting),
-            ("GET", "/", self.index),
-            ("GET", "/events", self.events),
-            ("GET", "/static/{filename}", self.static),
-            ("GET", "/ui/open", self.open_scope),
-            ("GET", "/ui/scopes/{scope}", self.scope_page),
-            ("GET", r"/ui/scopes/{scope}/messages/{message_id:\d+}", self.message_page),
-            ("GET", r"/ui/scopes/{scope}/messages/{message_id:\d+}/html", self.message_html),
+            *self.pages.routes(),
         ]
         resources: dict[str, web.Resource] = {}
         for method, path, handler in routes:
             resource = resources.get(path) or self.app.router.add_resource(PREFIX + path)
             resources[path] = resource
             resource.add_route(method, handler)
-            if method == "GET" and handler != self.events:  # a stream has no end to HEAD
+            if method == "GET" and handler != self.pages.events:  # a stream has no end to HEAD
                 resource.add_route("HEAD", handler)
 
     # -- life cycle --------------------------------------------------------
@@ -372,7 +321,7 @@ class InboxServer:
             lambda seen: len(seen) >= query.minimum, query.wait,
         )
         page = await self._db(
-            messages.list_messages, query.scope, since=query.since, filters=query.filters,
+            link_states.listing, self.svc, query.scope, since=query.since, filters=query.filters,
             limit=query.limit, bodies=query.bodies,
         )
         return _json(page.as_json(query.since))
@@ -390,7 +339,7 @@ class InboxServer:
                 query.scope, scan, lambda found: len(found) >= 2, remaining
             )
         page = await self._db(
-            messages.list_messages, query.scope, since=query.since, filters=query.filters,
+            link_states.listing, self.svc, query.scope, since=query.since, filters=query.filters,
             limit=params.MAX_LISTED, bodies=True,
         )
         status, body = expect_one_answer(query, seen, page)
@@ -399,7 +348,7 @@ class InboxServer:
     async def get_message(self, request: web.Request) -> web.StreamResponse:
         scope = params.scope(request.match_info["scope"])
         message_id = int(request.match_info["message_id"])
-        found = await self._db(messages.get_message, scope, message_id)
+        found = await self._db(link_states.message, self.svc, scope, message_id)
         if found is None:
             return _problem(404, "not_found", "Not found", f"no message {message_id} in this scope")
         return _json({"message": found.as_json()})
@@ -417,6 +366,50 @@ class InboxServer:
         await self._db(messages.delete_scope, params.scope(request.match_info["scope"]))
         return web.Response(status=204)
 
+    async def delete_message(self, request: web.Request) -> web.StreamResponse:
+        """Deletes one message of the scope."""
+        scope = params.scope(request.match_info["scope"])
+        message_id = int(request.match_info["message_id"])
+        if not await self._db(messages.delete_message, scope, message_id):
+            return _problem(404, "not_found", "Not found", f"no message {message_id} in this scope")
+        return web.Response(status=204)
+
+    async def set_fault(self, request: web.Request) -> web.StreamResponse:
+        """The scope's next `count` deliveries get `reply` from the SMTP sink."""
+        scope = params.scope(request.match_info["scope"])
+        reply, count = faults.parse_fault(await request.read())
+        fault = await self._db(faults.set_fault, scope, reply, count)
+        return _json(fault.as_json(), 201)
+
+    async def clear_faults(self, request: web.Request) -> web.StreamResponse:
+        """The scope's deliveries are stored again."""
+        await self._db(faults.clear_faults, params.scope(request.match_info["scope"]))
+        return web.Response(status=204)
+
+    async def search_messages(self, request: web.Request) -> web.StreamResponse:
+        """Messages of every scope matching `q`, newest first, paged by `older_than`."""
+        raw, query, limit, older_than = self.search_request(request)
+        try:
+            page = await self._db(link_states.searched, self.svc, query, limit, older_than)
+        except psycopg.errors.QueryCanceled:
+            return _search_timed_out()
+        return _json(page.as_json(raw))
+
+    @staticmethod
+    def search_request(request: web.Request) -> tuple[str, search.SearchQuery, int, int]:
+        raw = request.query.get("q", "")
+        query = search.parse_query(raw)
+        limit = params.integer(request.query, "limit", search.DEFAULT_PAGE, search.MAX_PAGE,
+                               minimum=1)
+        older_than = params.integer(request.query, "older_than", params.MAX_ID, params.MAX_ID,
+                                    minimum=1)
+        return raw, query, limit, older_than
+
+    @staticmethod
+    def forbidden() -> web.Response:
+        """A UI form post without this service's token for it (another site's, or stale)."""
+        return _problem(403, "forbidden", "Forbidden", FORBIDDEN_DETAIL)
+
     async def openapi(self, request: web.Request) -> web.StreamResponse:
         """The OpenAPI document of /_inbox."""
         return _json(openapi_document())
@@ -424,118 +417,3 @@ class InboxServer:
     async def waiting(self, request: web.Request) -> web.StreamResponse:
         """How many requests this process holds parked (for the scale test and the bench)."""
         return _json({"waiting": self.watcher.waiting})
-
-    # -- the pages ---------------------------------------------------------
-
-    def _page(self, template: str, status: int = 200, **context: object) -> web.Response:
-        html = self._templates.get_template(template).render(**context)
-        response = web.Response(status=status, text=html, content_type="text/html")
-        response.headers["Content-Security-Policy"] = UI_POLICY
-        return response
-
-    async def index(self, request: web.Request) -> web.StreamResponse:
-        """Recent scopes; live.js keeps the table current from /_inbox/events."""
-        scopes = await self._db(messages.list_scopes)
-        return self._page("inbox/index.html", scopes=scopes,
-                          domain=self.svc.settings.test_inbox_domain)
-
-    async def open_scope(self, request: web.Request) -> web.StreamResponse:
-        """The 'open a scope' form: a GET with ?scope=."""
-        raw = request.query.get("scope", "")
-        try:
-            scope = params.scope(raw)
-        except BadRequest as exc:
-            scopes = await self._db(messages.list_scopes)
-            return self._page(
-                "inbox/index.html", 400, scopes=scopes, error=exc.detail, typed=raw,
-                domain=self.svc.settings.test_inbox_domain,
-            )
-        location = url_for("inbox.ui_scope", scope=scope)
-        return web.Response(status=302, headers={"Location": location})
-
-    async def scope_page(self, request: web.Request) -> web.StreamResponse:
-        """A scope's messages, newest first, re-sends of one job marked; filterable."""
-        scope = _scope_or_404(request.match_info["scope"])
-        filters = params.filters(request.query)
-        page = await self._db(messages.list_messages, scope, filters=filters, bodies=False)
-        resent: dict[int, int] = {}
-        for group in messages.duplicate_groups(page.messages):
-            for inbox_id in group[1:]:
-                resent[inbox_id] = group[0]
-        return self._page(
-            "inbox/scope.html", scope=scope, messages=list(reversed(page.messages)),
-            more=page.more, resent=resent, filters=filters,
-        )
-
-    async def message_page(self, request: web.Request) -> web.StreamResponse:
-        """One message: framed HTML, text, headers, raw source, the code and each link's state."""
-        scope = _scope_or_404(request.match_info["scope"])
-        message_id = int(request.match_info["message_id"])
-
-        def read(conn: Connection) -> tuple[messages.InboxMessage, list[link_states.LinkState]]:
-            found = messages.get_message(conn, scope, message_id)
-            if found is None:
-                raise web.HTTPNotFound()
-            return found, [link_states.link_state(conn, self.svc, url) for url in found.links]
-
-        found, links = await self._db(read)
-        return self._page(
-            "inbox/message.html", scope=scope, message=found, links=links,
-            code=link_states.find_code(found.text_body),
-            received=format_datetime(found.received_at),
-        )
-
-    async def message_html(self, request: web.Request) -> web.StreamResponse:
-        """The email's HTML part, for the sandboxed frame only."""
-        scope = _scope_or_404(request.match_info["scope"])
-        found = await self._db(messages.get_message, scope, int(request.match_info["message_id"]))
-        if found is None or found.html_body is None:
-            raise web.HTTPNotFound()
-        response = web.Response(text=found.html_body, content_type="text/html")
-        response.headers["Content-Security-Policy"] = EMAIL_POLICY
-        response.headers["X-Frame-Options"] = "SAMEORIGIN"
-        return response
-
-    async def static(self, request: web.Request) -> web.StreamResponse:
-        """The UI's stylesheet and script (the only files it loads besides the icon)."""
-        name = request.match_info["filename"]
-        if name not in _STATIC:
-            raise web.HTTPNotFound()
-        content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        return web.Response(body=_STATIC[name], content_type=content_type)
-
-    async def events(self, request: web.Request) -> web.StreamResponse:
-        """Server-sent events: the recent scopes now, then again whenever they change.
-
-        On a database error the stream ends rather than answering 503: a 503
-        can no longer be sent once the stream has begun, and EventSource gives
-        up for good on a non-200 answer but reconnects (after `retry`) when a
-        stream ends.
-        """
-        loop = asyncio.get_running_loop()
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        try:
-            await response.write(f"retry: {EVENTS_RETRY_MS}\n\n".encode())
-            shown, written_at = "", loop.time()
-            while True:
-                scopes = await self._db(messages.list_scopes)
-                data = json.dumps({"scopes": [s.as_json() for s in scopes]})
-                if data != shown:  # news may be a poll's turn or a reconnect: push only changes
-                    await response.write(f"event: scopes\ndata: {data}\n\n".encode())
-                    shown, written_at = data, loop.time()
-                while True:
-                    quiet_for = EVENTS_HEARTBEAT_SECONDS - (loop.time() - written_at)
-                    if quiet_for <= 0:
-                        await response.write(b": still here\n\n")
-                        written_at = loop.time()
-                    elif await self.watcher.any_news(quiet_for):
-                        break
-                await asyncio.sleep(EVENTS_DEBOUNCE_SECONDS)  # one update for a burst of mail
-        except ConnectionResetError:
-            pass  # the browser went away
-        except psycopg.Error as exc:
-            log_event(log, "database_unavailable", path=request.path, error=type(exc).__name__)
-            with suppress(ConnectionResetError):
-                await response.write_eof()
-        return response

@@ -14,6 +14,7 @@ import psycopg
 from aiosmtpd.controller import Controller
 from psycopg_pool import ConnectionPool
 
+from authsvc.inbox.faults import prune_faults, take_fault
 from authsvc.inbox.messages import (
     DEFAULT_MAX_PER_SCOPE,
     fold_usage,
@@ -84,8 +85,12 @@ class InboxHandler:
         except BadScope as exc:
             reply = f"553 5.1.3 {exc}"
         else:
+            fault = None if scope is None else await self._fault_reply(scope)
             if scope is None:
                 reply = f"550 5.1.1 this test inbox only accepts mail for @{self.domain}"
+            elif fault is not None:
+                log_event(log, "inbox_fault_replied", scope=scope, reply=fault)
+                return fault
             else:
                 # Once per transaction: a full inbox refuses before the data is sent.
                 budget = None if envelope.rcpt_tos else await self._budget_reply(envelope)
@@ -95,6 +100,17 @@ class InboxHandler:
                 reply = budget
         log_event(log, "inbox_recipient_refused", recipient=address, reply=reply)
         return reply
+
+    async def _fault_reply(self, scope: str) -> str | None:
+        """The reply a fault set on `scope` asks for (using it up), or None to go on."""
+        def take() -> str | None:
+            with self.pool.connection() as conn:
+                return take_fault(conn, scope)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, take)
+        except psycopg.Error:
+            return None  # DATA answers 451 if the database is really gone
 
     async def _budget_reply(self, envelope: Any) -> str | None:
         """452 when the inbox is full (or the declared SIZE would not fit now), 552 when it
@@ -180,6 +196,7 @@ class InboxHandler:
         try:
             with self.pool.connection() as conn:
                 pruned = prune_messages(conn)
+                prune_faults(conn)
         except Exception as exc:  # the next round retries; the sink goes on regardless
             log_event(log, "inbox_prune_failed", logging.WARNING, error=str(exc))
             return

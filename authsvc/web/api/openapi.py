@@ -158,13 +158,33 @@ _HEADERS_BY_STATUS: dict[int, dict[str, Any]] = {
 }
 
 
+def problem_schema_name(codes: list[str]) -> str:
+    """The named schema of an answer carrying these codes: `invalid_token`, `invalid_code`
+    → InvalidTokenInvalidCodeProblem."""
+    return "".join(word.title() for code in codes for word in code.split("_")) + "Problem"
+
+
+def _problem_schema(codes: list[str]) -> dict[str, Any]:
+    # The base Problem's `code` stays an open string (a client reading Problem keeps working
+    # when a code is added); each answer's own schema narrows it to what that answer carries,
+    # so a TypeScript client can switch on it.
+    return {
+        "allOf": [
+            PROBLEM_REF,
+            {"type": "object", "properties": {"code": {"type": "string", "enum": codes}}},
+        ],
+        "description": "A problem whose `code` is one of: " + ", ".join(codes) + ".",
+    }
+
+
 def _problem_response(status: int, codes: list[str], replayable: bool) -> dict[str, Any]:
     headers = dict(_HEADERS_BY_STATUS.get(status, {}))
     if replayable and USE_CASE_CODES.intersection(codes):
         headers.update(_REPLAYED)
+    schema = {"$ref": f"#/components/schemas/{problem_schema_name(codes)}"}
     response: dict[str, Any] = {
         "description": "; ".join(f"`{c}`: {TITLES[c]}" for c in codes),
-        "content": {PROBLEM_JSON: {"schema": PROBLEM_REF}},
+        "content": {PROBLEM_JSON: {"schema": schema}},
         # Machine-readable: the `code` values this status carries here.
         "x-problem-codes": codes,
     }
@@ -398,9 +418,11 @@ _PROBLEM_SCHEMA = {
         "detail": {"type": "string"},
         "code": {
             "type": "string",
-            # Not an enum: a client built today must still read a code added later.
-            "description": "Stable error code; each response lists the codes it carries"
-            " (`x-problem-codes`). Known codes: " + ", ".join(sorted(TITLES)) + ".",
+            # Not an enum here: a client built today must still read a code added later.
+            # Each answer's own schema (InvalidTokenInvalidCodeProblem, …) has the enum.
+            "description": "Stable error code; each response's schema narrows it to the codes"
+            " it carries (also in `x-problem-codes`). Known codes: "
+            + ", ".join(sorted(TITLES)) + ".",
         },
         "errors": {
             "type": "array",
@@ -466,6 +488,12 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
     specs = (SIGNUP, LINK_REQUEST, VERIFICATION_CONFIRM, PASSWORD_RESET_CONFIRM, SESSION,
              EMAIL_CHANGE, EMAIL_CHANGE_CONFIRM, EMAIL_CHANGE_UNDO, ACCOUNT_DELETION,
              ACCOUNT_DELETION_CONFIRM)
+    problem_schemas = {
+        problem_schema_name(codes): _problem_schema(codes)
+        for item in paths.values() for operation in item.values()
+        for response in operation["responses"].values()
+        if (codes := response.get("x-problem-codes"))
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "authsvc API", "version": "1", "description": _DESCRIPTION},
@@ -488,6 +516,7 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
             "schemas": {
                 "Problem": _PROBLEM_SCHEMA,
                 "FieldProblem": _FIELD_PROBLEM_SCHEMA,
+                **problem_schemas,
                 **_RESPONSE_SCHEMAS,
                 **{s.name: body_schema(s) for s in specs},
             },

@@ -1,0 +1,25 @@
+-- bound_search_time --
+-- This transaction's statements end after `ms` milliseconds (QueryCanceled), however broad the search.
+SELECT set_config('statement_timeout', %(ms)s, true);
+
+-- search_messages --
+-- Messages of every scope matching every term (inbox_search_matches, migrations/0028), newest first, without bodies.
+SELECT m.id, m.scope, c.mail_from, m.recipients, c.subject, c.message_id, c.headers,
+       NULL::text AS text_body, NULL::text AS html_body, c.links, m.received_at,
+       extract(epoch FROM clock_timestamp() - m.received_at)::float8 AS age_seconds,
+       octet_length(c.raw) AS size,
+       coalesce(octet_length(c.text_body), 0) + coalesce(octet_length(c.html_body), 0)
+           AS body_bytes,
+       true AS body_omitted, c.code
+FROM inbox_messages AS m
+JOIN inbox_contents AS c ON c.id = m.content_id
+WHERE m.id < %(older_than)s
+  AND m.received_at > now() - make_interval(secs => %(retention_seconds)s)
+  AND m.received_at >= coalesce(%(after)s::timestamptz, '-infinity')
+  AND m.received_at < coalesce(%(before)s::timestamptz, 'infinity')
+  AND inbox_search_matches(
+      m.scope, m.recipients, c.mail_from, c.subject,
+      CASE WHEN cardinality(%(words)s::text[]) > 0 THEN c.text_body END,
+      %(to)s::text[], %(sender)s::text[], %(subject)s::text[], %(words)s::text[])
+ORDER BY m.id DESC
+LIMIT %(limit)s;

@@ -98,7 +98,8 @@ class Delivery:
             if job.attempt_count >= self.retry.max_attempts:
                 error = f"attempts exhausted ({job.attempt_count}): {exc.reason}"
                 return Outcome(job, "failed", error=error)
-            return self._retry(job, exc.reason, ambiguous=False, at_least=exc.retry_after)
+            return self._retry(job, exc.reason, ambiguous=False, at_least=exc.retry_after,
+                               at_most=exc.retry_within)
         except UnicodeError as exc:
             # A mailer let an encoding error escape: this message's data is at
             # fault, not the process. Its connection is in an unknown state.
@@ -108,7 +109,12 @@ class Delivery:
         return Outcome(job, "sent", provider_message_id=provider_id)
 
     def _retry(self, job: ClaimedJob, error: str, *, ambiguous: bool,
-               at_least: float | None = None) -> Outcome:
+               at_least: float | None = None, at_most: float | None = None) -> Outcome:
+        delay = self.retry.delay(job.attempt_count)
+        if at_most is not None:
+            # An unknown outcome under a key the provider forgets soon: come
+            # back while it still remembers, or the retry may deliver twice.
+            delay = min(delay, at_most)
         # The provider's Retry-After is a floor: our backoff may wait longer.
-        delay = max(self.retry.delay(job.attempt_count), at_least or 0.0)
+        delay = max(delay, at_least or 0.0)
         return Outcome(job, "ambiguous" if ambiguous else "retry", error=error, delay_seconds=delay)

@@ -38,9 +38,13 @@ class SendError(Exception):
 class TransientSendError(SendError):
     """Nothing was accepted (or a retry is safe); the same message may succeed later."""
 
-    def __init__(self, reason: str, *, retry_after: float | None = None) -> None:
+    def __init__(self, reason: str, *, retry_after: float | None = None,
+                 retry_within: float | None = None) -> None:
         super().__init__(reason)
         self.retry_after = retry_after  # seconds the provider asked us to wait, if it did
+        # Seconds within which the retry must come to stay safe (a provider's
+        # idempotency key that expires sooner than our backoff), if any.
+        self.retry_within = retry_within
 
 
 class PermanentSendError(SendError):

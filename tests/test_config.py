@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from authsvc.config import ConfigError, RateLimit, load_settings, parse_smtp_url
+from authsvc.config import (
+    ConfigError,
+    RateLimit,
+    load_settings,
+    parse_http_provider_url,
+    parse_smtp_url,
+)
 
 GOOD_KEY = "k" * 40
 
@@ -121,6 +127,26 @@ def test_mail_url_takes_an_http_provider(tmp_path):
     assert "re_abc" not in repr(s)
 
 
+@pytest.mark.parametrize("url, expected", [
+    ("postmark://pm-token@api.postmarkapp.com?message_stream=auth",
+     ("postmark", "https://api.postmarkapp.com", "pm-token", None, None, None,
+      (("message_stream", "auth"),))),
+    ("ses://AKIAEXAMPLE:wJalr%2FK7MDENG@email.eu-west-1.amazonaws.com?configuration_set=bounces",
+     ("ses", "https://email.eu-west-1.amazonaws.com", "AKIAEXAMPLE", "wJalr/K7MDENG", None,
+      "eu-west-1", (("configuration_set", "bounces"),))),
+    ("sendgrid://SG.key@api.sendgrid.com",
+     ("sendgrid", "https://api.sendgrid.com", "SG.key", None, None, None, ())),
+    ("mailgun://key-1@api.eu.mailgun.net/MG.Example.com",
+     ("mailgun", "https://api.eu.mailgun.net", "key-1", None, "mg.example.com", None, ())),
+    ("brevo+http://xkeysib-1@127.0.0.1:8025",
+     ("brevo", "http://127.0.0.1:8025", "xkeysib-1", None, None, None, ())),
+])
+def test_mail_url_takes_every_http_providers_form(url, expected):
+    t = parse_http_provider_url(url)
+    assert (t.provider, t.base_url, t.api_key, t.secret, t.domain, t.region, t.options) == expected
+    assert t.api_key not in repr(t) and (t.secret is None or t.secret not in repr(t))
+
+
 def test_smtp_url_is_still_read_as_the_mail_url(tmp_path):
     assert _load(tmp_path, AUTHSVC_SMTP_URL="smtps://mail.example.com").smtp is not None
     s = _load(tmp_path, AUTHSVC_SMTP_URL="resend://re_k@api.resend.com")
@@ -132,7 +158,15 @@ def test_smtp_url_is_still_read_as_the_mail_url(tmp_path):
     ("resend://re_k:secret@api.resend.com", "API key"),
     ("resend://re_k@api.resend.com/emails", "no path"),
     ("resend://re_k@api.resend.com:99999", "bad port"),
-    ("postmark://re_k@api.postmarkapp.com", "scheme"),
+    ("sparkpost://re_k@api.sparkpost.com", "scheme"),
+    ("postmark://tok@api.postmarkapp.com?stream=x", "only message_stream"),
+    ("ses://AKID@email.us-east-1.amazonaws.com", "secret access key"),
+    ("ses://AKID:secret@ses.example.com", "region"),
+    ("ses://AKID:secret@email.us-east-1.amazonaws.com?region=moon", "region"),
+    ("mailgun://key@api.mailgun.net", "sending domain"),
+    ("mailgun://key@api.mailgun.net/a/b", "sending domain"),
+    ("brevo://key:pw@api.brevo.com", "API key"),
+    ("sendgrid://SG.k@api.sendgrid.com/v3", "no path"),
 ])
 def test_malformed_mail_urls_are_refused(tmp_path, url, problem):
     with pytest.raises(ConfigError, match=problem):

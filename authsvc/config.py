@@ -93,6 +93,21 @@ class HttpProviderTarget:
 
 
 @dataclass(frozen=True)
+class ProviderWebhooks:
+    """How each provider's bounce notifications are verified (docs/providers.md); None: off.
+
+    Each set value enables POST /webhooks/provider/NAME for that provider.
+    """
+
+    resend_secret: str | None = field(default=None, repr=False)  # whsec_…: Svix signatures
+    postmark_auth: str | None = field(default=None, repr=False)  # user:password, or a token
+    ses_topic_arns: tuple[str, ...] = ()  # the SNS topics whose messages count
+    sendgrid_public_key: str | None = None  # the Event Webhook's verification key (public)
+    mailgun_signing_key: str | None = field(default=None, repr=False)
+    brevo_auth: str | None = field(default=None, repr=False)  # user:password, or a token
+
+
+@dataclass(frozen=True)
 class Settings:
     env: str
     database_url: str | None
@@ -118,8 +133,8 @@ class Settings:
     null_mail: bool = False
     # AUTHSVC_MAIL_URL=resend://…: an HTTP provider instead of SMTP.
     http_provider: HttpProviderTarget | None = None
-    # AUTHSVC_PROVIDER_WEBHOOK_SECRET: verifies POST /webhooks/provider/… (whsec_…).
-    provider_webhook_secret: str | None = field(default=None, repr=False)
+    # How POST /webhooks/provider/NAME verifies each provider's notifications.
+    provider_webhooks: ProviderWebhooks = field(default_factory=ProviderWebhooks)
     # AUTHSVC_DIRECT_DATABASE_URL: the server itself, not a pooler (LISTEN; SPEC §11).
     direct_database_url: str | None = None
     # PROMETHEUS_MULTIPROC_DIR (set by `authsvc serve`): /metrics sums every process's files.
@@ -273,6 +288,49 @@ def _check_webhook_secret(value: str) -> None:
         raise ValueError("the secret is shorter than 24 bytes")
 
 
+_SNS_TOPIC_ARN = re.compile(r"^arn:aws(?:-cn|-us-gov)?:sns:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:"
+                            r"[A-Za-z0-9_-]{1,256}$")
+MIN_WEBHOOK_CREDENTIAL_LENGTH = 16
+
+
+def parse_webhook_auth(value: str) -> str:
+    """user:password (HTTP basic) or a bearer token; the secret part at least 16 characters."""
+    if not value.isprintable() or any(c.isspace() for c in value):
+        raise ValueError("has spaces or control characters")
+    user, colon, password = value.partition(":")
+    secret = password if colon else value
+    if colon and not user:
+        raise ValueError("expected user:password or a token, got an empty user")
+    if len(secret) < MIN_WEBHOOK_CREDENTIAL_LENGTH:
+        raise ValueError(f"the password or token is shorter than {MIN_WEBHOOK_CREDENTIAL_LENGTH}"
+                         " characters")
+    return value
+
+
+def parse_topic_arns(value: str) -> tuple[str, ...]:
+    """Comma-separated SNS topic ARNs."""
+    arns = tuple(a.strip() for a in value.split(",") if a.strip())
+    bad = [a for a in arns if not _SNS_TOPIC_ARN.fullmatch(a)]
+    if bad or not arns:
+        raise ValueError("not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME):"
+                         f" {bad or value!r}")
+    return arns
+
+
+def parse_ecdsa_public_key(value: str) -> str:
+    """SendGrid's verification key: base64 DER of a P-256 public key."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_der_public_key
+
+    try:
+        key = load_der_public_key(base64.b64decode(value, validate=True))
+    except (binascii.Error, ValueError):
+        raise ValueError("expected the base64 public key SendGrid shows") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
+        raise ValueError("expected an ECDSA P-256 public key")
+    return value
+
+
 def _scheme(url: str) -> str | None:
     """The URL's scheme, or None when it does not even parse (e.g. 'http://[::1')."""
     try:
@@ -404,6 +462,26 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         except ValueError as exc:
             problems.append(f"AUTHSVC_PROVIDER_WEBHOOK_SECRET: {exc}")
 
+    def optional(name: str, parser):  # type: ignore[no-untyped-def]
+        raw = get(name)
+        if raw is None:
+            return None
+        try:
+            return parser(raw)
+        except ValueError as exc:
+            problems.append(f"{name}: {exc}")
+            return None
+
+    provider_webhooks = ProviderWebhooks(
+        resend_secret=webhook_secret,
+        postmark_auth=optional("AUTHSVC_POSTMARK_WEBHOOK_AUTH", parse_webhook_auth),
+        ses_topic_arns=optional("AUTHSVC_SES_WEBHOOK_TOPIC_ARNS", parse_topic_arns) or (),
+        sendgrid_public_key=optional("AUTHSVC_SENDGRID_WEBHOOK_PUBLIC_KEY",
+                                     parse_ecdsa_public_key),
+        mailgun_signing_key=optional("AUTHSVC_MAILGUN_WEBHOOK_SIGNING_KEY", parse_webhook_auth),
+        brevo_auth=optional("AUTHSVC_BREVO_WEBHOOK_AUTH", parse_webhook_auth),
+    )
+
     test_inbox = bool(parsed("AUTHSVC_TEST_INBOX", "off", parse_bool))
     inbox_domain = (get("AUTHSVC_TEST_INBOX_DOMAIN", "inbox.test") or "").lower()
     if not re.fullmatch(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?", inbox_domain):
@@ -476,7 +554,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         metrics_token=metrics_token,
         null_mail=null_mail,
         http_provider=http_provider,
-        provider_webhook_secret=webhook_secret,
+        provider_webhooks=provider_webhooks,
         direct_database_url=direct_database_url,
         metrics_multiproc_dir=metrics_multiproc_dir,
         **settings_kwargs,  # type: ignore[arg-type]

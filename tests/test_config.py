@@ -191,3 +191,35 @@ def test_production_refuses_plain_http_providers(tmp_path):
 def test_a_malformed_provider_webhook_secret_is_refused(tmp_path, secret):
     with pytest.raises(ConfigError, match="AUTHSVC_PROVIDER_WEBHOOK_SECRET"):
         _load(tmp_path, AUTHSVC_PROVIDER_WEBHOOK_SECRET=secret)
+
+
+@pytest.mark.parametrize("name, value, problem", [
+    ("AUTHSVC_POSTMARK_WEBHOOK_AUTH", "hook:short", "shorter than 16"),
+    ("AUTHSVC_POSTMARK_WEBHOOK_AUTH", ":a-long-enough-password", "empty user"),
+    ("AUTHSVC_BREVO_WEBHOOK_AUTH", "a token with spaces in it", "spaces"),
+    ("AUTHSVC_MAILGUN_WEBHOOK_SIGNING_KEY", "tiny", "shorter than 16"),
+    ("AUTHSVC_SES_WEBHOOK_TOPIC_ARNS", "arn:aws:sqs:us-east-1:123456789012:q", "SNS topic ARN"),
+    ("AUTHSVC_SES_WEBHOOK_TOPIC_ARNS", "my-topic", "SNS topic ARN"),
+    ("AUTHSVC_SENDGRID_WEBHOOK_PUBLIC_KEY", "not base64!", "base64 public key"),
+    # An RSA key (base64 DER): SendGrid's is ECDSA P-256.
+    ("AUTHSVC_SENDGRID_WEBHOOK_PUBLIC_KEY",
+     "MFwwDQYJKoZIhvcNAQEBBQADSwAwSAJBAK1g3s3D0Wm8cKrW0b2m6vY2tEw3f4m5Q9o2n8sQyYb0D7JXw+2Nd1hb"
+     "j7xUq5FhZqM7M0pJ3l4P1RZkVQa4z4ECAwEAAQ==", "P-256"),
+])
+def test_malformed_provider_webhook_settings_are_refused(tmp_path, name, value, problem):
+    with pytest.raises(ConfigError, match=problem) as caught:
+        _load(tmp_path, **{name: value})
+    assert name in str(caught.value)
+
+
+def test_provider_webhook_settings_are_read_and_kept_out_of_reprs(tmp_path):
+    s = _load(tmp_path, AUTHSVC_POSTMARK_WEBHOOK_AUTH="hook:a-long-password-1",
+              AUTHSVC_BREVO_WEBHOOK_AUTH="brevo-token-0123456789",
+              AUTHSVC_MAILGUN_WEBHOOK_SIGNING_KEY="mailgun-signing-key-0123",
+              AUTHSVC_SES_WEBHOOK_TOPIC_ARNS="arn:aws:sns:us-east-1:123456789012:a, "
+                                             "arn:aws:sns:eu-west-1:123456789012:b")
+    hooks = s.provider_webhooks
+    assert hooks.ses_topic_arns == ("arn:aws:sns:us-east-1:123456789012:a",
+                                    "arn:aws:sns:eu-west-1:123456789012:b")
+    for secret in ("a-long-password-1", "brevo-token-0123456789", "mailgun-signing-key-0123"):
+        assert secret not in repr(s)

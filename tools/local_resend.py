@@ -7,13 +7,19 @@ again without a second delivery; the same key with another body gets 409
 `invalid_idempotent_request`, and while the first request with a key is
 still being answered, 409 `concurrent_idempotent_requests`. Errors are
 `{"statusCode", "name", "message"}`. Faults and the accept hook:
-tools/local_provider.py.
+tools/local_provider.py. Webhook events (email.bounced, email.complained,
+email.delivered) are Svix messages signed under the fake's `whsec_` secret.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import uuid
+from datetime import UTC, datetime
 from typing import Any, ClassVar
+
+from standardwebhooks.webhooks import Webhook
 
 from tools.local_provider import (
     Answer,
@@ -21,6 +27,7 @@ from tools.local_provider import (
     FaultRates,
     LocalProvider,
     Message,
+    Notification,
     Remembered,
     Request,
 )
@@ -28,6 +35,7 @@ from tools.local_provider import (
 __all__ = ["DOCUMENTED_FIELDS", "Delivered", "FaultRates", "LocalResend"]
 
 DEDUP_SECONDS = 24 * 3600.0
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"local-resend-webhooks-32-bytes!").decode()
 DOCUMENTED_FIELDS = frozenset({
     "from", "to", "subject", "bcc", "cc", "reply_to", "html", "text", "headers",
     "attachments", "tags", "scheduled_at", "template", "topic_id",
@@ -43,8 +51,10 @@ class LocalResend(LocalProvider):
     name: ClassVar[str] = "resend"
     key_seconds: ClassVar[float | None] = DEDUP_SECONDS
 
-    def __init__(self, api_key: str = "re_local_test_key", **options: Any) -> None:
+    def __init__(self, api_key: str = "re_local_test_key", *,
+                 webhook_secret: str = WEBHOOK_SECRET, **options: Any) -> None:
         super().__init__(api_key, **options)
+        self.webhook_secret = webhook_secret
 
     def is_send(self, method: str, path: str) -> bool:
         return method == "POST" and path == "/emails"
@@ -84,6 +94,43 @@ class LocalResend(LocalProvider):
             return _error(409, "concurrent_idempotent_requests",
                           "another request with this idempotency key is in progress")
         return remembered.answer
+
+
+    # Webhooks: Svix messages (Standard Webhooks).
+    def webhook_settings(self) -> dict[str, str]:
+        return {"AUTHSVC_PROVIDER_WEBHOOK_SECRET": self.webhook_secret}
+
+    def event(self, kind: str, data: dict[str, Any], *, when: datetime | None = None,
+              msg_id: str | None = None) -> Notification:
+        body = json.dumps({"type": kind, "created_at": _now(), "data": data})
+        when = when or datetime.now(UTC)
+        msg_id = msg_id or f"msg_{uuid.uuid4().hex[:24]}"
+        signature = Webhook(self.webhook_secret).sign(msg_id, when, body)
+        return Notification(body.encode(), {
+            "Content-Type": "application/json", "svix-id": msg_id,
+            "svix-timestamp": str(int(when.timestamp())), "svix-signature": signature})
+
+    def _data(self, address: str, message_id: str, **extra: Any) -> dict[str, Any]:
+        return {"email_id": message_id, "to": [address], "from": "no-reply@example.com",
+                "subject": "Reset your password", "created_at": _now(), **extra}
+
+    def bounce(self, address: str, *, hard: bool = True,
+               message_id: str = "4ef9a417-02e9-4d39-ad75-9611e0fcc33c") -> Notification:
+        bounce = {"type": "Permanent" if hard else "Transient", "subType": "General",
+                  "message": "The recipient's mailbox does not exist."}
+        return self.event("email.bounced", self._data(address, message_id, bounce=bounce))
+
+    def complaint(self, address: str, *,
+                  message_id: str = "4ef9a417-02e9-4d39-ad75-9611e0fcc33c") -> Notification:
+        return self.event("email.complained", self._data(address, message_id))
+
+    def delivery(self, address: str, *,
+                 message_id: str = "4ef9a417-02e9-4d39-ad75-9611e0fcc33c") -> Notification:
+        return self.event("email.delivered", self._data(address, message_id))
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _error(status: int, name: str, message: str) -> Answer:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -19,7 +19,7 @@ from tools.local_resend import LocalResend
 from tools.local_sendgrid import LocalSendgrid
 from tools.local_ses import LocalSes
 
-FAKES: dict[str, type[LocalProvider]] = {
+FAKES: dict[str, Callable[..., LocalProvider]] = {
     fake.name: fake
     for fake in (LocalResend, LocalPostmark, LocalSes, LocalSendgrid, LocalMailgun, LocalBrevo)
 }
@@ -41,7 +41,7 @@ class Case:
 
 @contextmanager
 def running_fake(name: str, **options: object) -> Iterator[Case]:
-    with FAKES[name](**options) as fake:  # type: ignore[arg-type]
+    with FAKES[name](**options) as fake:
         yield Case(name, fake)
 
 

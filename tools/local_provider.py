@@ -304,12 +304,12 @@ class LocalProvider:
         if isinstance(read, Answer):
             with self._lock:
                 self.requests.append({"headers": request.headers, "body": None,
-                                      "peer": request.peer})
+                                      "raw": request.raw, "peer": request.peer})
             return read, None, None
         body, message = read
         with self._lock:
             self.requests.append({"headers": request.headers, "body": body,
-                                  "peer": request.peer})
+                                  "raw": request.raw, "peer": request.peer})
         fault = self._next_fault()
         if fault is not None and fault.kind == "fail":
             answer = self.error(fault.status, "injected fault")

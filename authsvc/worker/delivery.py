@@ -5,6 +5,7 @@ batched completer (authsvc/worker/completer.py); `deliver` records at once.
 
 Failure classes and what each does:
   superseded / expired link  → marked, never sent;
+  an app that delivers its own mail (hook_delivery.py) → its URL instead of the mailer;
   suppressed recipient (bounced or complained, bounces/suppressions.py) → marked, never sent;
   transient (4xx, connection errors, timeouts before DATA; HTTP 408/429/5xx and
              lost answers under an idempotency key) → retry with backoff,
@@ -21,7 +22,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from psycopg_pool import ConnectionPool
 
@@ -34,6 +35,9 @@ from authsvc.worker.mailers import (
     TransientSendError,
 )
 from authsvc.worker.render import Renderer, TemplateError
+
+if TYPE_CHECKING:  # hook_delivery imports event_delivery, which imports RetryPolicy from here
+    from authsvc.worker.hook_delivery import HookDelivery
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,6 +64,8 @@ class Delivery:
     retry: RetryPolicy
     send_timeout: float
     clock: Clock = system_clock
+    # Apps that deliver their own mail; None: such emails wait for a worker that can.
+    hook: HookDelivery | None = None
 
     def decide(self, mailer: Mailer, job: ClaimedJob, lease_deadline: float) -> Outcome:
         """Check, render and send one claimed job; the outcome is left for the caller to record."""
@@ -86,7 +92,12 @@ class Delivery:
         except TemplateError as exc:
             return Outcome(job, "failed", error=str(exc))
         try:
-            provider_id = mailer.send(email)
+            if job.delivery_url is None:
+                provider_id = mailer.send(email)
+            elif self.hook is None:
+                raise TransientSendError("this worker was started without webhook delivery")
+            else:
+                provider_id = self.hook.send(job, email)
         except PermanentSendError as exc:
             return Outcome(job, "failed", error=exc.reason)
         except AmbiguousSendError as exc:

@@ -78,6 +78,10 @@ class OutgoingEmail:
     text: str = ""
     html: str = ""
     headers: tuple[tuple[str, str], ...] = ()  # extra headers, e.g. X-Authsvc-Job
+    # What an app that delivers its own mail also gets (authsvc/worker/hook_delivery.py).
+    kind: str = ""  # the template: verify, reset, ...
+    link: str | None = None  # the minted link and its code, for emails that carry them
+    code: str | None = None
 
     @property
     def needs_smtputf8(self) -> bool:

@@ -66,6 +66,11 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return min(max(0.0, wait), MAX_RETRY_AFTER_SECONDS)
 
 
+def refusal_is_permanent(status: int) -> bool:
+    """A non-2xx answer that retrying cannot fix: a 4xx other than 408 and 429."""
+    return 400 <= status < 500 and status not in RETRY_STATUSES
+
+
 def short(text: str) -> str:
     """One line of at most MAX_REASON_CHARS, for `last_error`."""
     text = " ".join(text.split())
@@ -235,8 +240,7 @@ class HttpProviderMailer:
         reason = self.error_message(response, answer, raw.decode("utf-8", "replace"))
         text = f"HTTP {status}: {short(reason or response.reason_phrase)}"
         error: SendError
-        if 400 <= status < 500 and status not in RETRY_STATUSES and not self.retryable_refusal(
-                response, answer):
+        if refusal_is_permanent(status) and not self.retryable_refusal(response, answer):
             error = PermanentSendError(text)
         else:
             error = TransientSendError(text, retry_after=self.retry_after(response))

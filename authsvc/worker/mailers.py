@@ -4,8 +4,9 @@ Every failure is raised as one of three classes, because each has its own
 remedy: transient (retry later, no sooner than `retry_after` when the
 provider said so), permanent (give up, keep the reason) and ambiguous (the
 server may have accepted the message; see docs/worker.md). HTTP providers
-(authsvc/worker/providers/) implement the same protocol: they send
-`email.idempotency_key` as their idempotency header and return the
+(authsvc/worker/providers/) implement the same protocol: a provider that
+takes an idempotency key gets one derived from `email.idempotency_key`
+(Resend that string, Brevo a UUIDv5 of it), and each returns the
 provider's message id.
 """
 

@@ -410,3 +410,20 @@ def test_a_verified_body_that_is_not_a_notification_is_refused(app_with, fake, c
     else:
         assert_problem(response, 400, "invalid_request")
     assert _state(conn)[0] == []
+
+
+def test_a_sendgrid_batch_larger_than_one_event_fits(app_with, conn):
+    """SendGrid batches up to 768 KB; the app's usual 64 KiB would refuse them (413)."""
+    with LocalSendgrid() as fake:
+        hook = _app(app_with, fake).test_client()
+        events = [fake.event("open", f"reader{i}@example.com", f"m{i}", useragent="x" * 200)
+                  for i in range(400)]
+        events.append(fake.event("bounce", "gone@example.com", "last", type="bounce"))
+        batch = fake.events(events)
+        assert len(batch.body) > 64 * 1024
+        response = _post(hook, "sendgrid", batch)
+        assert response.status_code == 200, response.get_data(as_text=True)[:200]
+        too_big = fake.events(events * 6)
+        assert len(too_big.body) > 1024 * 1024
+        assert_problem(_post(hook, "sendgrid", too_big), 413, "payload_too_large")
+    assert [row[0] for row in _state(conn)[0]] == ["gone@example.com"]

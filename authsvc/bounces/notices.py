@@ -24,6 +24,8 @@ from typing import Any, Protocol
 from authsvc.accounts.addresses import InvalidAddress, parse_address
 
 MAX_DETAIL_CHARS = 500
+ONE_EVENT_BYTES = 64 * 1024  # the app's own limit (authsvc/web/app.py): one event fits
+BATCH_BYTES = 1024 * 1024  # SendGrid posts batches of up to 768 KB
 # How far ahead of our clock a provider's timestamp may be (its clock, not an attack).
 FUTURE_SKEW_SECONDS = 5 * 60
 
@@ -68,6 +70,7 @@ class Reading:
 
 class NoticeReader(Protocol):
     name: str
+    max_body_bytes: int  # one POST; batching providers send more than the app's 64 KiB
 
     def read(self, incoming: Incoming, now: float) -> Reading:
         """The verified notices of one POST; Refused or Malformed otherwise."""

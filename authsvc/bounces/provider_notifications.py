@@ -70,6 +70,7 @@ def provider_event(name: str) -> Response:
     reader = readers.get(name)
     if reader is None:
         return _problem(404, "not_found", "No such endpoint")
+    request.max_content_length = reader.max_body_bytes
     incoming = Incoming({k.lower(): v for k, v in request.headers.items()},
                         request.get_data(cache=False))
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from authsvc.bounces.notices import (
+    BATCH_BYTES,
     Incoming,
     Malformed,
     Notice,
@@ -32,6 +33,7 @@ SUPPRESSING_EVENTS = ("hard_bounce", "invalid_email", "spam")
 
 class BrevoReader:
     name = "brevo"
+    max_body_bytes = BATCH_BYTES
 
     def __init__(self, auth: str) -> None:
         self.auth = auth

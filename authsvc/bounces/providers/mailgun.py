@@ -17,6 +17,7 @@ import hmac
 from typing import Any
 
 from authsvc.bounces.notices import (
+    ONE_EVENT_BYTES,
     Incoming,
     Malformed,
     Notice,
@@ -33,6 +34,7 @@ WINDOW_SECONDS = 5 * 60.0
 
 class MailgunReader:
     name = "mailgun"
+    max_body_bytes = ONE_EVENT_BYTES
 
     def __init__(self, signing_key: str) -> None:
         self.signing_key = signing_key.encode()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from authsvc.bounces.notices import (
+    ONE_EVENT_BYTES,
     Incoming,
     Malformed,
     Notice,
@@ -34,6 +35,7 @@ SUPPRESSING_RECORDS = ("Bounce", "SpamComplaint")
 
 class PostmarkReader:
     name = "postmark"
+    max_body_bytes = ONE_EVENT_BYTES
 
     def __init__(self, auth: str) -> None:
         self.auth = auth

@@ -15,6 +15,7 @@ from typing import Any
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from authsvc.bounces.notices import (
+    ONE_EVENT_BYTES,
     Incoming,
     Malformed,
     Notice,
@@ -33,6 +34,7 @@ _HEADER_NAMES = ("id", "timestamp", "signature")
 
 class ResendReader:
     name = "resend"
+    max_body_bytes = ONE_EVENT_BYTES
 
     def __init__(self, secret: str) -> None:
         self.secret = secret

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_der_public_key
 
 from authsvc.bounces.notices import (
+    BATCH_BYTES,
     Incoming,
     Malformed,
     Notice,
@@ -42,6 +43,7 @@ DROPPED_SUPPRESSED = ("Bounced Address", "Spam Reporting Address", "Invalid")
 
 class SendgridReader:
     name = "sendgrid"
+    max_body_bytes = BATCH_BYTES
 
     def __init__(self, public_key: str) -> None:
         key = load_der_public_key(base64.b64decode(public_key))

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from authsvc.bounces.notices import (
+    ONE_EVENT_BYTES,
     Incoming,
     Malformed,
     Notice,
@@ -29,6 +30,7 @@ from authsvc.bounces.sns import SnsFetcher, pinned_subscribe_url, verify_message
 
 class SesReader:
     name = "ses"
+    max_body_bytes = ONE_EVENT_BYTES
 
     def __init__(self, topic_arns: tuple[str, ...], fetcher: SnsFetcher | None = None) -> None:
         self.topic_arns = topic_arns

@@ -354,15 +354,12 @@ def test_a_subscribe_url_anywhere_else_is_never_fetched(app_with, conn, caplog, 
 
 def test_a_failed_confirmation_is_not_remembered_so_snss_retry_confirms(app_with, conn):
     with LocalSes() as fake:
-        app = _app(app_with, fake)
+        hook = _app(app_with, fake).test_client()
         confirmation = fake.subscription_confirmation()
-        app.extensions[READERS]["ses"] = SesReader(
-            (fake.topic_arn,), SnsFetcher(route_to="http://127.0.0.1:9"))  # unreachable
-        assert_problem(_post(app.test_client(), "ses", confirmation), 401,
-                       "invalid_signature")  # the certificate could not be fetched either
-        app.extensions[READERS]["ses"] = SesReader(
-            (fake.topic_arn,), SnsFetcher(route_to=fake.origin))
-        assert _post(app.test_client(), "ses", confirmation).status_code == 200
+        fake.confirm_status = 500
+        assert_problem(_post(hook, "ses", confirmation), 502, "confirmation_failed")
+        fake.confirm_status = 200
+        assert _post(hook, "ses", confirmation).get_json() == {"received": True, "suppressed": 0}
         assert len(fake.confirmations) == 1
 
 

@@ -86,6 +86,7 @@ class LocalSes(LocalProvider):
         self.topic_arn = topic_arn
         self.signature_version = signature_version
         self.confirmations: list[dict[str, list[str]]] = []
+        self.confirm_status = 200  # what SNS answers a SubscribeURL (a test may break it)
         self._rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sns.amazonaws.com")])
         now = dt.datetime.now(dt.UTC)
@@ -197,6 +198,8 @@ class LocalSes(LocalProvider):
         query = parse_qs(request.query)
         if request.method == "GET" and request.path == "/" and query.get("Action") == [
                 "ConfirmSubscription"]:
+            if self.confirm_status != 200:
+                return _error(self.confirm_status, "InternalError", "try again")
             self.confirmations.append(query)
             arn = f"{self.topic_arn}:{uuid.uuid4()}"
             return Answer(200, ("<ConfirmSubscriptionResponse><ConfirmSubscriptionResult>"

@@ -103,10 +103,12 @@ bench-report: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/python -m chaos --requests 5000 --workers 4 --kills 24 --kill-every 2 --rate 100
 
-# The same schedule against the local Resend-like provider (tools/local_resend.py):
-# every kill lands after the provider accepted and before the worker recorded.
+# The same schedule against a local provider fake (tools/local_*.py; PROVIDER=resend, brevo,
+# postmark, ses, sendgrid, mailgun, or hook: an app that delivers its own mail): every kill
+# lands after the provider accepted and before the worker recorded.
+PROVIDER ?= resend
 chaos-provider: $(STAMP)
-	$(BIN)/python -m chaos --transport http --requests 5000 --workers 4 --kills 24 --kill-every 2 --rate 100
+	$(BIN)/python -m chaos --transport http --provider $(PROVIDER) --requests 5000 --workers 4 --kills 24 --kill-every 2 --rate 100
 # A primary and a streaming standby of its own (pgserver's binaries), the standby
 # promoted mid-run under the chaos load (issue 15); ends with a `chaos:` line.
 chaos-failover: $(STAMP)

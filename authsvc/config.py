@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import SplitResult, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 _TRUE = {"1", "true", "on", "yes"}
 _FALSE = {"0", "false", "off", "no"}
@@ -22,8 +22,22 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smhd])\s*$")
 SMTP_SCHEMES = {"smtp", "smtp+starttls", "smtps"}
-# HTTP providers by AUTHSVC_MAIL_URL scheme; `+http` is for local fakes only.
-HTTP_PROVIDER_SCHEMES = {"resend": "https", "resend+http": "http"}
+# HTTP providers by AUTHSVC_MAIL_URL scheme (authsvc/worker/providers/, docs/providers.md);
+# `NAME+http` is for local fakes only.
+HTTP_PROVIDERS = ("resend", "postmark", "ses", "sendgrid", "mailgun", "brevo")
+HTTP_PROVIDER_SCHEMES = {
+    **{name: "https" for name in HTTP_PROVIDERS},
+    **{f"{name}+http": "http" for name in HTTP_PROVIDERS},
+}
+# The query options each provider's URL may carry (anything else is refused).
+PROVIDER_URL_OPTIONS = {
+    "postmark": ("message_stream",),
+    "ses": ("region", "configuration_set"),
+}
+# SES: the region is in its API host, email.REGION.amazonaws.com.
+_SES_HOST = re.compile(r"^email\.([a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com$")
+_AWS_REGION = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d$")
+_MAILGUN_DOMAIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
 # Beyond this PostgreSQL's timestamps overflow; no lifetime needs more.
 MAX_DURATION_SECONDS = 36500 * 86400
 _BYTES = re.compile(r"^\s*(\d+)\s*(?:([kmg])(?:i?b)?)?\s*$", re.IGNORECASE)
@@ -64,11 +78,33 @@ class SmtpTarget:
 
 @dataclass(frozen=True)
 class HttpProviderTarget:
-    """An HTTP mail provider (AUTHSVC_MAIL_URL=resend://KEY@host[:port])."""
+    """An HTTP mail provider (AUTHSVC_MAIL_URL=resend://KEY@host[:port], docs/providers.md)."""
 
-    provider: str  # "resend"
+    provider: str  # one of HTTP_PROVIDERS
     base_url: str  # scheme://host[:port], no trailing slash
-    api_key: str = field(repr=False)
+    api_key: str = field(repr=False)  # SES: the access key id
+    secret: str | None = field(default=None, repr=False)  # SES: the secret access key
+    domain: str | None = None  # Mailgun: the sending domain (the URL's path)
+    region: str | None = None  # SES: the region its requests are signed for
+    options: tuple[tuple[str, str], ...] = ()  # the URL's documented query options
+
+    def option(self, name: str) -> str | None:
+        return dict(self.options).get(name)
+
+
+@dataclass(frozen=True)
+class ProviderWebhooks:
+    """How each provider's bounce notifications are verified (docs/providers.md); None: off.
+
+    Each set value enables POST /webhooks/provider/NAME for that provider.
+    """
+
+    resend_secret: str | None = field(default=None, repr=False)  # whsec_…: Svix signatures
+    postmark_auth: str | None = field(default=None, repr=False)  # user:password, or a token
+    ses_topic_arns: tuple[str, ...] = ()  # the SNS topics whose messages count
+    sendgrid_public_key: str | None = None  # the Event Webhook's verification key (public)
+    mailgun_signing_key: str | None = field(default=None, repr=False)
+    brevo_auth: str | None = field(default=None, repr=False)  # user:password, or a token
 
 
 @dataclass(frozen=True)
@@ -97,8 +133,8 @@ class Settings:
     null_mail: bool = False
     # AUTHSVC_MAIL_URL=resend://…: an HTTP provider instead of SMTP.
     http_provider: HttpProviderTarget | None = None
-    # AUTHSVC_PROVIDER_WEBHOOK_SECRET: verifies POST /webhooks/provider/… (whsec_…).
-    provider_webhook_secret: str | None = field(default=None, repr=False)
+    # How POST /webhooks/provider/NAME verifies each provider's notifications.
+    provider_webhooks: ProviderWebhooks = field(default_factory=ProviderWebhooks)
     # AUTHSVC_DIRECT_DATABASE_URL: the server itself, not a pooler (LISTEN; SPEC §11).
     direct_database_url: str | None = None
     # PROMETHEUS_MULTIPROC_DIR (set by `authsvc serve`): /metrics sums every process's files.
@@ -188,23 +224,63 @@ def parse_smtp_url(value: str) -> SmtpTarget:
 
 
 def parse_http_provider_url(value: str) -> HttpProviderTarget:
-    """resend://API_KEY@host[:port] (https), or resend+http://… for a local fake."""
+    """NAME://API_KEY@host[:port] (https), or NAME+http://… for a local fake.
+
+    The forms that differ: ses://ACCESS_KEY_ID:SECRET@email.REGION.amazonaws.com
+    (or ?region=R on another host), mailgun://KEY@host/DOMAIN, and the query
+    options in PROVIDER_URL_OPTIONS.
+    """
     parts = urlsplit(value)
     scheme = parts.scheme.lower()
     if scheme not in HTTP_PROVIDER_SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(HTTP_PROVIDER_SCHEMES)}, got {scheme!r}")
+    provider = scheme.split("+")[0]
     hostname, port = _host_and_port(parts)
-    # The key is the user part; a password part would be a mistake to keep silently.
-    if not parts.username or parts.password is not None:
-        raise ValueError("needs the API key as the user part: resend://API_KEY@host")
+    if not parts.username:
+        raise ValueError(f"needs the API key as the user part: {provider}://API_KEY@host")
     api_key = unquote(parts.username)
-    if not api_key.isprintable() or " " in api_key:
-        raise ValueError("the API key has spaces or control characters")
-    if parts.path.strip("/") or parts.query or parts.fragment:
-        raise ValueError("takes no path, query or fragment")
+    secret = unquote(parts.password) if parts.password is not None else None
+    if provider == "ses":
+        if not secret:
+            raise ValueError("needs the access key id and the secret access key:"
+                             " ses://ACCESS_KEY_ID:SECRET@email.REGION.amazonaws.com")
+    elif secret is not None:
+        # The key is the user part; a password part would be a mistake to keep silently.
+        raise ValueError(f"needs the API key as the user part only: {provider}://API_KEY@host")
+    for credential in (api_key, secret or ""):
+        if not credential.isprintable() or " " in credential:
+            raise ValueError("the API key has spaces or control characters")
+    if parts.fragment:
+        raise ValueError("takes no fragment")
+    path = parts.path.strip("/")
+    domain = None
+    if provider == "mailgun":
+        if not _MAILGUN_DOMAIN.fullmatch(path):
+            raise ValueError("needs the sending domain as the path: mailgun://KEY@host/DOMAIN")
+        domain = path.lower()
+    elif path:
+        raise ValueError("takes no path")
+    try:
+        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        raise ValueError(f"cannot read its query {parts.query!r}") from None
+    allowed = PROVIDER_URL_OPTIONS.get(provider, ())
+    unknown = sorted({k for k, _ in query} - set(allowed))
+    if unknown:
+        hint = f"only {', '.join(allowed)}" if allowed else "no query"
+        raise ValueError(f"takes {hint}, got {', '.join(unknown)}")
+    options = tuple(sorted(dict(query).items()))
+    region = None
+    if provider == "ses":
+        from_host = _SES_HOST.match(hostname.lower())
+        region = dict(options).get("region") or (from_host.group(1) if from_host else None)
+        if region is None or not _AWS_REGION.fullmatch(region):
+            raise ValueError("needs its region: the host email.REGION.amazonaws.com,"
+                             " or ?region=REGION")
     host = f"[{hostname}]" if ":" in hostname else hostname
     base_url = f"{HTTP_PROVIDER_SCHEMES[scheme]}://{host}" + (f":{port}" if port else "")
-    return HttpProviderTarget(provider=scheme.split("+")[0], base_url=base_url, api_key=api_key)
+    return HttpProviderTarget(provider=provider, base_url=base_url, api_key=api_key,
+                              secret=secret, domain=domain, region=region, options=options)
 
 
 def _check_webhook_secret(value: str) -> None:
@@ -216,6 +292,49 @@ def _check_webhook_secret(value: str) -> None:
         raise ValueError("expected whsec_ followed by base64") from None
     if len(raw) < 24:
         raise ValueError("the secret is shorter than 24 bytes")
+
+
+_SNS_TOPIC_ARN = re.compile(r"^arn:aws(?:-cn|-us-gov)?:sns:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:"
+                            r"[A-Za-z0-9_-]{1,256}$")
+MIN_WEBHOOK_CREDENTIAL_LENGTH = 16
+
+
+def parse_webhook_auth(value: str) -> str:
+    """user:password (HTTP basic) or a bearer token; the secret part at least 16 characters."""
+    if not value.isprintable() or any(c.isspace() for c in value):
+        raise ValueError("has spaces or control characters")
+    user, colon, password = value.partition(":")
+    secret = password if colon else value
+    if colon and not user:
+        raise ValueError("expected user:password or a token, got an empty user")
+    if len(secret) < MIN_WEBHOOK_CREDENTIAL_LENGTH:
+        raise ValueError(f"the password or token is shorter than {MIN_WEBHOOK_CREDENTIAL_LENGTH}"
+                         " characters")
+    return value
+
+
+def parse_topic_arns(value: str) -> tuple[str, ...]:
+    """Comma-separated SNS topic ARNs."""
+    arns = tuple(a.strip() for a in value.split(",") if a.strip())
+    bad = [a for a in arns if not _SNS_TOPIC_ARN.fullmatch(a)]
+    if bad or not arns:
+        raise ValueError("not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME):"
+                         f" {bad or value!r}")
+    return arns
+
+
+def parse_ecdsa_public_key(value: str) -> str:
+    """SendGrid's verification key: base64 DER of a P-256 public key."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_der_public_key
+
+    try:
+        key = load_der_public_key(base64.b64decode(value, validate=True))
+    except (binascii.Error, ValueError):
+        raise ValueError("expected the base64 public key SendGrid shows") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
+        raise ValueError("expected an ECDSA P-256 public key")
+    return value
 
 
 def _scheme(url: str) -> str | None:
@@ -333,8 +452,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
             problems.append(f"{mail_name}: {exc}")
         else:
             if production and not http_provider.base_url.startswith("https://"):
-                problems.append(f"{mail_name}: resend+http:// is for local fakes; "
-                                "production sends over https (resend://)")
+                name = http_provider.provider
+                problems.append(f"{mail_name}: {name}+http:// is for local fakes; "
+                                f"production sends over https ({name}://)")
     elif smtp_url:
         try:
             smtp = parse_smtp_url(smtp_url)
@@ -347,6 +467,26 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
             _check_webhook_secret(webhook_secret)
         except ValueError as exc:
             problems.append(f"AUTHSVC_PROVIDER_WEBHOOK_SECRET: {exc}")
+
+    def optional(name: str, parser):  # type: ignore[no-untyped-def]
+        raw = get(name)
+        if raw is None:
+            return None
+        try:
+            return parser(raw)
+        except ValueError as exc:
+            problems.append(f"{name}: {exc}")
+            return None
+
+    provider_webhooks = ProviderWebhooks(
+        resend_secret=webhook_secret,
+        postmark_auth=optional("AUTHSVC_POSTMARK_WEBHOOK_AUTH", parse_webhook_auth),
+        ses_topic_arns=optional("AUTHSVC_SES_WEBHOOK_TOPIC_ARNS", parse_topic_arns) or (),
+        sendgrid_public_key=optional("AUTHSVC_SENDGRID_WEBHOOK_PUBLIC_KEY",
+                                     parse_ecdsa_public_key),
+        mailgun_signing_key=optional("AUTHSVC_MAILGUN_WEBHOOK_SIGNING_KEY", parse_webhook_auth),
+        brevo_auth=optional("AUTHSVC_BREVO_WEBHOOK_AUTH", parse_webhook_auth),
+    )
 
     test_inbox = bool(parsed("AUTHSVC_TEST_INBOX", "off", parse_bool))
     inbox_domain = (get("AUTHSVC_TEST_INBOX_DOMAIN", "inbox.test") or "").lower()
@@ -431,7 +571,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         metrics_token=metrics_token,
         null_mail=null_mail,
         http_provider=http_provider,
-        provider_webhook_secret=webhook_secret,
+        provider_webhooks=provider_webhooks,
         direct_database_url=direct_database_url,
         metrics_multiproc_dir=metrics_multiproc_dir,
         **settings_kwargs,  # type: ignore[arg-type]

@@ -6,10 +6,13 @@ idempotency key: no duplicate at all), no stale link redeemed, no token or
 password in any log, and the fault schedule actually ran.
 
 `--transport smtp` (the default) sends to a faulty SMTP server and kills
-workers at random moments; `--transport http` sends to the local Resend-like
-provider (chaos/provider.py), which injects 429s, 500s, stalls and dropped
-answers, and kills each victim after accepting its message and before the
-worker could record it.
+workers at random moments; `--transport http` sends to a local provider fake
+(`--provider`, chaos/provider.py: resend by default, brevo, postmark, ses,
+sendgrid, mailgun, or `hook`, an app that delivers its own mail), which
+injects 429s, 500s, stalls and dropped answers, and kills each victim after
+accepting its message and before the worker could record it. With a key (or
+the app's deduplication) no email may arrive twice; without one, duplicates
+must stay within the crash window (kills, ambiguous and lost-lease sends).
 """
 
 from __future__ import annotations
@@ -24,12 +27,20 @@ from pathlib import Path
 
 import psycopg
 
-from authsvc.apps.keys import register_app
+from authsvc.apps.keys import register_app, set_delivery_url
 from chaos.cluster import ThrowawayPostgres
 from chaos.failover import FailoverPair
 from chaos.fleet import MAX_BACKOFF_SECONDS, MAX_RESENDS_PER_KILL, Fleet
 from chaos.load import ApiClient, LinkRequest, run_load
-from chaos.provider import AcceptKiller, receipts, start_provider, wait_idle
+from chaos.provider import (
+    DEDUPLICATED,
+    FAKES,
+    AcceptKiller,
+    hook_figures,
+    receipts,
+    start_provider,
+    wait_idle,
+)
 from chaos.reconcile import (
     NEW_PASSWORD,
     Report,
@@ -39,6 +50,7 @@ from chaos.reconcile import (
 )
 from chaos.schedule import MAX_CRASHES, FaultSchedule
 from chaos.smtp import FaultRates, FaultySmtp
+from tools.local_hook import LocalHook
 
 SECRET_KEY = "chaos-signing-key-" + "k" * 32
 
@@ -56,7 +68,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--logs", type=Path, default=None, help="keep process logs here")
     parser.add_argument("--transport", choices=("smtp", "http"), default="smtp",
-                        help="a faulty SMTP server, or the local Resend-like HTTP provider")
+                        help="a faulty SMTP server, or a local HTTP provider (--provider)")
+    parser.add_argument("--provider", choices=sorted(FAKES), default="resend",
+                        help="with --transport http: which provider's fake, or `hook`")
     parser.add_argument("--failover", action="store_true",
                         help="a primary and a streaming standby; promote the standby mid-run"
                              " instead of restarting one server")
@@ -111,25 +125,45 @@ def run(args: argparse.Namespace) -> Report:
     print(f"chaos seed={seed}", file=sys.stderr)
     logs = args.logs or Path(tempfile.mkdtemp(prefix="chaos-logs-"))
     logs.mkdir(parents=True, exist_ok=True)
-    report = Report(requests=args.requests, transport=args.transport)
+    http = args.transport == "http"
+    hook = http and args.provider == "hook"
+    report = Report(requests=args.requests, transport=args.transport,
+                    provider=args.provider if http else None)
     cluster: ThrowawayPostgres | FailoverPair = (
         FailoverPair() if args.failover else ThrowawayPostgres()
     )
-    http = args.transport == "http"
     smtp = FaultySmtp(FaultRates(), seed)
-    provider = start_provider(seed) if http else None
+    provider = start_provider(args.provider, seed) if http else None
     fleet: Fleet | None = None
     try:
         if not http:
             smtp.start()
-        emails, requests = _requests(args.requests, rng)
+        if hook:
+            # The hook gets the emails of the app's own proven accounts: resets of
+            # them, one per address, since a request racing another for the same
+            # address is judged nobody's (outbox/producer.sql queue_link) and goes
+            # through authsvc's transport, which here is null: a misrouted email
+            # shows as lost.
+            emails = [f"chaos-{i}@chaos.test" for i in range(args.requests)]
+            requests = [LinkRequest(email, "reset") for email in emails]
+        else:
+            emails, requests = _requests(args.requests, rng)
         with psycopg.connect(cluster.url, autocommit=True) as conn, conn.transaction():
             conn.execute(
-                "INSERT INTO users (email, password_hash) SELECT unnest(%s::text[]), 'not-a-hash'",
-                (emails,),
+                "INSERT INTO users (email, password_hash, email_verified_at)"
+                " SELECT unnest(%s::text[]), 'not-a-hash', CASE WHEN %s THEN now() END",
+                (emails, hook),
             )
-            _app, api_key = register_app(conn, "chaos", ["http://127.0.0.1/"])
-        mail_url = provider.mail_url if provider is not None else smtp.url
+            app, api_key = register_app(conn, "chaos", ["http://127.0.0.1/"])
+            if hook:
+                assert isinstance(provider, LocalHook)
+                conn.execute("INSERT INTO account_apps (user_id, app_id)"
+                             " SELECT id, %s FROM users", (app.id,))
+                provider.secret = set_delivery_url(conn, app.id, provider.url, [SECRET_KEY])
+        if hook:
+            mail_url = "null://"  # every email goes to the hook; one sent here would be lost
+        else:
+            mail_url = provider.mail_url if provider is not None else smtp.url
         env = _environment(cluster.url, mail_url, logs / "data", args.lease_seconds)
         fleet = Fleet(env, logs, args.workers, args.lease_seconds, seed)
         killer = AcceptKiller(fleet)
@@ -174,6 +208,10 @@ def run(args: argparse.Namespace) -> Report:
             report.details.update(provider_faults=dict(provider.faults),
                                   provider_requests=len(provider.requests),
                                   provider_replays=provider.replays)
+            if hook:
+                figures = hook_figures(provider)
+                report.details.update(hook=figures)
+                report.unstable_ids = figures["unstable_ids"]
         else:
             report.details.update(smtp_faults=dict(smtp.faults))
         report.kills = len(fleet.killed_pids)
@@ -186,7 +224,8 @@ def run(args: argparse.Namespace) -> Report:
             reconcile(conn, report, got, fleet.killed_pids,
                       args.lease_seconds + MAX_BACKOFF_SECONDS)
             if provider is not None:
-                count_crash_window(conn, report, killer.killed_jobs)
+                count_crash_window(conn, report, killer.killed_jobs,
+                                   keyed=args.provider in DEDUPLICATED)
             check_redemptions(client, conn, report, got)
         fleet.stop()
         _scan_logs(logs, got, report)
@@ -224,8 +263,15 @@ def _judge(report: Report, args: argparse.Namespace) -> None:
                                f" more than the bound of {MAX_RESENDS_PER_KILL}")
     if report.kills < args.kills:
         report.problems.append(f"only {report.kills} of {args.kills} kills happened")
-    if report.transport == "http" and report.duplicates:
-        report.problems.append(f"duplicates={report.duplicates} despite the idempotency key")
+    if report.provider in DEDUPLICATED and report.duplicates:
+        report.problems.append(f"duplicates={report.duplicates} despite the idempotency key"
+                               " (or the app's deduplication)")
+    if report.transport == "http" and report.duplicates > report.crash_window:
+        report.problems.append(f"duplicates={report.duplicates} beyond the crash window"
+                               f" ({report.crash_window})")
+    if report.unstable_ids:
+        report.problems.append(f"{report.unstable_ids} emails reached the app under more than"
+                               " one webhook-id (or one id carried two emails)")
     if args.failover and report.failovers != 1:
         report.problems.append(f"failovers={report.failovers}, expected 1")
     if not args.failover and report.db_restarts != 1:

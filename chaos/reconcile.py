@@ -31,6 +31,7 @@ _COUNTED = ("expected", "delivered", "lost", "stuck", "duplicates", "crash_windo
 class Report:
     requests: int
     transport: str = "smtp"
+    provider: str | None = None  # --transport http: which fake
     accepted: int = 0
     jobs: int = 0
     expected: int = 0
@@ -44,13 +45,14 @@ class Report:
     max_duplicates_per_kill: int = 0
     db_restarts: int = 0
     failovers: int | None = None  # counted in --failover runs only
+    unstable_ids: int = 0  # hook: emails seen under two webhook-ids, or two under one
     problems: list[str] = field(default_factory=list)
     details: dict[str, object] = field(default_factory=dict)
 
     def line(self) -> str:
         """The run's summary line, `name=value` a figure, as tests/test_chaos.py reads it."""
         if self.transport == "http":
-            names = ["requests", "transport", *_COUNTED, "db_restarts"]
+            names = ["requests", "transport", "provider", *_COUNTED, "db_restarts"]
         else:
             names = ["requests", *_COUNTED, "max_duplicates_per_kill", "db_restarts"]
             if self.failovers is not None:
@@ -175,25 +177,39 @@ def reconcile(
 
 
 def count_crash_window(
-    conn: psycopg.Connection, report: Report, killed_jobs: dict[str, int]
+    conn: psycopg.Connection, report: Report, killed_jobs: dict[str, int], *, keyed: bool = True
 ) -> None:
     """Provider mode: sends the provider accepted whose worker was killed before recording.
 
     Each is confirmed by the trail: the killed worker's claim of the job has
     no outcome after it. Over HTTP with an idempotency key these are not
     duplicates; `report.duplicates` counts jobs delivered more than once.
+    Without a key (`keyed=False`) the window is every job whose outcome was
+    unknown once: a claim of a killed worker that recorded nothing (the
+    victim and whatever else it had in flight), an `ambiguous` send, a
+    `lease_lost` one. Each may have been delivered, and its retry a copy.
     """
-    confirmed = 0
+    confirmed: set[int] = set()
     internal = _internal_ids(conn)
     for public_id, pid in killed_jobs.items():
         job_id = internal.get(public_id)
         trail = conn.execute("SELECT event, lease_owner FROM email_job_events"
                              " WHERE job_id = %s ORDER BY id", (job_id,)).fetchall()
-        if _killed_claims(trail, {pid}):
-            confirmed += 1
+        if job_id is not None and _killed_claims(trail, {pid}):
+            confirmed.add(job_id)
         else:
             report.problems.append(f"job {job_id}: its sender was killed but recorded anyway")
-    report.crash_window = confirmed
+    if not keyed:
+        # A kill ends every send its worker had in flight or unrecorded, not
+        # only the one it was aimed at: each such job is in the window too.
+        killed = set(killed_jobs.values())
+        trails: dict[int, list[tuple[str, str | None]]] = defaultdict(list)
+        for job_id, event, owner in conn.execute(
+                "SELECT job_id, event, lease_owner FROM email_job_events ORDER BY id"):
+            trails[job_id].append((event, owner))
+        confirmed |= {job_id for job_id, trail in trails.items()
+                      if _in_crash_window(trail, killed)}
+    report.crash_window = len(confirmed)
 
 
 def check_redemptions(

@@ -194,8 +194,10 @@ CREATE TABLE apps (
     webhook_url    text,
     webhook_secret bytea,
     revoked_at     timestamp with time zone,
+    delivery_url   text,
     CONSTRAINT apps_pkey PRIMARY KEY (id),
     CONSTRAINT apps_key_hash_key UNIQUE (key_hash),
+    CONSTRAINT apps_delivery_has_secret CHECK (((delivery_url IS NULL) OR (webhook_secret IS NOT NULL))),
     CONSTRAINT apps_name_length CHECK (((length(name) >= 1) AND (length(name) <= 100))),
     CONSTRAINT apps_webhook_has_secret CHECK (((webhook_url IS NULL) OR (webhook_secret IS NOT NULL)))
 );
@@ -379,6 +381,12 @@ CREATE OR REPLACE FUNCTION public.account_belongs_to_app(account bigint, app uui
  LANGUAGE sql
  STABLE PARALLEL SAFE
 RETURN (EXISTS (SELECT 1 FROM (account_apps m JOIN users u ON ((u.id = m.user_id))) WHERE ((m.user_id = account_belongs_to_app.account) AND (m.app_id = account_belongs_to_app.app) AND ((u.email_verified_at IS NOT NULL) OR (u.signup_count = 1)))));
+
+CREATE OR REPLACE FUNCTION public.app_delivers_mail_to(account bigint, app uuid, address text)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+RETURN ((EXISTS (SELECT 1 FROM (users u JOIN account_apps m ON (((m.user_id = u.id) AND (m.app_id = app_delivers_mail_to.app)))) WHERE ((u.id = app_delivers_mail_to.account) AND (u.email = app_delivers_mail_to.address) AND (u.email_verified_at IS NOT NULL)))) AND (NOT (EXISTS (SELECT 1 FROM account_apps other WHERE ((other.user_id = app_delivers_mail_to.account) AND (other.app_id <> app_delivers_mail_to.app))))));
 
 CREATE OR REPLACE FUNCTION public.app_event_payload(event_type text, happened_at timestamp with time zone, data jsonb)
  RETURNS jsonb

@@ -171,7 +171,7 @@ def test_update_replaces_redirects_and_sets_the_webhook(cli, conn, client):
         (["apps", "update", "{id}", "--webhook-url", "https://u:p@x.example/"], "credentials"),
         (["apps", "update", "{id}", "--webhook-url", "https://x.example/#f"], "fragment"),
         (["apps", "update", "{id}", "--webhook-url", "https://x.example/\u202e"], "not a usable"),
-        (["apps", "update", "{id}", "--new-webhook-secret"], "has no webhook URL"),
+        (["apps", "update", "{id}", "--new-webhook-secret"], "has no webhook or delivery URL"),
         (
             ["apps", "update", "{id}", "--webhook-url", "https://x.example/", "--no-webhook"],
             "contradict",
@@ -248,3 +248,45 @@ def test_two_creates_at_once_cannot_both_take_a_name(database_url, conn):
         first.commit()
     thread.join(10)
     assert second_saw == [True]
+
+
+def test_a_delivery_url_is_set_listed_and_cleared(cli, conn, settings):
+    """`apps update ID --delivery-url URL`: the app delivers its own mail (SPEC §10 hook://)."""
+    app_id, _key, _ = _create(cli, "Shop")
+    result = cli("apps", "update", app_id, "--delivery-url", "http://127.0.0.1:9/mail")
+    assert result.exit_code == 0, result.output
+    secret = _value(result, "webhook secret")  # the first signing secret: shown once
+    sealed = conn.execute("SELECT webhook_secret FROM apps").fetchone()[0]
+    assert open_secret(settings.secret_keys, uuid.UUID(app_id), sealed) == secret
+    listed = cli("apps", "list")
+    assert "delivery: http://127.0.0.1:9/mail" in listed.stdout
+    # The webhook, set later, signs with the same secret: none is printed again.
+    again = cli("apps", "update", app_id, "--webhook-url", "http://127.0.0.1:9/events")
+    assert again.exit_code == 0 and "webhook secret" not in again.output
+    rotated = cli("apps", "update", app_id, "--no-webhook", "--new-webhook-secret")
+    assert rotated.exit_code == 0 and _value(rotated, "webhook secret") != secret
+    cleared = cli("apps", "update", app_id, "--no-delivery-url")
+    assert cleared.exit_code == 0
+    assert conn.execute("SELECT delivery_url FROM apps").fetchone()[0] is None
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--delivery-url", "https://x.example/m", "--no-delivery-url"], "contradict"),
+    (["--delivery-url", "ftp://x.example/m"], "absolute http(s)"),
+    (["--delivery-url", "https://u:p@x.example/m"], "credentials"),
+])
+def test_a_bad_delivery_url_is_refused_and_changes_nothing(cli, conn, args, message):
+    app_id, _key, _ = _create(cli, "Shop")
+    before = conn.execute("SELECT * FROM apps").fetchall()
+    _one_clear_line(cli("apps", "update", app_id, *args), message)
+    assert conn.execute("SELECT * FROM apps").fetchall() == before
+
+
+@pytest.mark.parametrize("url", ["http://hooks.example.com/m", "https://127.0.0.1/m",
+                                 "https://169.254.169.254/latest", "https://[fd00::1]/m",
+                                 "https://[::ffff:10.0.0.1]/m"])
+def test_production_refuses_private_delivery_urls(cli, conn, url):
+    app_id, _key, _ = _create(cli, "Shop")
+    result = cli("apps", "update", app_id, "--delivery-url", url, **PRODUCTION)
+    assert result.exit_code != 0 and "--delivery-url" in result.stderr, result.output
+    assert conn.execute("SELECT delivery_url FROM apps").fetchone()[0] is None

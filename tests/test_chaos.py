@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -28,17 +29,18 @@ COUNTS = ("lost", "stuck", "duplicates", "crash_window", "stale_redemptions", "k
 LINE = _report_line(
     "requests", "expected", "delivered", *COUNTS, "max_duplicates_per_kill", "db_restarts"
 )
-HTTP_LINE = _report_line("requests", "transport=http", "expected", "delivered", *COUNTS,
-                         "db_restarts")
+def _http_line(provider: str) -> re.Pattern[str]:
+    return _report_line("requests", "transport=http", f"provider={provider}", "expected",
+                        "delivered", *COUNTS, "db_restarts")
 
 
 def _run_chaos(
-    tmp_path: Path, line: re.Pattern[str], *options: str
+    tmp_path: Path, line: re.Pattern[str], *options: str, requests: int = 500, kills: int = 6
 ) -> tuple[dict[str, int], subprocess.CompletedProcess[str], str]:
     """Run the harness's short mode; its figures, the run and its output, once it passed."""
     run = subprocess.run(
-        [sys.executable, "-m", "chaos", *options, "--requests", "500", "--workers", "3",
-         "--kills", "6", "--logs", str(tmp_path / "logs")],
+        [sys.executable, "-m", "chaos", *options, "--requests", str(requests), "--workers", "3",
+         "--kills", str(kills), "--logs", str(tmp_path / "logs")],
         cwd=ROOT, capture_output=True, text=True, timeout=230,
     )
     report = run.stdout + run.stderr
@@ -47,7 +49,7 @@ def _run_chaos(
     assert found is not None, report
     figures = {k: int(v) for k, v in found.groupdict().items()}
     assert run.returncode == 0, report
-    assert figures["requests"] == 500
+    assert figures["requests"] == requests
     assert figures["lost"] == figures["stuck"] == figures["stale_redemptions"] == 0, report
     assert figures["delivered"] == figures["expected"] > 0
     return figures, run, report
@@ -83,9 +85,50 @@ def test_provider_idempotency_closes_the_crash_window(tmp_path: Path) -> None:
     # Slower load (about 14 s instead of 10): each kill waits for an acceptance
     # after it is armed, so the six must fall inside the load, or the last one
     # can find nothing left to send ("only 5 of 6 kills happened", seen in CI).
-    figures, run, report = _run_chaos(tmp_path, HTTP_LINE, "--transport", "http", "--rate", "35")
+    figures, run, report = _run_chaos(tmp_path, _http_line("resend"), "--transport", "http",
+                                      "--rate", "35")
     assert figures["duplicates"] == 0, report
     assert figures["crash_window"] == figures["kills"] >= 6, report
     assert figures["db_restarts"] == 1
     assert "'rate_limited': 0" not in run.stderr and "'server_error': 0" not in run.stderr
     assert not _clusters_running(run.stderr), "the harness left PostgreSQL running"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_brevos_short_lived_key_also_closes_the_crash_window(tmp_path: Path) -> None:
+    """SPEC §10: Brevo's key lives minutes; the retries after a kill come well inside it."""
+    figures, _run, report = _run_chaos(tmp_path, _http_line("brevo"), "--transport", "http",
+                                       "--provider", "brevo", "--rate", "35", requests=300,
+                                       kills=4)
+    assert figures["duplicates"] == 0, report
+    assert figures["crash_window"] == figures["kills"] >= 4, report
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_without_a_key_duplicates_stay_inside_the_crash_window(tmp_path: Path) -> None:
+    """Postmark takes no key: a kill after its 200 re-sends, at least once, never lost."""
+    figures, _run, report = _run_chaos(tmp_path, _http_line("postmark"), "--transport", "http",
+                                       "--provider", "postmark", "--rate", "35", requests=300,
+                                       kills=4)
+    assert 0 < figures["duplicates"] <= figures["crash_window"], report
+    assert "duplicates_per_kill" in report
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_an_apps_hook_gets_every_email_once_under_stable_ids(tmp_path: Path) -> None:
+    """SPEC §10 hook://: kills after the app took an email, and the app's own 429s, 500s,
+    stalls and dropped answers; the app deduplicates on webhook-id to exactly one each."""
+    figures, run, report = _run_chaos(tmp_path, _http_line("hook"), "--transport", "http",
+                                      "--provider", "hook", "--rate", "35", requests=300,
+                                      kills=4)
+    assert figures["duplicates"] == 0 and figures["delivered"] == 300, report
+    hook = re.search(r"^  hook: (\{.*\})$", run.stderr, re.MULTILINE)
+    assert hook, report
+    seen = ast.literal_eval(hook.group(1))
+    assert seen["unstable_ids"] == 0 and seen["emails"] == 300
+    # Each kill after the app took an email made it see a copy: it kept one of each.
+    assert seen["copies_deduplicated"] >= figures["kills"] >= 4
+    assert seen["posts"] >= 300 + seen["copies_deduplicated"]

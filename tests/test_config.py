@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from authsvc.config import ConfigError, RateLimit, load_settings, parse_smtp_url
+from authsvc.config import (
+    ConfigError,
+    RateLimit,
+    load_settings,
+    parse_http_provider_url,
+    parse_smtp_url,
+)
 
 GOOD_KEY = "k" * 40
 
@@ -121,6 +127,26 @@ def test_mail_url_takes_an_http_provider(tmp_path):
     assert "re_abc" not in repr(s)
 
 
+@pytest.mark.parametrize("url, expected", [
+    ("postmark://pm-token@api.postmarkapp.com?message_stream=auth",
+     ("postmark", "https://api.postmarkapp.com", "pm-token", None, None, None,
+      (("message_stream", "auth"),))),
+    ("ses://AKIAEXAMPLE:wJalr%2FK7MDENG@email.eu-west-1.amazonaws.com?configuration_set=bounces",
+     ("ses", "https://email.eu-west-1.amazonaws.com", "AKIAEXAMPLE", "wJalr/K7MDENG", None,
+      "eu-west-1", (("configuration_set", "bounces"),))),
+    ("sendgrid://SG.key@api.sendgrid.com",
+     ("sendgrid", "https://api.sendgrid.com", "SG.key", None, None, None, ())),
+    ("mailgun://key-1@api.eu.mailgun.net/MG.Example.com",
+     ("mailgun", "https://api.eu.mailgun.net", "key-1", None, "mg.example.com", None, ())),
+    ("brevo+http://xkeysib-1@127.0.0.1:8025",
+     ("brevo", "http://127.0.0.1:8025", "xkeysib-1", None, None, None, ())),
+])
+def test_mail_url_takes_every_http_providers_form(url, expected):
+    t = parse_http_provider_url(url)
+    assert (t.provider, t.base_url, t.api_key, t.secret, t.domain, t.region, t.options) == expected
+    assert t.api_key not in repr(t) and (t.secret is None or t.secret not in repr(t))
+
+
 def test_smtp_url_is_still_read_as_the_mail_url(tmp_path):
     assert _load(tmp_path, AUTHSVC_SMTP_URL="smtps://mail.example.com").smtp is not None
     s = _load(tmp_path, AUTHSVC_SMTP_URL="resend://re_k@api.resend.com")
@@ -132,7 +158,15 @@ def test_smtp_url_is_still_read_as_the_mail_url(tmp_path):
     ("resend://re_k:secret@api.resend.com", "API key"),
     ("resend://re_k@api.resend.com/emails", "no path"),
     ("resend://re_k@api.resend.com:99999", "bad port"),
-    ("postmark://re_k@api.postmarkapp.com", "scheme"),
+    ("sparkpost://re_k@api.sparkpost.com", "scheme"),
+    ("postmark://tok@api.postmarkapp.com?stream=x", "only message_stream"),
+    ("ses://AKID@email.us-east-1.amazonaws.com", "secret access key"),
+    ("ses://AKID:secret@ses.example.com", "region"),
+    ("ses://AKID:secret@email.us-east-1.amazonaws.com?region=moon", "region"),
+    ("mailgun://key@api.mailgun.net", "sending domain"),
+    ("mailgun://key@api.mailgun.net/a/b", "sending domain"),
+    ("brevo://key:pw@api.brevo.com", "API key"),
+    ("sendgrid://SG.k@api.sendgrid.com/v3", "no path"),
 ])
 def test_malformed_mail_urls_are_refused(tmp_path, url, problem):
     with pytest.raises(ConfigError, match=problem):
@@ -191,3 +225,35 @@ def test_malformed_address_life_settings_are_each_reported(tmp_path):
                  "AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD"):
         assert name in problems
     assert len(caught.value.problems) == 4
+
+
+@pytest.mark.parametrize("name, value, problem", [
+    ("AUTHSVC_POSTMARK_WEBHOOK_AUTH", "hook:short", "shorter than 16"),
+    ("AUTHSVC_POSTMARK_WEBHOOK_AUTH", ":a-long-enough-password", "empty user"),
+    ("AUTHSVC_BREVO_WEBHOOK_AUTH", "a token with spaces in it", "spaces"),
+    ("AUTHSVC_MAILGUN_WEBHOOK_SIGNING_KEY", "tiny", "shorter than 16"),
+    ("AUTHSVC_SES_WEBHOOK_TOPIC_ARNS", "arn:aws:sqs:us-east-1:123456789012:q", "SNS topic ARN"),
+    ("AUTHSVC_SES_WEBHOOK_TOPIC_ARNS", "my-topic", "SNS topic ARN"),
+    ("AUTHSVC_SENDGRID_WEBHOOK_PUBLIC_KEY", "not base64!", "base64 public key"),
+    # An RSA key (base64 DER): SendGrid's is ECDSA P-256.
+    ("AUTHSVC_SENDGRID_WEBHOOK_PUBLIC_KEY",
+     "MFwwDQYJKoZIhvcNAQEBBQADSwAwSAJBAK1g3s3D0Wm8cKrW0b2m6vY2tEw3f4m5Q9o2n8sQyYb0D7JXw+2Nd1hb"
+     "j7xUq5FhZqM7M0pJ3l4P1RZkVQa4z4ECAwEAAQ==", "P-256"),
+])
+def test_malformed_provider_webhook_settings_are_refused(tmp_path, name, value, problem):
+    with pytest.raises(ConfigError, match=problem) as caught:
+        _load(tmp_path, **{name: value})
+    assert name in str(caught.value)
+
+
+def test_provider_webhook_settings_are_read_and_kept_out_of_reprs(tmp_path):
+    s = _load(tmp_path, AUTHSVC_POSTMARK_WEBHOOK_AUTH="hook:a-long-password-1",
+              AUTHSVC_BREVO_WEBHOOK_AUTH="brevo-token-0123456789",
+              AUTHSVC_MAILGUN_WEBHOOK_SIGNING_KEY="mailgun-signing-key-0123",
+              AUTHSVC_SES_WEBHOOK_TOPIC_ARNS="arn:aws:sns:us-east-1:123456789012:a, "
+                                             "arn:aws:sns:eu-west-1:123456789012:b")
+    hooks = s.provider_webhooks
+    assert hooks.ses_topic_arns == ("arn:aws:sns:us-east-1:123456789012:a",
+                                    "arn:aws:sns:eu-west-1:123456789012:b")
+    for secret in ("a-long-password-1", "brevo-token-0123456789", "mailgun-signing-key-0123"):
+        assert secret not in repr(s)

@@ -153,6 +153,7 @@ class AppListing:
     name: str
     redirect_urls: list[str]
     webhook_url: str | None
+    delivery_url: str | None  # where the app takes its own mail (SPEC §10 hook://)
     created_at: datetime
     revoked_at: datetime | None
 
@@ -207,8 +208,33 @@ def set_webhook(
     return secret if row[0] else None
 
 
+def set_delivery_url(
+    conn: Connection, app_id: UUID, delivery_url: str, secret_keys: Sequence[str]
+) -> str | None:
+    """Deliver a live app's own mail to `delivery_url` (validated by the caller).
+
+    Signed with the app's webhook secret: returns it when the app had none
+    (show it once), else None; raises LookupError when no live app has this id.
+    """
+    secret = new_webhook_secret()
+    params = {
+        "app_id": app_id,
+        "delivery_url": delivery_url,
+        "webhook_secret": seal_secret(secret_keys, app_id, secret),
+    }
+    row = conn.execute(Q["set_delivery_url"], params).fetchone()
+    if row is None:
+        raise LookupError(app_id)
+    return secret if row[0] else None
+
+
+def clear_delivery_url(conn: Connection, app_id: UUID) -> bool:
+    """Send a live app's mail through authsvc's transport again; False if unknown."""
+    return _updated(conn, "clear_delivery_url", {"app_id": app_id})
+
+
 def replace_webhook_secret(conn: Connection, app_id: UUID, secret_keys: Sequence[str]) -> str:
-    """A new secret for a live app with a webhook; the old one stops verifying at once."""
+    """A new secret for a live app with a webhook or delivery URL; the old one stops at once."""
     secret = new_webhook_secret()
     sealed = seal_secret(secret_keys, app_id, secret)
     if not _updated(conn, "replace_webhook_secret", {"app_id": app_id, "webhook_secret": sealed}):

@@ -18,11 +18,13 @@ FROM apps WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
 
 -- list_apps --
 -- Every app, oldest first, for `authsvc apps list`.
-SELECT id, name, redirect_urls, webhook_url, created_at, revoked_at FROM apps ORDER BY created_at, id;
+SELECT id, name, redirect_urls, webhook_url, delivery_url, created_at, revoked_at
+FROM apps ORDER BY created_at, id;
 
 -- find_app_listing --
 -- One app as `apps list` shows it.
-SELECT id, name, redirect_urls, webhook_url, created_at, revoked_at FROM apps WHERE id = %(app_id)s;
+SELECT id, name, redirect_urls, webhook_url, delivery_url, created_at, revoked_at
+FROM apps WHERE id = %(app_id)s;
 
 -- lock_app_names --
 -- Serialises `apps create` so two at once cannot both take a name.
@@ -43,9 +45,21 @@ UPDATE apps SET webhook_url = %(webhook_url)s,
 WHERE id = %(app_id)s AND revoked_at IS NULL
 RETURNING webhook_secret = %(webhook_secret)s AS secret_is_new;
 
+-- set_delivery_url --
+-- A live app delivers its own mail at url; the sealed secret is only written when it has none.
+UPDATE apps SET delivery_url = %(delivery_url)s,
+                webhook_secret = coalesce(webhook_secret, %(webhook_secret)s)
+WHERE id = %(app_id)s AND revoked_at IS NULL
+RETURNING webhook_secret = %(webhook_secret)s AS secret_is_new;
+
+-- clear_delivery_url --
+-- Its mail goes through authsvc's own transport again (jobs not yet sent too).
+UPDATE apps SET delivery_url = NULL WHERE id = %(app_id)s AND revoked_at IS NULL RETURNING id;
+
 -- replace_webhook_secret --
 UPDATE apps SET webhook_secret = %(webhook_secret)s
-WHERE id = %(app_id)s AND revoked_at IS NULL AND webhook_url IS NOT NULL
+WHERE id = %(app_id)s AND revoked_at IS NULL
+  AND (webhook_url IS NOT NULL OR delivery_url IS NOT NULL)
 RETURNING id;
 
 -- clear_webhook --

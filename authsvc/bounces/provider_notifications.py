@@ -1,16 +1,16 @@
-"""POST /webhooks/provider/<name>: a mail provider's bounce and complaint events.
+"""POST /webhooks/provider/<name>: a mail provider's bounce and complaint notifications.
 
-For Resend these are Svix messages, which are Standard Webhooks: headers
-`svix-id`/`svix-timestamp`/`svix-signature` (or the `webhook-*` spellings)
-and a v1 HMAC-SHA256 signature of "id.timestamp.body" under
-AUTHSVC_PROVIDER_WEBHOOK_SECRET (whsec_…), checked by the `standardwebhooks`
-package, which also refuses timestamps more than five minutes off. A message
-id is processed once: a replay within the retention window is acknowledged
-(200 `{"duplicate": true}`, so the provider stops retrying) and changes
-nothing. A hard bounce (`email.bounced` whose bounce type is not
-Transient) or a complaint (`email.complained`) puts the recipient on the
-suppression list (authsvc/bounces/suppressions.py); other events are acknowledged
-and ignored. Without a secret configured the endpoint does not exist (404).
+Each provider's scheme (authsvc/bounces/providers/) verifies the request
+and reads its notices: Resend's Svix signatures, Postmark's and Brevo's
+credentials, SES's SNS signatures, SendGrid's ECDSA and Mailgun's HMAC
+signatures, each with its own time window. Anything that does not verify
+is 401 `invalid_signature`, changes nothing, and the reason is logged
+(`provider_webhook_refused`). Every notice id is processed once: a replay
+within the retention window is acknowledged (200 `{"duplicate": true}`, so
+the provider stops retrying) and changes nothing. A hard bounce or a
+complaint puts the address on the suppression list
+(authsvc/bounces/suppressions.py); other events are acknowledged and ignored.
+A provider whose verification is not configured has no endpoint (404).
 Every error, a wrong method or an oversized body included, is problem+json.
 """
 
@@ -18,71 +18,32 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+import time
 
-from flask import Blueprint, Response, request
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from flask import Blueprint, Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
-from authsvc.accounts.addresses import InvalidAddress, parse_address
-from authsvc.bounces.suppressions import first_sight_of_webhook, suppress
+from authsvc.bounces.notices import Incoming, Malformed, NoticeReader, Refused
+from authsvc.bounces.providers import readers_for
+from authsvc.bounces.suppressions import first_sight_of_webhook, forget_webhook, suppress
+from authsvc.config import Settings
 from authsvc.observability.logs import log_event
 from authsvc.web.api.problems import http_problem_response, problem_reply
-from authsvc.web.plumbing import db, services
+from authsvc.web.plumbing import db
 
 log = logging.getLogger(__name__)
 bp = Blueprint("provider_webhooks", __name__)
-PROVIDERS = ("resend",)
-SUPPRESSING_EVENTS = ("email.bounced", "email.complained")
-# Bounce types that do not mean "this address will never take mail".
-SOFT_BOUNCE_TYPES = ("transient", "undetermined")
-_HEADER_NAMES = ("id", "timestamp", "signature")
 PREFIX = "/webhooks/provider/"
+READERS = "authsvc.provider_notice_readers"
+
+
+def install_readers(app: Flask, settings: Settings) -> None:
+    """The configured providers' readers, on the app (tests swap one for a routed fetcher)."""
+    app.extensions[READERS] = readers_for(settings.provider_webhooks)
 
 
 def _problem(status: int, code: str, detail: str) -> Response:
     return problem_reply(status, code, detail).to_response()
-
-
-def _signature_headers() -> dict[str, str]:
-    """webhook-id/-timestamp/-signature, from the Standard or the Svix spelling."""
-    found = {}
-    for name in _HEADER_NAMES:
-        value = request.headers.get(f"webhook-{name}") or request.headers.get(f"svix-{name}")
-        if value:
-            found[f"webhook-{name}"] = value
-    return found
-
-
-def _suppressible_addresses(event: dict[str, Any]) -> list[str]:
-    """The canonical recipients this event suppresses (none for other events)."""
-    kind = event.get("type")
-    data = event.get("data")
-    if kind not in SUPPRESSING_EVENTS or not isinstance(data, dict):
-        return []
-    if kind == "email.bounced":
-        bounce = data.get("bounce")
-        bounce_type = bounce.get("type") if isinstance(bounce, dict) else None
-        if isinstance(bounce_type, str) and bounce_type.lower() in SOFT_BOUNCE_TYPES:
-            return []
-    to = data.get("to")
-    recipients = [to] if isinstance(to, str) else to if isinstance(to, list) else []
-    addresses = []
-    for recipient in recipients:
-        try:
-            addresses.append(parse_address(recipient))
-        except InvalidAddress:
-            continue  # not one of ours: authsvc only ever sends to canonical addresses
-    return addresses
-
-
-def _detail(event: dict[str, Any]) -> str | None:
-    data: dict[str, Any] = event["data"] if isinstance(event.get("data"), dict) else {}
-    for key in ("bounce", "complaint"):
-        part = data.get(key)
-        if isinstance(part, dict):
-            return json.dumps(part, sort_keys=True)[:500]
-    return None
 
 
 def _routing_problem() -> Response | None:
@@ -99,44 +60,70 @@ bp.before_app_request(_routing_problem)
 bp.register_error_handler(HTTPException, http_problem_response)
 
 
+def _json(body: dict[str, object], status: int = 200) -> Response:
+    return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
 @bp.post("/webhooks/provider/<name>")
 def provider_event(name: str) -> Response:
-    secret = services().settings.provider_webhook_secret
-    if name not in PROVIDERS or not secret:
+    readers: dict[str, NoticeReader] = current_app.extensions[READERS]
+    reader = readers.get(name)
+    if reader is None:
         return _problem(404, "not_found", "No such endpoint")
-    raw = request.get_data(cache=False)
-    headers = _signature_headers()
+    request.max_content_length = reader.max_body_bytes
+    incoming = Incoming({k.lower(): v for k, v in request.headers.items()},
+                        request.get_data(cache=False))
     try:
-        Webhook(secret).verify(raw, headers, json_parse=False)
-    except (WebhookVerificationError, ValueError) as exc:
-        # ValueError: a malformed signature list (binascii) or a body that is not UTF-8.
+        reading = reader.read(incoming, time.time())
+    except Refused as exc:
         log_event(log, "provider_webhook_refused", logging.WARNING, provider=name,
-                  error=str(exc) or type(exc).__name__)
+                  error=str(exc))
         return _problem(401, "invalid_signature", "The webhook signature does not verify.")
-    try:
-        event = json.loads(raw)
-    except ValueError:
-        event = None
-    if not isinstance(event, dict):
-        return _problem(400, "invalid_request", "The event must be a JSON object.")
-    message_id = headers["webhook-id"]
+    except Malformed as exc:
+        return _problem(400, "invalid_request", str(exc))
     conn = db()
+    added = 0
+    fresh = []
     with conn.transaction():
-        if not first_sight_of_webhook(conn, name, message_id):
-            log_event(log, "provider_webhook_replayed", logging.WARNING, provider=name,
-                      webhook_id=message_id)
-            # 2xx, not an error: the provider's retry of a message whose first
-            # 200 was lost reuses the id; an error would keep it retrying and
-            # may get the endpoint disabled. Nothing changes either way.
-            body = json.dumps({"received": True, "duplicate": True, "suppressed": 0})
-            return Response(body, status=200, mimetype="application/json")
-        data: dict[str, Any] = event["data"] if isinstance(event.get("data"), dict) else {}
-        provider_id = data.get("email_id") if isinstance(data.get("email_id"), str) else None
-        added = 0
-        for address in _suppressible_addresses(event):
-            added += suppress(conn, address, event=str(event["type"]), provider=name,
-                              provider_message_id=provider_id, detail=_detail(event))
-    log_event(log, "provider_webhook_received", provider=name, webhook_id=message_id,
-              event_type=str(event.get("type")), provider_message_id=provider_id, suppressed=added)
-    body = json.dumps({"received": True, "suppressed": added})
-    return Response(body, status=200, mimetype="application/json")
+        for notice in reading.notices:
+            if not first_sight_of_webhook(conn, name, notice.id):
+                log_event(log, "provider_webhook_replayed", logging.WARNING, provider=name,
+                          webhook_id=notice.id)
+                continue
+            fresh.append(notice)
+            for address in notice.addresses:
+                added += suppress(conn, address, event=notice.event, provider=name,
+                                  provider_message_id=notice.provider_message_id,
+                                  detail=notice.detail)
+    if reading.confirm_url is not None and fresh:
+        confirmed = _confirm(name, reader, reading.confirm_url)
+        if not confirmed:
+            with conn.transaction():
+                for notice in fresh:
+                    forget_webhook(conn, name, notice.id)
+            return _problem(502, "confirmation_failed",
+                            "The subscription could not be confirmed; retry.")
+    for notice in fresh:
+        log_event(log, "provider_webhook_received", provider=name, webhook_id=notice.id,
+                  event_type=notice.event, provider_message_id=notice.provider_message_id,
+                  suppressed=len(notice.addresses))
+    if reading.notices and not fresh:
+        # 2xx, not an error: the provider's retry of a message whose first
+        # 200 was lost reuses the id; an error would keep it retrying and
+        # may get the endpoint disabled. Nothing changes either way.
+        return _json({"received": True, "duplicate": True, "suppressed": 0})
+    return _json({"received": True, "suppressed": added})
+
+
+def _confirm(name: str, reader: NoticeReader, url: str) -> bool:
+    """Fetch an SNS SubscribeURL (already pinned to SNS's hosts by the reader)."""
+    confirm = getattr(reader, "confirm", None)
+    try:
+        if confirm is not None:
+            confirm(url)
+    except Refused as exc:
+        log_event(log, "provider_subscription_unconfirmed", logging.WARNING, provider=name,
+                  error=str(exc))
+        return False
+    log_event(log, "provider_subscription_confirmed", provider=name)
+    return True

@@ -59,3 +59,8 @@ def first_sight_of_webhook(conn: Connection, provider: str, message_id: str) -> 
     row = conn.execute(Q["remember_webhook_message"],
                        {"provider": provider, "message_id": message_id}).fetchone()
     return row is not None
+
+
+def forget_webhook(conn: Connection, provider: str, message_id: str) -> None:
+    """Undo `first_sight_of_webhook`, so the provider's retry is handled afresh."""
+    conn.execute(Q["forget_webhook_message"], {"provider": provider, "message_id": message_id})

@@ -24,3 +24,9 @@ RETURNING message_id;
 -- Ids older than the replay horizon can go: their signatures are long stale.
 DELETE FROM provider_webhook_messages
 WHERE received_at < now() - make_interval(secs => %(keep_seconds)s);
+
+-- forget_webhook_message --
+-- A message whose handling failed after it was remembered (an SNS subscription
+-- that could not be confirmed): its provider's retry must not read as a replay.
+DELETE FROM provider_webhook_messages
+WHERE provider = %(provider)s AND message_id = %(message_id)s;

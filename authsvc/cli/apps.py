@@ -38,11 +38,11 @@ def _check_name(name: str) -> str:
     return name.strip()
 
 
-def _check_webhook(settings: Settings, url: str) -> str:
+def _check_webhook(settings: Settings, url: str, option: str = "--webhook-url") -> str:
     try:
         return validate_webhook_url(url, production=settings.production)
     except WebhookTargetRefused as exc:
-        raise click.BadParameter(str(exc), param_hint="--webhook-url") from None
+        raise click.BadParameter(str(exc), param_hint=option) from None
 
 
 @contextmanager
@@ -110,7 +110,7 @@ def apps_list() -> None:
         state = "live" if app.revoked_at is None else f"revoked {app.revoked_at:%Y-%m-%d}"
         click.echo(
             f"{app.id}  {app.name}  {state}  redirect: {', '.join(app.redirect_urls) or '-'}"
-            f"  webhook: {app.webhook_url or '-'}"
+            f"  webhook: {app.webhook_url or '-'}  delivery: {app.delivery_url or '-'}"
         )
 
 
@@ -128,24 +128,37 @@ def apps_list() -> None:
 @click.option(
     "--new-webhook-secret", is_flag=True, help="Replace the signing secret; prints the new one."
 )
+@click.option(
+    "--delivery-url",
+    help="The app delivers its own mail: each email for its own accounts is POSTed here"
+    " (a Standard Webhook signed with the webhook secret; https in production).",
+)
+@click.option("--no-delivery-url", is_flag=True, help="Send its mail through authsvc again.")
 def apps_update(
     app_id: UUID,
     redirect_urls: list[str],
     webhook_url: str | None,
     no_webhook: bool,
     new_webhook_secret: bool,
+    delivery_url: str | None,
+    no_delivery_url: bool,
 ) -> None:
-    """Change an app's redirect URLs or webhook."""
+    """Change an app's redirect URLs, webhook or mail delivery URL."""
     if webhook_url is not None and no_webhook:
         raise click.UsageError("--webhook-url and --no-webhook contradict each other")
-    if not (redirect_urls or webhook_url is not None or no_webhook or new_webhook_secret):
+    if delivery_url is not None and no_delivery_url:
+        raise click.UsageError("--delivery-url and --no-delivery-url contradict each other")
+    if not (redirect_urls or webhook_url is not None or no_webhook or new_webhook_secret
+            or delivery_url is not None or no_delivery_url):
         raise click.UsageError(
-            "nothing to change: give --redirect-url, --webhook-url, --no-webhook"
-            " or --new-webhook-secret"
+            "nothing to change: give --redirect-url, --webhook-url, --no-webhook,"
+            " --new-webhook-secret, --delivery-url or --no-delivery-url"
         )
     settings = settings_or_exit()
     if webhook_url is not None:
         webhook_url = _check_webhook(settings, webhook_url)
+    if delivery_url is not None:
+        delivery_url = _check_webhook(settings, delivery_url, "--delivery-url")
     secret = None
     with _transaction(settings) as conn:
         _require_live(conn, app_id)
@@ -155,12 +168,18 @@ def apps_update(
             secret = keys.set_webhook(conn, app_id, webhook_url, settings.secret_keys)
         if no_webhook:
             keys.clear_webhook(conn, app_id)
+        if delivery_url is not None:
+            secret = keys.set_delivery_url(
+                conn, app_id, delivery_url, settings.secret_keys) or secret
+        if no_delivery_url:
+            keys.clear_delivery_url(conn, app_id)
         if new_webhook_secret:
             try:
                 secret = keys.replace_webhook_secret(conn, app_id, settings.secret_keys)
             except LookupError:
                 raise click.ClickException(
-                    f"app {app_id} has no webhook URL: set one with --webhook-url"
+                    f"app {app_id} has no webhook or delivery URL: set one with --webhook-url"
+                    " or --delivery-url"
                 ) from None
     click.echo(f"updated app {app_id}")
     if secret is not None:

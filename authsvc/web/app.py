@@ -68,6 +68,7 @@ def create_app(
 
     csrf.exempt(provider_notifications.bp)  # signed by the provider, no cookies
     app.register_blueprint(provider_notifications.bp)
+    provider_notifications.install_readers(app, settings)
     # The test inbox (/_inbox) is not here: `authsvc inbox --http-port` serves it.
     return app
 

@@ -5,6 +5,7 @@ batched completer (authsvc/worker/completer.py); `deliver` records at once.
 
 Failure classes and what each does:
   superseded / expired link  → marked, never sent;
+  an app that delivers its own mail (hook_delivery.py) → its URL instead of the mailer;
   suppressed recipient (bounced or complained, bounces/suppressions.py) → marked, never sent;
   transient (4xx, connection errors, timeouts before DATA; HTTP 408/429/5xx and
              lost answers under an idempotency key) → retry with backoff,
@@ -21,7 +22,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from psycopg_pool import ConnectionPool
 
@@ -34,6 +35,9 @@ from authsvc.worker.mailers import (
     TransientSendError,
 )
 from authsvc.worker.render import Renderer, TemplateError
+
+if TYPE_CHECKING:  # hook_delivery imports event_delivery, which imports RetryPolicy from here
+    from authsvc.worker.hook_delivery import HookDelivery
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,6 +64,8 @@ class Delivery:
     retry: RetryPolicy
     send_timeout: float
     clock: Clock = system_clock
+    # Apps that deliver their own mail; None: such emails wait for a worker that can.
+    hook: HookDelivery | None = None
 
     def decide(self, mailer: Mailer, job: ClaimedJob, lease_deadline: float) -> Outcome:
         """Check, render and send one claimed job; the outcome is left for the caller to record."""
@@ -86,7 +92,12 @@ class Delivery:
         except TemplateError as exc:
             return Outcome(job, "failed", error=str(exc))
         try:
-            provider_id = mailer.send(email)
+            if job.delivery_url is None:
+                provider_id = mailer.send(email)
+            elif self.hook is None:
+                raise TransientSendError("this worker was started without webhook delivery")
+            else:
+                provider_id = self.hook.send(job, email)
         except PermanentSendError as exc:
             return Outcome(job, "failed", error=exc.reason)
         except AmbiguousSendError as exc:
@@ -98,7 +109,8 @@ class Delivery:
             if job.attempt_count >= self.retry.max_attempts:
                 error = f"attempts exhausted ({job.attempt_count}): {exc.reason}"
                 return Outcome(job, "failed", error=error)
-            return self._retry(job, exc.reason, ambiguous=False, at_least=exc.retry_after)
+            return self._retry(job, exc.reason, ambiguous=False, at_least=exc.retry_after,
+                               at_most=exc.retry_within)
         except UnicodeError as exc:
             # A mailer let an encoding error escape: this message's data is at
             # fault, not the process. Its connection is in an unknown state.
@@ -108,7 +120,12 @@ class Delivery:
         return Outcome(job, "sent", provider_message_id=provider_id)
 
     def _retry(self, job: ClaimedJob, error: str, *, ambiguous: bool,
-               at_least: float | None = None) -> Outcome:
+               at_least: float | None = None, at_most: float | None = None) -> Outcome:
+        delay = self.retry.delay(job.attempt_count)
+        if at_most is not None:
+            # An unknown outcome under a key the provider forgets soon: come
+            # back while it still remembers, or the retry may deliver twice.
+            delay = min(delay, at_most)
         # The provider's Retry-After is a floor: our backoff may wait longer.
-        delay = max(self.retry.delay(job.attempt_count), at_least or 0.0)
+        delay = max(delay, at_least or 0.0)
         return Outcome(job, "ambiguous" if ambiguous else "retry", error=error, delay_seconds=delay)

@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from standardwebhooks import Webhook
 
@@ -104,10 +104,17 @@ def _cut_off(connection: http.client.HTTPConnection) -> None:
             pass
 
 
+class PostAnswer(NamedTuple):
+    """A receiver's answer: its status, and its Retry-After header if it sent one."""
+
+    status: int
+    retry_after: str | None = None
+
+
 def post_event(
     url: str, body: str, headers: dict[str, str], *, timeout: float, production: bool
-) -> int:
-    """POST `body` to `url`; the HTTP status. WebhookTargetRefused / WebhookSendError otherwise.
+) -> PostAnswer:
+    """POST `body` to `url`; the answer. WebhookTargetRefused / WebhookSendError otherwise.
 
     The name is resolved once, every address checked (production), and the
     connection made to a checked address, trying each in turn. `timeout`
@@ -145,7 +152,7 @@ def post_event(
             response.read(MAX_RESPONSE_BYTES)
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"no complete answer within {timeout:g}s")
-            return response.status
+            return PostAnswer(response.status, response.getheader("Retry-After"))
         except (OSError, http.client.HTTPException) as exc:
             late = time.monotonic() >= deadline
             reason = f"no complete answer within {timeout:g}s" if late else str(exc)
@@ -187,7 +194,7 @@ class WebhookDelivery:
             status = post_event(
                 job.webhook_url, body, headers, timeout=self.send_timeout,
                 production=self.production,
-            )
+            ).status
         except WebhookTargetRefused as exc:
             # Retried: the operator may fix the URL (`apps update`) meanwhile.
             return self._retry(job, f"refused: {exc}")

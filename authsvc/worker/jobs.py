@@ -61,6 +61,9 @@ class ClaimedJob(NamedTuple):
     webhook_url: str | None = None  # webhook jobs: the app's URL now, None if revoked
     webhook_secret: bytes | None = None  # sealed; never in repr
     suppressed: bool = False  # the recipient is on the suppression list (bounces/suppressions.py)
+    # Emails only: the asking app's hook, when it may deliver this one (migrations/0029).
+    delivery_url: str | None = None
+    created_at: datetime | None = None
 
     @property
     def superseded(self) -> bool:

@@ -45,12 +45,25 @@ WITH due AS (
               CASE WHEN j.kind = 'webhook' THEN
                   (SELECT a.webhook_url FROM apps AS a
                    WHERE a.id = j.app_id AND a.revoked_at IS NULL) END AS webhook_url,
-              CASE WHEN j.kind = 'webhook' THEN
+              -- The secret also signs an app's own-account email for its hook (below).
+              CASE WHEN j.kind = 'webhook'
+                        OR (j.kind = 'email' AND (j.payload ->> 'own_account') = 'true') THEN
                   (SELECT a.webhook_secret FROM apps AS a
                    WHERE a.id = j.app_id AND a.revoked_at IS NULL) END AS webhook_secret,
               -- Bounced or complaining addresses get no more email (SPEC §10).
               j.kind = 'email' AND EXISTS (SELECT 1 FROM suppressions AS s
-                       WHERE s.address = j.recipient) AS suppressed
+                       WHERE s.address = j.recipient) AS suppressed,
+              -- An app that delivers its own mail gets, at its delivery URL as it is
+              -- now, the emails its own call queued for an account that is its own
+              -- alone and proven, as it is now (migrations/0029); every other
+              -- email goes through authsvc's transport. The payload test first:
+              -- most jobs stop there.
+              CASE WHEN j.kind = 'email' AND (j.payload ->> 'own_account') = 'true' THEN
+                  (SELECT a.delivery_url FROM apps AS a
+                   WHERE a.id = j.app_id AND a.revoked_at IS NULL AND a.delivery_url IS NOT NULL
+                     AND app_delivers_mail_to(j.user_id, j.app_id, j.recipient)) END
+                  AS delivery_url,
+              j.created_at
 ), logged AS (
     INSERT INTO email_job_events (job_id, event, lease_owner, lease_expires_at, attempt, token_version)
     SELECT id, 'claimed', lease_owner, lease_expires_at, attempt_count, token_version FROM claimed

@@ -38,6 +38,7 @@ from authsvc.worker import jobs
 from authsvc.worker.completer import Completer, CompleterStopped
 from authsvc.worker.delivery import Delivery, RetryPolicy
 from authsvc.worker.event_delivery import WebhookDelivery
+from authsvc.worker.hook_delivery import HookDelivery
 from authsvc.worker.jobs import ClaimedJob, Outcome
 from authsvc.worker.mailers import MAILER_IDLE_SECONDS, Mailer
 from authsvc.worker.metrics_port import WorkerMetrics
@@ -121,7 +122,10 @@ class Worker:
         # touch the database. No check at checkout: errors trigger one.
         pool = create_pool(self.url, min_size=2, max_size=4, name="authsvc-worker", check=False,
                            direct=is_direct(self.url, self.listen_url))
-        delivery = Delivery(pool, self.renderer, opts.retry, opts.send_timeout, system_clock)
+        hook = None if self.webhooks is None else HookDelivery(
+            self.webhooks.secret_keys, opts.send_timeout, self.webhooks.production)
+        delivery = Delivery(pool, self.renderer, opts.retry, opts.send_timeout, system_clock,
+                            hook=hook)
         completer = Completer(pool, max_unrecorded=opts.batch, on_recorded=self._recorded)
         self._completer = completer
         completer.start()

@@ -4,8 +4,9 @@ Every failure is raised as one of three classes, because each has its own
 remedy: transient (retry later, no sooner than `retry_after` when the
 provider said so), permanent (give up, keep the reason) and ambiguous (the
 server may have accepted the message; see docs/worker.md). HTTP providers
-(authsvc/worker/providers/) implement the same protocol: they send
-`email.idempotency_key` as their idempotency header and return the
+(authsvc/worker/providers/) implement the same protocol: a provider that
+takes an idempotency key gets one derived from `email.idempotency_key`
+(Resend that string, Brevo a UUIDv5 of it), and each returns the
 provider's message id.
 """
 
@@ -38,9 +39,13 @@ class SendError(Exception):
 class TransientSendError(SendError):
     """Nothing was accepted (or a retry is safe); the same message may succeed later."""
 
-    def __init__(self, reason: str, *, retry_after: float | None = None) -> None:
+    def __init__(self, reason: str, *, retry_after: float | None = None,
+                 retry_within: float | None = None) -> None:
         super().__init__(reason)
         self.retry_after = retry_after  # seconds the provider asked us to wait, if it did
+        # Seconds within which the retry must come to stay safe (a provider's
+        # idempotency key that expires sooner than our backoff), if any.
+        self.retry_within = retry_within
 
 
 class PermanentSendError(SendError):
@@ -74,6 +79,10 @@ class OutgoingEmail:
     text: str = ""
     html: str = ""
     headers: tuple[tuple[str, str], ...] = ()  # extra headers, e.g. X-Authsvc-Job
+    # What an app that delivers its own mail also gets (authsvc/worker/hook_delivery.py).
+    kind: str = ""  # the template: verify, reset, ...
+    link: str | None = None  # the minted link and its code, for emails that carry them
+    code: str | None = None
 
     @property
     def needs_smtputf8(self) -> bool:

@@ -227,6 +227,12 @@ class Renderer:
 
     def parts(self, job: ClaimedJob) -> tuple[list[tuple[str, str]], str, str]:
         """The message's headers (in order, unfolded), text and HTML; TemplateError if it fails."""
+        headers, text, html, _context = self._rendered(job)
+        return headers, text, html
+
+    def _rendered(
+        self, job: ClaimedJob
+    ) -> tuple[list[tuple[str, str]], str, str, dict[str, object]]:
         if not is_canonical(job.recipient):
             # Mail goes to exactly the stored address or nowhere: a row the
             # parser would not produce (written before it, or by hand) could
@@ -249,11 +255,11 @@ class Renderer:
         ]
         if job.token_version is not None:
             headers.append(("X-Authsvc-Token-Version", str(job.token_version)))
-        return headers, text, html
+        return headers, text, html, context
 
     def render(self, job: ClaimedJob) -> OutgoingEmail:
         """The complete message for `job`; TemplateError if it cannot be built."""
-        headers, text, html = self.parts(job)
+        headers, text, html, context = self._rendered(job)
         utf8 = needs_smtputf8(self.sender, job.recipient)
         try:
             data = build_message(headers, text, html, utf8=utf8)
@@ -263,6 +269,9 @@ class Renderer:
         # Same on every attempt (no Date): a provider compares a retried
         # request's body with the first one under the same idempotency key.
         extra = tuple((k, v) for k, v in headers if k.startswith("X-Authsvc-"))
+        link, code = context.get("link"), context.get("code")
         return OutgoingEmail(job.id, job.public_id, self.sender, job.recipient, message_id, data,
                              from_header=self.settings.mail_from, subject=SUBJECTS[job.template],
-                             text=text, html=html, headers=extra)
+                             text=text, html=html, headers=extra, kind=job.template,
+                             link=str(link) if link is not None else None,
+                             code=str(code) if code is not None else None)

@@ -12,13 +12,22 @@ from collections.abc import Callable
 
 from authsvc.config import Settings, SmtpTarget
 from authsvc.worker.mailers import Mailer, NullMailer, SmtpMailer
+from authsvc.worker.providers.brevo import BrevoMailer
 from authsvc.worker.providers.http import HttpProviderMailer
+from authsvc.worker.providers.mailgun import MailgunMailer
+from authsvc.worker.providers.postmark import PostmarkMailer
 from authsvc.worker.providers.resend import ResendMailer
+from authsvc.worker.providers.sendgrid import SendgridMailer
+from authsvc.worker.providers.ses import SesMailer
 
 # Where `authsvc dev` runs the test inbox; used when no mail URL is set
 # outside production (production refuses to start without one).
 DEV_SMTP = SmtpTarget(host="127.0.0.1", port=2525, security="plain")
-HTTP_PROVIDERS: dict[str, type[HttpProviderMailer]] = {"resend": ResendMailer}
+HTTP_PROVIDERS: dict[str, type[HttpProviderMailer]] = {
+    mailer.name: mailer
+    for mailer in (ResendMailer, PostmarkMailer, SesMailer, SendgridMailer, MailgunMailer,
+                   BrevoMailer)
+}
 
 
 def mailer_factory(settings: Settings) -> Callable[[float], Mailer]:

@@ -1,16 +1,29 @@
 """What an HTTP mail provider's answer means, and the client every HTTP provider shares.
 
-SPEC §10's mapping: 2xx → sent (the provider's id kept); 408, 429 and 5xx →
-retry with backoff, no sooner than `Retry-After`; any other 4xx → failed,
-with the provider's message. A timeout or a dropped connection after the
-request went out may hide an accepted message: with an idempotency key the
-retry carries the same key and the provider answers the first result again,
-so it is an ordinary retry; without one it is *ambiguous*, as after SMTP's
-final dot (retried once, then failed: see docs/worker.md).
+The rule lives here once; a provider module only says its request shape and
+what its answers mean (its message id, its error text, which of its 4xx say
+"try again" and whether an answer says "already accepted"):
+
+- 2xx with the provider's message id → sent, the id kept. A 2xx without one
+  (an empty or garbled body, an HTML page from a proxy) proves nothing was
+  accepted by the provider: it is an unknown outcome, like a lost answer.
+- 408, 429, 5xx, and anything else that is not a 4xx (a 3xx: this client
+  never follows redirects) → retry with backoff, no sooner than the
+  provider's `Retry-After` (or its own rate-limit reset header).
+- any other 4xx → failed, with the provider's message — unless the provider
+  documents that 4xx as worth retrying, or as "this key was already
+  accepted" (Brevo), which is sent.
+- a timeout, a dropped connection or a trickling answer after the request
+  went out → unknown outcome. With an idempotency key the retry carries the
+  same key and the provider answers the first result again (or that it
+  already has it), so it is an ordinary retry; without one it is
+  *ambiguous*, as after SMTP's final dot (retried once, then failed: see
+  docs/worker.md).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
@@ -32,6 +45,9 @@ RETRY_STATUSES = frozenset({408, 429})
 # idempotency key itself would have expired at the provider).
 MAX_RETRY_AFTER_SECONDS = 86400.0
 MAX_REASON_CHARS = 500
+# An answer is a small JSON document; reading a provider's (or a proxy's)
+# endless body would hold the sender, so anything longer is cut here.
+MAX_ANSWER_BYTES = 64 * 1024
 USER_AGENT = "authsvc-worker"
 
 
@@ -50,26 +66,49 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return min(max(0.0, wait), MAX_RETRY_AFTER_SECONDS)
 
 
-def _short(text: str) -> str:
+def refusal_is_permanent(status: int) -> bool:
+    """A non-2xx answer that retrying cannot fix: a 4xx other than 408 and 429."""
+    return 400 <= status < 500 and status not in RETRY_STATUSES
+
+
+def short(text: str) -> str:
+    """One line of at most MAX_REASON_CHARS, for `last_error`."""
     text = " ".join(text.split())
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
+def json_field(answer: Any, name: str) -> str | None:
+    """A non-empty string field of a JSON object answer, or None."""
+    if isinstance(answer, dict):
+        value = answer.get(name)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+class _NoAnswer(Exception):
+    """The answer did not arrive whole within the send timeout."""
 
 
 class HttpProviderMailer:
     """One provider API client per sender thread; a subclass says what to send and read.
 
     The client keeps one connection alive across jobs. Its timeouts split the
-    send timeout between connecting, writing and reading, so a whole request
-    ends within it and therefore inside the lease (authsvc/worker/delivery.py checks
-    that the send timeout still fits before it sends).
+    send timeout between connecting, writing and reading, and the whole
+    answer must arrive within the send timeout, so a request ends inside the
+    lease (authsvc/worker/delivery.py checks that the send timeout still fits
+    before it sends).
     """
 
     name: ClassVar[str] = "http"
     path: ClassVar[str] = "/"
-    # Whether the provider honours `idempotency_header`: only then is a retry
-    # after an unknown outcome safe.
+    # Whether the provider honours this mailer's idempotency key: only then is
+    # a retry after an unknown outcome safe.
     idempotent: ClassVar[bool] = False
+    # Where the key goes, when it is an HTTP header (Brevo takes it in the body).
     idempotency_header: ClassVar[str | None] = None
+    # How long the provider remembers a key; None: longer than any retry.
+    idempotency_window_seconds: ClassVar[float | None] = None
 
     def __init__(self, target: HttpProviderTarget, *, timeout: float) -> None:
         self.target = target
@@ -81,17 +120,39 @@ class HttpProviderMailer:
         return {"Authorization": f"Bearer {self.target.api_key}"}
 
     def body(self, email: OutgoingEmail) -> dict[str, Any]:
+        """The JSON body: the same on every attempt (a provider compares it under its key)."""
         raise NotImplementedError
 
-    def message_id(self, answer: Any, email: OutgoingEmail) -> str:
+    def idempotency_key(self, email: OutgoingEmail) -> str:
+        """The key this provider gets for `email`: derived from the job, never the attempt."""
+        return email.idempotency_key
+
+    def build_request(self, client: httpx.Client, email: OutgoingEmail) -> httpx.Request:
+        """The request for `email`; JSON at `path` unless the provider takes another shape."""
+        headers = {"Accept": "application/json"}
+        if self.idempotent and self.idempotency_header:
+            headers[self.idempotency_header] = self.idempotency_key(email)
+        return client.build_request("POST", self.path, json=self.body(email), headers=headers)
+
+    def message_id(self, answer: Any, response: httpx.Response) -> str | None:
+        """The provider's id for an accepted message, or None if the answer carries none."""
         raise NotImplementedError
 
-    def error_message(self, answer: Any, response: httpx.Response) -> str:
-        return response.text
+    def error_message(self, response: httpx.Response, answer: Any, text: str) -> str:
+        """The provider's own words for a refusal (`answer`: its JSON, or None)."""
+        return text
 
-    def transient_conflict(self, response: httpx.Response, answer: Any) -> bool:
+    def retryable_refusal(self, response: httpx.Response, answer: Any) -> bool:
         """A 4xx this provider documents as "try again" (besides 408 and 429)."""
         return False
+
+    def already_accepted(self, response: httpx.Response, answer: Any) -> bool:
+        """A refusal that says this very key was accepted before (so: sent)."""
+        return False
+
+    def retry_after(self, response: httpx.Response) -> float | None:
+        """How long the provider asked us to wait, if it said."""
+        return retry_after_seconds(response.headers.get("Retry-After"))
 
     # The shared part.
     def _session(self) -> httpx.Client:
@@ -108,39 +169,81 @@ class HttpProviderMailer:
         return self._client
 
     def send(self, email: OutgoingEmail) -> str:
-        headers = {}
-        if self.idempotent and self.idempotency_header:
-            headers[self.idempotency_header] = email.idempotency_key
         client = self._session()
+        request = self.build_request(client, email)
+        deadline = time.monotonic() + self.timeout
         try:
-            response = client.post(self.path, json=self.body(email), headers=headers)
+            response = client.send(request, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             self.close()
             raise TransientSendError(f"connect: {type(exc).__name__}: {exc}") from None
         except httpx.TransportError as exc:
             # The request may have reached the provider and been accepted.
             self.close()
-            reason = f"no answer: {type(exc).__name__}: {exc or 'connection lost'}"
-            if self.idempotent:
-                raise TransientSendError(f"{reason}; retried with the same key") from None
-            raise AmbiguousSendError(reason) from None
-        return self._answer(response, email)
-
-    def _answer(self, response: httpx.Response, email: OutgoingEmail) -> str:
+            raise self._unknown_outcome(
+                f"no answer: {type(exc).__name__}: {exc or 'connection lost'}") from None
         try:
-            answer: Any = response.json()
-        except ValueError:
+            raw = self._read(response, deadline)
+        except (httpx.TransportError, _NoAnswer) as exc:
+            self.close()
+            raise self._unknown_outcome(
+                f"HTTP {response.status_code}, answer cut off: {type(exc).__name__}: "
+                f"{exc or 'connection lost'}") from None
+        finally:
+            response.close()
+        return self._answer(response, raw, email)
+
+    @staticmethod
+    def _read(response: httpx.Response, deadline: float) -> bytes:
+        """The answer's body, at most MAX_ANSWER_BYTES, arrived by `deadline`."""
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            if time.monotonic() > deadline:
+                # Each read has its own timeout; a body trickled one byte at
+                # a time would otherwise hold the send past the lease.
+                raise _NoAnswer("the answer did not arrive within the send timeout")
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                break  # enough to classify; the connection is dropped after
+        return b"".join(chunks)[:MAX_ANSWER_BYTES]
+
+    def _unknown_outcome(self, reason: str) -> SendError:
+        """A send that may or may not have been accepted: safe to retry only under a key."""
+        if self.idempotent:
+            return TransientSendError(f"{reason}; retried with the same key",
+                                      retry_within=self._key_window_retry())
+        return AmbiguousSendError(reason)
+
+    def _key_window_retry(self) -> float | None:
+        # Retry while the provider still remembers the key (half its window,
+        # so a busy queue still makes it); after that a retry could deliver twice.
+        window = self.idempotency_window_seconds
+        return None if window is None else window / 2
+
+    def _answer(self, response: httpx.Response, raw: bytes, email: OutgoingEmail) -> str:
+        try:
+            answer: Any = json.loads(raw) if raw else None
+        except ValueError:  # not JSON, not UTF-8, or cut off
             answer = None
         status = response.status_code
         if 200 <= status < 300:
-            return self.message_id(answer, email)
-        text = f"HTTP {status}: {_short(self.error_message(answer, response))}"
+            provider_id = self.message_id(answer, response)
+            if provider_id:
+                return provider_id
+            body = raw.decode("utf-8", "replace") or "(empty)"
+            raise self._unknown_outcome(
+                f"HTTP {status} without a message id from {self.name}: {short(body)}")
+        if self.already_accepted(response, answer):
+            return self.idempotency_key(email)
+        reason = self.error_message(response, answer, raw.decode("utf-8", "replace"))
+        text = f"HTTP {status}: {short(reason or response.reason_phrase)}"
         error: SendError
-        if status in RETRY_STATUSES or status >= 500 or self.transient_conflict(response, answer):
-            wait = retry_after_seconds(response.headers.get("Retry-After"))
-            error = TransientSendError(text, retry_after=wait)
-        else:
+        if refusal_is_permanent(status) and not self.retryable_refusal(response, answer):
             error = PermanentSendError(text)
+        else:
+            error = TransientSendError(text, retry_after=self.retry_after(response))
         raise error
 
     def close(self) -> None:

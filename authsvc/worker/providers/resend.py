@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import httpx
 
 from authsvc.worker.mailers import OutgoingEmail
-from authsvc.worker.providers.http import HttpProviderMailer
+from authsvc.worker.providers.http import HttpProviderMailer, json_field
 
 # Resend's documented POST /emails body parameters (the ones authsvc may send).
 DOCUMENTED_FIELDS = frozenset({
@@ -32,6 +32,7 @@ class ResendMailer(HttpProviderMailer):
     path: ClassVar[str] = "/emails"
     idempotent: ClassVar[bool] = True
     idempotency_header: ClassVar[str | None] = "Idempotency-Key"
+    idempotency_window_seconds: ClassVar[float | None] = 24 * 3600.0
 
     def body(self, email: OutgoingEmail) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -46,18 +47,15 @@ class ResendMailer(HttpProviderMailer):
             body["headers"] = dict(email.headers)
         return body
 
-    def message_id(self, answer: Any, email: OutgoingEmail) -> str:
-        if isinstance(answer, dict) and isinstance(answer.get("id"), str) and answer["id"]:
-            return str(answer["id"])
-        # Accepted without an id: the key still names the message at the provider.
-        return email.idempotency_key
+    def message_id(self, answer: Any, response: httpx.Response) -> str | None:
+        return json_field(answer, "id")
 
-    def error_message(self, answer: Any, response: httpx.Response) -> str:
+    def error_message(self, response: httpx.Response, answer: Any, text: str) -> str:
         if isinstance(answer, dict) and isinstance(answer.get("message"), str):
             name = answer.get("name")
             return f"{name}: {answer['message']}" if isinstance(name, str) else answer["message"]
-        return response.text or response.reason_phrase
+        return text
 
-    def transient_conflict(self, response: httpx.Response, answer: Any) -> bool:
+    def retryable_refusal(self, response: httpx.Response, answer: Any) -> bool:
         return (response.status_code == 409 and isinstance(answer, dict)
                 and answer.get("name") in RETRYABLE_CONFLICTS)

@@ -1,0 +1,68 @@
+"""Brevo's transactional webhooks: JSON events, unsigned.
+
+Brevo signs nothing; its webhook carries a bearer token (`auth` when the
+webhook is created) or HTTP basic credentials from the URL, and
+AUTHSVC_BREVO_WEBHOOK_AUTH holds the same (checked in constant time). Brevo's
+`id` is the webhook's, not the event's, so an event is named by its kind,
+message id, address and millisecond time; that time must be within the last
+12 hours. `hard_bounce`, `invalid_email` and `spam` suppress `email`; a
+batched webhook (a JSON array) is read event by event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from authsvc.bounces.notices import (
+    BATCH_BYTES,
+    Incoming,
+    Malformed,
+    Notice,
+    Reading,
+    canonical_addresses,
+    check_credentials,
+    check_fresh,
+    detail,
+    digest_id,
+    json_body,
+)
+
+WINDOW_SECONDS = 12 * 3600.0
+SUPPRESSING_EVENTS = ("hard_bounce", "invalid_email", "spam")
+
+
+class BrevoReader:
+    name = "brevo"
+    max_body_bytes = BATCH_BYTES
+
+    def __init__(self, auth: str) -> None:
+        self.auth = auth
+
+    def read(self, incoming: Incoming, now: float) -> Reading:
+        check_credentials(incoming, self.auth)
+        body = json_body(incoming)
+        events = body if isinstance(body, list) else [body]
+        if not events or not all(isinstance(e, dict) and isinstance(e.get("event"), str)
+                                 for e in events):
+            raise Malformed("The body must be a Brevo event or a list of them.")
+        return Reading([_notice(event, now) for event in events])
+
+
+def _notice(event: dict[str, Any], now: float) -> Notice:
+    kind = event["event"]
+    millis = event.get("ts_epoch")
+    seconds = event.get("ts_event")
+    if isinstance(millis, int | float):
+        when = millis / 1000
+    elif isinstance(seconds, int | float):
+        when = float(seconds)
+    else:
+        raise Malformed("A Brevo event needs its ts_epoch or ts_event.")
+    check_fresh(when, now, window_seconds=WINDOW_SECONDS, what="the event's time")
+    message_id = event.get("message-id")
+    return Notice(
+        id=digest_id(kind, message_id, event.get("email"), millis if millis else seconds),
+        event=kind,
+        addresses=canonical_addresses([event.get("email")]) if kind in SUPPRESSING_EVENTS else (),
+        provider_message_id=message_id if isinstance(message_id, str) else None,
+        detail=detail(event.get("reason")))

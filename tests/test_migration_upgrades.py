@@ -2,8 +2,9 @@
 
 migrations/0026_baseline.sql builds in one file the schema that 0001..0026
 built one change at a time, and those files are gone. So a database with 0026
-recorded (every installation at the release before the baseline) has nothing
-to apply, a new database gets 0000 and then the baseline, and a database that
+recorded (every installation at the release before the baseline) applies only
+the migrations written since (0027 on), a new database gets 0000, the baseline
+and those, and a database that
 recorded only older versions is refused whole: nothing shipped now could bring
 it to the baseline, and half an upgrade would be worse than none. Concurrent
 runs: the lock test below, tests/test_migrations_cli.py and tests/test_pooler.py.
@@ -60,9 +61,15 @@ def test_a_database_made_before_0000_is_refused_before_0000_runs(empty_database_
     assert what_the_database_holds(empty_database_url) == before
 
 
+def _after_the_baseline() -> list[str]:
+    """The migrations written since the baseline, in order."""
+    return [m.version for m in available_migrations() if m.version > BASELINE]
+
+
 def test_a_new_database_gets_0000_and_then_the_baseline(empty_database_url):
     assert BASELINE == RELEASED_BEFORE_THE_BASELINE[-1][0]  # the last version released
-    assert [m.version for m in upgrade(empty_database_url)] == ["0000", BASELINE]
+    applied = [m.version for m in upgrade(empty_database_url)]
+    assert applied == ["0000", BASELINE, *_after_the_baseline()]
     assert upgrade(empty_database_url) == []
 
 
@@ -76,14 +83,19 @@ def test_a_migration_numbered_below_the_baseline_is_refused(tmp_path):
         available_migrations(tmp_path)
 
 
-def test_an_installation_at_0026_has_nothing_pending(database_url):
-    """Its bookkeeping lists 0000..0026 under their old names; the runner goes by number."""
-    with connect(database_url) as conn:
+def test_an_installation_at_0026_gets_only_what_came_after_the_baseline(empty_database_url):
+    """Its bookkeeping lists 0000..0026 under their old names; the runner goes by number,
+    so it applies the migrations written since the baseline, and nothing else."""
+    with connect(empty_database_url) as conn, conn.transaction():
+        for name in ("0000_schema_migrations.sql", f"{BASELINE}_baseline.sql"):
+            conn.execute((migrations_dir() / name).read_text())  # type: ignore[arg-type]
         record(conn, RELEASED_BEFORE_THE_BASELINE)
-        assert pending_migrations(conn) == []
-    before = what_the_database_holds(database_url)
-    assert upgrade(database_url) == []
-    assert what_the_database_holds(database_url) == before
+    with connect(empty_database_url) as conn:
+        assert [m.version for m in pending_migrations(conn)] == _after_the_baseline()
+    assert [m.version for m in upgrade(empty_database_url)] == _after_the_baseline()
+    before = what_the_database_holds(empty_database_url)
+    assert upgrade(empty_database_url) == []
+    assert what_the_database_holds(empty_database_url) == before
 
 
 def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(

@@ -28,7 +28,6 @@ from tools.local_provider import (
     LocalProvider,
     Message,
     Notification,
-    Remembered,
     Request,
     basic_auth,
 )
@@ -109,9 +108,6 @@ class LocalMailgun(LocalProvider):
         if status == 401:
             return Answer(401, b"Forbidden", content_type="text/plain")
         return _error(status, message)
-
-    def repeated(self, remembered: Remembered, body_hash: str) -> Answer:
-        raise AssertionError("Mailgun takes no idempotency key")
 
     # Webhooks, signed with the HTTP webhook signing key.
     def webhook_settings(self) -> dict[str, str]:

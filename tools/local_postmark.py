@@ -22,7 +22,6 @@ from tools.local_provider import (
     LocalProvider,
     Message,
     Notification,
-    Remembered,
     Request,
     basic_auth,
 )
@@ -90,9 +89,6 @@ class LocalPostmark(LocalProvider):
 
     def error(self, status: int, message: str) -> Answer:
         return _error(status, ERROR_CODES.get(status, 0), message)
-
-    def repeated(self, remembered: Remembered, body_hash: str) -> Answer:
-        raise AssertionError("Postmark takes no idempotency key")
 
     # Webhooks: Postmark signs nothing; the credentials are in the webhook URL.
     def webhook_settings(self) -> dict[str, str]:

@@ -190,8 +190,8 @@ class LocalProvider:
         raise NotImplementedError
 
     def repeated(self, remembered: Remembered, body_hash: str) -> Answer:
-        """The answer to a key seen within `key_seconds`."""
-        raise NotImplementedError
+        """The answer to a key seen within `key_seconds`; only a provider that sets it asks."""
+        raise AssertionError(f"{self.name} takes no idempotency key")
 
     def new_message_id(self) -> str:
         return str(uuid.uuid4())

@@ -28,7 +28,6 @@ from tools.local_provider import (
     LocalProvider,
     Message,
     Notification,
-    Remembered,
     Request,
 )
 
@@ -115,9 +114,6 @@ class LocalSendgrid(LocalProvider):
                                                   "X-RateLimit-Remaining": "0",
                                                   "X-RateLimit-Reset": reset})
         return answer
-
-    def repeated(self, remembered: Remembered, body_hash: str) -> Answer:
-        raise AssertionError("SendGrid takes no idempotency key")
 
     # The Event Webhook, signed.
     @property

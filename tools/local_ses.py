@@ -44,7 +44,6 @@ from tools.local_provider import (
     LocalProvider,
     Message,
     Notification,
-    Remembered,
     Request,
 )
 
@@ -187,9 +186,6 @@ class LocalSes(LocalProvider):
                 404: "NotFoundException", 429: "TooManyRequestsException"}.get(
                     status, "InternalServiceErrorException")
         return _error(status, kind, message)
-
-    def repeated(self, remembered: Remembered, body_hash: str) -> Answer:
-        raise AssertionError("SES takes no idempotency key")
 
     def other(self, request: Request) -> Answer:
         """The certificate, and SubscribeURL confirmations, as SNS's host would answer them."""

@@ -22,6 +22,7 @@ import os
 import random
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from authsvc.apps.keys import register_app, set_delivery_url
 from chaos.cluster import ThrowawayPostgres
 from chaos.failover import FailoverPair
 from chaos.fleet import MAX_BACKOFF_SECONDS, MAX_RESENDS_PER_KILL, Fleet
+from chaos.life import SCENARIOS, Holder, LifeResult, check_owners, run_lives, seed_accounts
 from chaos.load import ApiClient, LinkRequest, run_load
 from chaos.provider import (
     DEDUPLICATED,
@@ -154,6 +156,10 @@ def run(args: argparse.Namespace) -> Report:
                 " SELECT unnest(%s::text[]), 'not-a-hash', CASE WHEN %s THEN now() END",
                 (emails, hook),
             )
+            # Mailbox holders changing, undoing and deleting beside the load
+            # (chaos/life.py); over SMTP, where the links are read back.
+            lives = 0 if http else max(len(SCENARIOS), args.requests // 50)
+            life_ids = seed_accounts(conn, lives)
             app, api_key = register_app(conn, "chaos", ["http://127.0.0.1/"])
             if hook:
                 assert isinstance(provider, LocalHook)
@@ -181,9 +187,15 @@ def run(args: argparse.Namespace) -> Report:
             if done >= args.requests // 2:
                 schedule.halfway.set()
 
+        life = LifeResult()
+        holder = Holder(ApiClient(fleet.api_port, api_key), smtp.snapshot, life)
+        life_thread = threading.Thread(target=run_lives, name="life",
+                                       args=(holder, life_ids, lives, rng))
         schedule.start()
         started = time.monotonic()
+        life_thread.start()
         result = run_load(client, requests, args.concurrency, args.rate, progress)
+        life_thread.join()
         schedule.load_done.set()
         report.accepted = result.accepted
         report.details.update(load_seconds=round(time.monotonic() - started, 1),
@@ -222,7 +234,10 @@ def run(args: argparse.Namespace) -> Report:
         got = receipts(provider) if provider is not None else smtp.snapshot()
         with psycopg.connect(cluster.url, autocommit=True) as conn:
             reconcile(conn, report, got, fleet.killed_pids,
-                      args.lease_seconds + MAX_BACKOFF_SECONDS)
+                      args.lease_seconds + MAX_BACKOFF_SECONDS, frozenset(life.deleted))
+            report.stale_redemptions += life.stale_redemptions
+            report.problems += life.problems + check_owners(conn, life)
+            report.details.update(lives=dict(sorted(life.done.items())))
             if provider is not None:
                 count_crash_window(conn, report, killer.killed_jobs,
                                    keyed=args.provider in DEDUPLICATED)

@@ -15,7 +15,7 @@ from aiosmtpd.controller import Controller
 
 from testkit.waiting import free_port
 
-_TOKEN = re.compile(r"[?&]token=([A-Za-z0-9_.\-]+)")
+_LINK = re.compile(r"https?://[^/\s]+(/[^?\s]*)\?token=([A-Za-z0-9_.\-]+)")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Receipt:
     recipient: str
     token: str | None
     received_at: float
+    link_path: str | None = None  # the path of the link carrying `token`
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,13 @@ class FaultRates:
     drop_after_accept: float = 0.02  # message kept, connection closed instead of 250
 
 
-def _token(data: bytes) -> str | None:
+def _link(data: bytes) -> tuple[str | None, str | None]:
+    """(path, token) of the first link with a token in the text part, or (None, None)."""
     message = message_from_bytes(data, policy=default_policy)
     body = message.get_body(preferencelist=("plain",))
     text = body.get_content() if body is not None else ""  # type: ignore[union-attr]
-    match = _TOKEN.search(text)
-    return match.group(1) if match else None
+    match = _LINK.search(text)
+    return (match.group(1), match.group(2)) if match else (None, None)
 
 
 class FaultySmtp:
@@ -78,11 +80,13 @@ class FaultySmtp:
     def accept(self, envelope: Any) -> None:
         data: bytes = envelope.original_content or envelope.content
         message = message_from_bytes(data, policy=default_policy)
+        path, token = _link(data)
         receipt = Receipt(
             message_id=str(message["Message-ID"] or ""),
             recipient=",".join(envelope.rcpt_tos),
-            token=_token(data),
+            token=token,
             received_at=time.time(),
+            link_path=path,
         )
         with self._lock:
             self.receipts.append(receipt)

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from chaos.fleet import MAX_RESENDS_PER_KILL
+from chaos.life import SCENARIOS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,6 +63,10 @@ def test_no_email_lost_or_stale_link_redeemed_under_faults(tmp_path: Path) -> No
     assert figures["duplicates"] <= figures["crash_window"]
     assert figures["max_duplicates_per_kill"] <= MAX_RESENDS_PER_KILL, report
     assert figures["kills"] >= 6 and figures["db_restarts"] == 1
+    # The mailbox holders ran every address-life scenario (chaos/life.py) to its end.
+    lives = re.search(r"^  lives: (\{.*\})$", run.stderr, re.MULTILINE)
+    assert lives, report
+    assert set(ast.literal_eval(lives.group(1))) == set(SCENARIOS), report
     assert "stale 410 token_superseded" in run.stderr, "no stale link was delivered and tried"
     assert not _clusters_running(run.stderr), "the harness left PostgreSQL running"
 

@@ -139,7 +139,7 @@ def test_logs_of_a_full_run_hold_no_token_or_password(conn: psycopg.Connection, 
     ]
     assert ("POST", "/api/v1/password-resets/confirm") in requests, text["api.log"]
     assert ("GET", "/verify") in requests, "opening the link was not logged"
-    assert '"event": "sent"' in text["worker.log"]
+    assert '"event":"sent"' in text["worker.log"]
     leaks = [
         f"{what} in {name}: {line[:160]}"
         for name, body in text.items()

@@ -22,7 +22,7 @@ from psycopg.cursor import BaseCursor
 from psycopg.rows import RowMaker
 
 from authsvc.db.queries import load_queries
-from authsvc.observability.logs import log_event
+from authsvc.observability.logs import log_events
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
 log = logging.getLogger(__name__)
@@ -104,19 +104,18 @@ def _fields(job: ClaimedJob, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _log(event: str, params: dict[str, Any], level: int = logging.INFO) -> None:
-    log_event(
-        log,
-        event,
-        level,
-        job_id=params["job_id"],
-        lease_owner=params["owner"],
-        lease_expires_at=params["lease_expires_at"],
-        attempt=params["attempt"],
-        token_version=params["token_version"],
-        provider_message_id=params.get("provider_message_id"),
-        error=params.get("error"),
-    )
+def _line(event: str, params: dict[str, Any],
+          level: int = logging.INFO) -> tuple[str, int, dict[str, Any]]:
+    """One job's log line: SPEC §7's fields, the same as its trail row."""
+    return event, level, {
+        "job_id": params["job_id"],
+        "lease_owner": params["owner"],
+        "lease_expires_at": params["lease_expires_at"],
+        "attempt": params["attempt"],
+        "token_version": params["token_version"],
+        "provider_message_id": params.get("provider_message_id"),
+        "error": params.get("error"),
+    }
 
 
 def claim_batch(conn: Connection, owner: str, batch: int, lease_seconds: float) -> list[ClaimedJob]:
@@ -124,8 +123,7 @@ def claim_batch(conn: Connection, owner: str, batch: int, lease_seconds: float) 
     params = {"owner": owner, "batch": batch, "lease_seconds": lease_seconds}
     with conn.cursor(row_factory=_claimed_job_row) as cur:
         jobs = cur.execute(Q["claim_batch"], params).fetchall()
-    for job in jobs:
-        _log("claimed", _fields(job))
+    log_events(log, [_line("claimed", _fields(job)) for job in jobs])
     return jobs
 
 
@@ -161,6 +159,7 @@ def record_outcomes(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]
     }
     recorded = {(row[0], row[1]) for row in conn.execute(Q["record_outcomes"], params)}
     results = []
+    lines = []
     for outcome in outcomes:
         ok = (outcome.job.id, outcome.job.attempt_count) in recorded
         results.append(ok)
@@ -168,8 +167,9 @@ def record_outcomes(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]
                          error=outcome.error)
         if ok:
             level = logging.WARNING if outcome.event == "failed" else logging.INFO
-            _log(outcome.event, fields, level)
+            lines.append(_line(outcome.event, fields, level))
         elif outcome.event != "released":
             lost = {**fields, "error": f"lease lost before recording {outcome.event!r}"}
-            _log("lease_lost", lost, logging.WARNING)
+            lines.append(_line("lease_lost", lost, logging.WARNING))
+    log_events(log, lines)
     return results

@@ -24,6 +24,7 @@ _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smhd])\s*$")
 SMTP_SCHEMES = {"smtp", "smtp+starttls", "smtps"}
 # HTTP providers by AUTHSVC_MAIL_URL scheme (authsvc/worker/providers/, docs/providers.md);
 # `NAME+http` is for local fakes only.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 HTTP_PROVIDERS = ("resend", "postmark", "ses", "sendgrid", "mailgun", "brevo")
 HTTP_PROVIDER_SCHEMES = {
     **{name: "https" for name in HTTP_PROVIDERS},
@@ -129,6 +130,8 @@ class Settings:
     rate_limit_login: RateLimit
     trusted_proxies: int = 0
     metrics_token: str | None = field(default=None, repr=False)
+    # AUTHSVC_LOG_LEVEL: the least severe line written (info: every claim and outcome).
+    log_level: str = "INFO"
     # AUTHSVC_MAIL_URL=null://: build every message and discard it (load tests).
     null_mail: bool = False
     # AUTHSVC_MAIL_URL=resend://…: an HTTP provider instead of SMTP.
@@ -511,6 +514,12 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
     if metrics_token and (len(metrics_token) < 16 or not metrics_token.isprintable()):
         problems.append("AUTHSVC_METRICS_TOKEN: use at least 16 printable characters")
 
+    log_level = (get("AUTHSVC_LOG_LEVEL", "info") or "info").upper()
+    if log_level not in LOG_LEVELS:
+        problems.append(f"AUTHSVC_LOG_LEVEL: expected one of {', '.join(LOG_LEVELS).lower()},"
+                        f" got {log_level.lower()!r}")
+        log_level = "INFO"
+
     confirm_old = bool(parsed("AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD", "off", parse_bool))
     if confirm_old:
         # Refused rather than ignored: an operator who asks for the stricter
@@ -569,6 +578,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         test_inbox_max_bytes=inbox_max_bytes,
         trusted_proxies=int(trusted_raw),
         metrics_token=metrics_token,
+        log_level=log_level,
         null_mail=null_mail,
         http_provider=http_provider,
         provider_webhooks=provider_webhooks,

@@ -67,3 +67,25 @@ def test_processes_runs_that_many_workers_and_sigterm_stops_them_all(conn, env, 
     finally:
         assert stop_process(parent) == 0
     assert b"Traceback" not in log.read_bytes()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("level, lines", [("info", ["claimed", "sent"]), ("WARNING", [])])
+def test_the_log_level_decides_which_lines_the_worker_writes(conn, env, level, lines):
+    job_ids = queue_notices(conn, 1)
+    done = subprocess.run(
+        [*authsvc_command(), "worker", "--once"],
+        env={**env, "AUTHSVC_SMTP_URL": "null://", "AUTHSVC_LOG_LEVEL": level},
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    written = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [e["event"] for e in written if e.get("job_id") == job_ids[0]] == lines
+    assert [e[0] for e in events(conn, job_ids[0])] == ["claimed", "sent"]
+
+
+def test_an_unknown_log_level_is_refused_at_start_up(env):
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env, AUTHSVC_LOG_LEVEL="verbose")
+    assert caught.value.problems == [
+        "AUTHSVC_LOG_LEVEL: expected one of debug, info, warning, error, got 'verbose'"]

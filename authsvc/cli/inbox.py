@@ -58,7 +58,7 @@ def inbox(
             "the test inbox is off: set AUTHSVC_TEST_INBOX=on to run its SMTP sink "
             "(it is refused in production)"
         )
-    configure_logging()
+    configure_logging(settings.log_level)
     # aiosmtpd logs every SMTP command at INFO; our own stored/refused events suffice.
     logging.getLogger("mail.log").setLevel(logging.WARNING)
     url = database_url_or_exit(settings)

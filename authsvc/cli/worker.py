@@ -138,7 +138,7 @@ def worker(
         params = click.get_current_context().params
         raise SystemExit(_supervise(processes, _child_argv(params), metrics_port))
     url = database_url_or_exit(settings)
-    configure_logging()
+    configure_logging(settings.log_level)
     _require_current_schema(url, wait_for_database)
     codec = token_codec(settings)
     options = WorkerOptions(

@@ -70,7 +70,9 @@ class JsonLinesHandler(logging.StreamHandler[TextIO]):
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Route every logger to stderr as JSON lines (idempotent)."""
+    """Route every logger to stderr as JSON lines at `level` (AUTHSVC_LOG_LEVEL) and up.
+
+    Idempotent; a second call sets the level only."""
     # The lines carry neither the caller's file and line nor thread and
     # process names, so logging need not look them up for every record
     # (the logging HOWTO's "Optimization": a worker logs twice per email).
@@ -79,10 +81,9 @@ def configure_logging(level: str = "INFO") -> None:
     logging.logProcesses = False
     logging.logMultiprocessing = False
     root = logging.getLogger()
-    if any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
-        return
-    root.handlers[:] = [JsonLinesHandler(sys.stderr)]
     root.setLevel(level)
+    if not any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
+        root.handlers[:] = [JsonLinesHandler(sys.stderr)]
 
 
 def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:

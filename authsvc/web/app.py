@@ -75,5 +75,7 @@ def create_app(
 
 def create_served_app() -> Flask:
     """The app as gunicorn serves it: settings from the environment, JSON logs on stderr."""
-    configure_logging()
-    return create_app()
+    configure_logging()  # before the settings, so a refusal is logged as JSON too
+    settings = load_settings()
+    configure_logging(settings.log_level)
+    return create_app(settings)

@@ -7,17 +7,20 @@ start-up is not counted for anyone.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import subprocess
 import tempfile
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from authsvc.observability.logs import configure_logging
 from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.loop import Worker, WorkerOptions
 from authsvc.worker.mailers import OutgoingEmail
-from bench.common import authsvc_script, queue_notices, worker_env
+from bench.common import authsvc_script, worker_env
 
 _DATA = b"Subject: x\r\n\r\nx\r\n"
 
@@ -50,17 +53,25 @@ class _NoopMailer:
         pass
 
 
-def queue_resets(url: str, jobs: int) -> None:
-    """Reset links for fresh users: the pipeline mints, renders and builds each one."""
+def queue_links(url: str, jobs: int, *, queued: bool = True) -> None:
+    """`jobs` accounts r1…rN and, if `queued`, a link email for each: reset links for
+    confirmed accounts and verify links for unconfirmed ones, half each, as production
+    drains them (each claim checks its account's current version)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            "INSERT INTO users (email, password_hash)"
-            " SELECT 'r' || n || '@example.com', 'x' FROM generate_series(1, %s) n", (jobs,),
+            "INSERT INTO users (email, password_hash, email_verified_at)"
+            " SELECT 'r' || n || '@example.com', 'x', CASE WHEN n %% 2 = 0 THEN now() END"
+            " FROM generate_series(1, %s) n", (jobs,),
         )
-        conn.execute(
-            "INSERT INTO email_jobs (template, recipient, user_id, purpose, token_version,"
-            " issued_at) SELECT 'reset', email, id, 'reset', reset_version, now() FROM users"
-        )
+        if queued:
+            conn.execute(
+                "INSERT INTO email_jobs (template, recipient, user_id, purpose, token_version,"
+                " issued_at)"
+                " SELECT p, email, id, p, CASE p WHEN 'reset' THEN reset_version"
+                "   ELSE verify_version END, now()"
+                " FROM (SELECT *, CASE WHEN email_verified_at IS NULL THEN 'verify'"
+                "   ELSE 'reset' END AS p FROM users) AS u"
+            )
         conn.execute("VACUUM ANALYZE")
 
 
@@ -78,38 +89,53 @@ def trail_rate(url: str, jobs: int) -> float:
     return jobs / max(float(span[0]), 1e-6)
 
 
-def _mechanics_process(url: str, options: dict[str, Any]) -> None:
+def _mechanics_process(url: str, options: dict[str, Any], log: str | None) -> None:
     # The connection options `authsvc worker` gets here (the URL is the
     # direct one: authsvc.db.is_direct), without its LISTEN: --once drains.
+    if log is not None:  # logging as `authsvc worker` configures it, stderr to a file
+        os.dup2(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND), 2)
+        configure_logging("INFO")
     Worker(url, _StubRenderer(), lambda _t: _NoopMailer(),  # type: ignore[arg-type]
            WorkerOptions(once=True, **options), listen_url=url).run()
 
 
 def mechanics_drain(url: str, jobs: int, *, concurrency: int, batch: int,
-                    processes: int = 1) -> float:
-    """authsvc's real Worker (claims, completer, trail) with no rendering and a no-op mailer."""
-    queue_notices(url, jobs)
+                    processes: int = 1, logs: bool = True) -> float:
+    """authsvc's real Worker (claims, completer, trail) over link jobs, with no rendering and
+    a no-op mailer; `logs`: every claim and outcome logged to a file, as deployed."""
+    queue_links(url, jobs)
     options = {"concurrency": concurrency, "batch": batch}
     context = multiprocessing.get_context("spawn")
-    children = [context.Process(target=_mechanics_process, args=(url, options))
-                for _ in range(processes)]
-    for child in children:
-        child.start()
-    for child in children:
-        child.join(600)
-        assert child.exitcode == 0, child.exitcode
+    with tempfile.TemporaryDirectory() as logs_dir:
+        children = [
+            context.Process(target=_mechanics_process, args=(
+                url, options, str(Path(logs_dir, f"{i}.log")) if logs else None))
+            for i in range(processes)]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join(600)
+            assert child.exitcode == 0, child.exitcode
+        if logs:
+            lines = sum(len(p.read_bytes().splitlines()) for p in Path(logs_dir).iterdir())
+            assert lines >= 2 * jobs, f"{lines} log lines for {jobs} jobs"
     return trail_rate(url, jobs)
 
 
 def pipeline_drain(url: str, jobs: int, *, concurrency: int, batch: int,
-                   processes: int = 1) -> float:
-    """`authsvc worker --once` to null://: claim, mint, render, build MIME, discard, record."""
-    queue_resets(url, jobs)
+                   processes: int = 1, logs: bool = True) -> float:
+    """`authsvc worker --once` to null:// over link jobs: claim, mint, render, build MIME,
+    discard, record; `logs`: its JSON lines to a file, as deployed (else
+    AUTHSVC_LOG_LEVEL=warning)."""
+    queue_links(url, jobs)
     with tempfile.TemporaryDirectory() as data:
-        subprocess.run(
-            [authsvc_script(), "worker", "--once", "--processes", str(processes),
-             "--concurrency", str(concurrency), "--batch", str(batch)],
-            env=worker_env(url, "null://", data), stderr=subprocess.DEVNULL, check=True,
-            timeout=600,
-        )
+        env = worker_env(url, "null://", data)
+        if not logs:
+            env["AUTHSVC_LOG_LEVEL"] = "warning"
+        with Path(data, "worker.log").open("w") as stderr:
+            subprocess.run(
+                [authsvc_script(), "worker", "--once", "--processes", str(processes),
+                 "--concurrency", str(concurrency), "--batch", str(batch)],
+                env=env, stderr=stderr, check=True, timeout=600,
+            )
     return trail_rate(url, jobs)

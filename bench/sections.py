@@ -21,7 +21,7 @@ from authsvc.cli.serve import gunicorn_argv
 from authsvc.outbox import enqueue_email
 from authsvc.worker import jobs
 from bench.common import authsvc_script, percentile, worker_env
-from bench.drain import queue_resets
+from bench.drain import queue_links
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import free_port, wait_until_ready
 
@@ -252,8 +252,8 @@ def _stopping(server: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[byte
 
 
 def worker_rss(url: str, count: int = 100_000) -> dict[str, Any]:
-    """RSS of one `authsvc worker` (null://) sampled while it sends `count` reset emails."""
-    queue_resets(url, count)
+    """RSS of one `authsvc worker` (null://) sampled while it sends `count` link emails."""
+    queue_links(url, count)
     marks: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory() as data:
         worker = subprocess.Popen(

@@ -16,8 +16,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# make run PORT=8200 SMTP_PORT=2725 DATA_DIR=/tmp/authsvc-b: a second stack beside the first.
+PORT      ?= 8000
+SMTP_PORT ?= 2525
+DATA_DIR  ?=
 run: $(STAMP)
-	$(BIN)/authsvc dev
+	$(if $(DATA_DIR),AUTHSVC_DATA_DIR=$(DATA_DIR)) $(BIN)/authsvc dev --port $(PORT) --smtp-port $(SMTP_PORT)
 
 # Page tests drive Debian's Chromium; install it when missing and we may.
 browser:

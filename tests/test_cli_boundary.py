@@ -120,3 +120,15 @@ def test_dev_on_a_busy_port_refuses_before_touching_the_data_dir(env, tmp_path, 
         f"Error: port {ports[busy]} is already in use; pick another with {busy}"
     )
     assert not data_dir.exists(), sorted(p.name for p in data_dir.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "args", [a for name, a in DATABASE_COMMANDS.items() if name != "db-upgrade"],
+    ids=[name for name in DATABASE_COMMANDS if name != "db-upgrade"])
+def test_a_command_pointed_at_an_empty_data_dir_says_so_and_creates_nothing(env, tmp_path, args):
+    data_dir = tmp_path / "elsewhere"
+    empty = {k: v for k, v in env.items()
+             if k not in ("AUTHSVC_DATABASE_URL", "AUTHSVC_DIRECT_DATABASE_URL")}
+    line = _one_error_line(_run(args, {**empty, "AUTHSVC_DATA_DIR": str(data_dir)}))
+    assert line.startswith(f"Error: no database in {data_dir}: AUTHSVC_DATABASE_URL is unset"), line
+    assert not (data_dir / "pgdata").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -9,6 +10,7 @@ import smtplib
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,7 +39,11 @@ class Dev:
         return f"http://127.0.0.1:{self.port}"
 
     def printed(self) -> str:
-        return self.output.read_text(errors="replace")
+        """What it printed: stdout (the banner), then stderr (JSON lines)."""
+        return self.output.read_text(errors="replace") + self.errors().read_text(errors="replace")
+
+    def errors(self) -> Path:
+        return self.output.with_suffix(".err")
 
 
 def _ready(dev: Dev) -> bool:
@@ -58,11 +64,11 @@ def running_dev(tmp_path: Path, env: dict[str, str]) -> Iterator[Dev]:
     """Start `authsvc dev` on free ports and wait until it serves HTTP and SMTP."""
     port, smtp_port = free_port(), free_port()
     output = tmp_path / f"dev-{port}.log"
-    with output.open("wb") as sink:
+    with output.open("wb") as sink, output.with_suffix(".err").open("wb") as errors:
         process = subprocess.Popen(
             [sys.executable, "-m", "authsvc.cli", "dev", "--port", str(port),
              "--smtp-port", str(smtp_port)],
-            env={**os.environ, **env}, cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT,
+            env={**os.environ, **env}, cwd=tmp_path, stdout=sink, stderr=errors,
             start_new_session=True,  # its own group, as a terminal gives a foreground job
         )
     dev = Dev(process, port, smtp_port, Path(env["AUTHSVC_DATA_DIR"]), output)
@@ -131,6 +137,11 @@ def test_sigterm_and_ctrl_c_stop_everything_and_the_key_survives_restarts(tmp_pa
         assert _printed_key(again) == key
         assert key_file.read_text() == key + "\n"
         _stop_and_check_nothing_left(again, signal.SIGINT, to_group=True)
+    # Every process of the stack, the embedded PostgreSQL's start included: JSON lines.
+    for run in (dev, again):
+        lines = run.errors().read_text().splitlines()
+        events = [json.loads(line)["event"] for line in lines]
+        assert "embedded_database_starting" in events and events[-1] == "dev_stopped"
 
 
 def _block(path: Path, name: str) -> str:
@@ -193,8 +204,23 @@ def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
         assert said[9] == '{"status":"confirmation_sent"}', said
         assert said[10].endswith("Confirm deleting your account"), said
         assert said[11:] == ['{"deleted":true}', "invalid_credentials"], said
+
+        # /metrics counts what both gunicorn workers answered, as under `authsvc serve`.
+        before = _healthz_count(dev)
+        for _ in range(12):  # a new connection each: either worker may answer
+            assert http_status(f"{dev.url}/healthz") == 200
+        assert _healthz_count(dev) == before + 12
+        assert list((dev.data_dir / "prometheus-multiproc").glob("counter_*.db"))
         dev.process.send_signal(signal.SIGTERM)
         assert dev.process.wait(timeout=40) == 0
+
+
+def _healthz_count(dev: Dev) -> float:
+    with urllib.request.urlopen(f"{dev.url}/metrics", timeout=10) as reply:  # noqa: S310
+        body = reply.read().decode()
+    series = 'authsvc_http_requests_total{method="GET",route="/healthz",status="200"} '
+    return sum(float(line.removeprefix(series)) for line in body.splitlines()
+               if line.startswith(series))
 
 
 def test_production_refuses_to_start(tmp_path, env):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import socket
@@ -16,12 +17,14 @@ from urllib.request import urlopen
 import click
 
 from authsvc.apps.keys import find_app_by_key, register_app
-from authsvc.cli.serve import gunicorn_argv
+from authsvc.cli.serve import gunicorn_argv, multiprocess_metrics_dir
 from authsvc.cli.startup import database_url_or_exit
 from authsvc.config import ConfigError, Settings, load_settings
 from authsvc.db.connections import connect
 from authsvc.db.migrate import upgrade
+from authsvc.observability.logs import configure_logging, log_event
 
+log = logging.getLogger(__name__)
 READY_TIMEOUT_SECONDS = 60.0
 STOP_GRACE_SECONDS = 15.0
 DEV_APP_NAME = "dev"
@@ -93,11 +96,13 @@ class Stack:
         self.env = env
         self.children: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str, argv: list[str]) -> None:
+    def start(self, name: str, argv: list[str], **env: str) -> None:
+        """Start `argv` with the stack's environment and `env` on top of it."""
         # A new session per child: Ctrl-C in the terminal reaches only this
         # process, which then stops the children in order and waits for them.
         self.children[name] = subprocess.Popen(
-            argv, env=self.env, start_new_session=True, preexec_fn=_terminate_with_parent
+            argv, env={**self.env, **env}, start_new_session=True,
+            preexec_fn=_terminate_with_parent,
         )
 
     def exited(self) -> list[tuple[str, int]]:
@@ -181,6 +186,8 @@ def dev(port: int, smtp_port: int) -> None:
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
+    # Its own lines are JSON on stderr, as its children's are; the banner goes to stdout.
+    configure_logging(settings.log_level)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda _signum, _frame: stop.set())
@@ -189,10 +196,10 @@ def dev(port: int, smtp_port: int) -> None:
     try:
         if not settings.database_url:
             pgdata = settings.data_dir / "pgdata"
-            click.echo(f"starting the embedded PostgreSQL in {pgdata}", err=True)
+            log_event(log, "embedded_database_starting", pgdata=str(pgdata))
         # The embedded server, if started here, stops when this process exits
         # and no other process uses it (pgserver's own exit hook).
-        url = database_url_or_exit(settings)
+        url = database_url_or_exit(settings, may_create=True)
         if not settings.database_url:
             # No pooler in front of the embedded server: the children may LISTEN on it.
             env["AUTHSVC_DIRECT_DATABASE_URL"] = url
@@ -206,7 +213,9 @@ def dev(port: int, smtp_port: int) -> None:
         # (a long poll is a parked coroutine, not a gunicorn thread) and forwards
         # every other path to gunicorn.
         web_port = _free_port()
-        stack.start("web", gunicorn_argv(f"127.0.0.1:{web_port}", workers=2, threads=16))
+        # /metrics sums both gunicorn workers, as under `authsvc serve`.
+        stack.start("web", gunicorn_argv(f"127.0.0.1:{web_port}", workers=2, threads=16),
+                    PROMETHEUS_MULTIPROC_DIR=str(multiprocess_metrics_dir(settings)))
         stack.start(
             "inbox",
             [
@@ -225,6 +234,6 @@ def dev(port: int, smtp_port: int) -> None:
                 name, code = stack.exited()[0]
                 raise click.ClickException(f"the {name} process exited with code {code}; stopping")
     finally:
-        click.echo("stopping authsvc dev", err=True)
+        log_event(log, "dev_stopping")
         stack.stop()
-    click.echo("stopped", err=True)
+    log_event(log, "dev_stopped")

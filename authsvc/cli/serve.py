@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from authsvc.cli.startup import check_database, database_url_or_exit, settings_or_exit
+from authsvc.config import Settings
 
 
 def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:
@@ -62,10 +63,7 @@ def serve(bind: str, workers: int, threads: int) -> None:
     env = dict(os.environ, AUTHSVC_DATABASE_URL=url)
     if not settings.database_url:  # the embedded server: no pooler, LISTEN may use it
         env["AUTHSVC_DIRECT_DATABASE_URL"] = url
-    # Set before gunicorn forks, so every worker writes its metrics where any
-    # worker's /metrics reads them all; a previous run's files are removed.
-    metrics_dir = settings.metrics_multiproc_dir or settings.data_dir / "prometheus-multiproc"
-    env["PROMETHEUS_MULTIPROC_DIR"] = str(prepare_multiprocess_dir(metrics_dir))
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(multiprocess_metrics_dir(settings))
     # A child rather than exec: this process keeps the embedded server's
     # handle, so the server stops when serving stops.
     child = subprocess.Popen(gunicorn_argv(bind, workers, threads), env=env)
@@ -73,6 +71,13 @@ def serve(bind: str, workers: int, threads: int) -> None:
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     sys.exit(child.wait())
+
+
+def multiprocess_metrics_dir(settings: Settings) -> Path:
+    """Where every gunicorn worker writes its metrics, so any worker's /metrics reads them
+    all: set before gunicorn forks (`serve`, `dev`); a previous run's files are removed."""
+    folder = settings.metrics_multiproc_dir or settings.data_dir / "prometheus-multiproc"
+    return prepare_multiprocess_dir(folder)
 
 
 def prepare_multiprocess_dir(folder: Path) -> Path:

@@ -19,6 +19,7 @@ import psycopg
 
 from authsvc.config import ConfigError, Settings, load_settings
 from authsvc.db.connections import connect, resolve_database_url
+from authsvc.db.embedded import embedded_database_exists
 from authsvc.db.migrate import OlderThanBaseline
 
 
@@ -30,8 +31,20 @@ def settings_or_exit() -> Settings:
         raise click.ClickException(str(exc)) from None
 
 
-def database_url_or_exit(settings: Settings) -> str:
-    """The configured URL, or the embedded server's (started now), or a clean exit."""
+def database_url_or_exit(settings: Settings, *, may_create: bool = False) -> str:
+    """The configured URL, or the embedded server's (started now), or a clean exit.
+
+    Only `may_create` commands (`dev`, `db upgrade`) make a new embedded
+    database: any other pointed at a data dir without one would work on an
+    empty database nobody else uses, so it says where it looked instead.
+    """
+    if not settings.database_url and not may_create \
+            and not embedded_database_exists(settings.data_dir):
+        raise click.ClickException(
+            f"no database in {settings.data_dir}: AUTHSVC_DATABASE_URL is unset and"
+            " AUTHSVC_DATA_DIR holds no embedded PostgreSQL; run `authsvc dev` or"
+            " `authsvc db upgrade` with this data dir first (either creates it), or set"
+            " AUTHSVC_DATABASE_URL")
     try:
         return resolve_database_url(settings)
     except Exception as exc:  # pgserver failing to start is an operator problem

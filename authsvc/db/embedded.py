@@ -17,12 +17,19 @@ def start_embedded_postgres(data_dir: Path) -> Any:
     same folder and stops it when the last of them exits, so the web workers,
     the outbox worker and the CLI can all call this.
     """
+    # pgserver logs each pg_ctl command line it runs at INFO; its problems are warnings.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # XDG_RUNTIME_DIR fallback chatter
         import pgserver
 
         data_dir.mkdir(parents=True, exist_ok=True)
         return pgserver.get_server(data_dir / "pgdata", cleanup_mode="stop")
+
+
+def embedded_database_exists(data_dir: Path) -> bool:
+    """Whether `data_dir` holds an embedded server's files (made by its first start)."""
+    return (data_dir / "pgdata" / "PG_VERSION").is_file()
 
 
 def embedded_database_url(data_dir: Path) -> str:

@@ -521,11 +521,6 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         log_level = "INFO"
 
     confirm_old = bool(parsed("AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD", "off", parse_bool))
-    if confirm_old:
-        # Refused rather than ignored: an operator who asks for the stricter
-        # change must not run the laxer one believing otherwise.
-        problems.append("AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD: on is not supported yet (the old"
-                        " address cannot confirm a change in this version); leave it off")
 
     if production:
         if not keys:

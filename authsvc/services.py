@@ -39,6 +39,7 @@ def token_codec(settings: Settings, clock: Clock = system_clock) -> TokenCodec:
             "reset": settings.reset_ttl,
             "verify": settings.verify_ttl,
             "email_change": settings.email_change_ttl,
+            "email_change_approval": settings.email_change_ttl,
             "email_revert": settings.email_revert_ttl,
             "account_delete": settings.delete_ttl,
         },

@@ -59,8 +59,8 @@ def test_every_documented_answer_is_given_and_no_other(
     api = ApiCaller(client, app, key)
     posts = ["/signups", "/verifications", "/verifications/confirm", "/password-resets",
              "/password-resets/confirm", "/email-changes", "/email-changes/confirm",
-             "/email-changes/undo", "/account-deletions", "/account-deletions/confirm",
-             "/sessions"]
+             "/email-changes/approve", "/email-changes/undo", "/account-deletions",
+             "/account-deletions/confirm", "/sessions"]
     counter = iter(range(10_000))
 
     def fresh(prefix: str = "u") -> str:
@@ -113,6 +113,7 @@ def test_every_documented_answer_is_given_and_no_other(
             "/password-resets/confirm": {"token": f"nope{n}", "password": NEW},
             "/email-changes": {"email": fresh(), "password": PASSWORD, "new_email": fresh()},
             "/email-changes/confirm": {"token": f"nope{n}"},
+            "/email-changes/approve": {"token": f"nope{n}"},
             "/email-changes/undo": {"token": f"nope{n}"},
             "/account-deletions": {"email": fresh(), "password": PASSWORD},
             "/account-deletions/confirm": {"token": f"nope{n}"},
@@ -183,6 +184,12 @@ def test_every_documented_answer_is_given_and_no_other(
     _record(seen, "POST", "/sessions", response)
 
     _address_life_answers(post, signed_up, fresh, conn, svc, clock)
+    strict = ApiCaller(app_with(AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="on").test_client(), app, key)
+
+    def strict_post(path: str, body: object = None) -> TestResponse:
+        return _record(seen, "POST", path, strict.post(path, body))
+
+    _approval_answers(strict_post, fresh, conn, svc, clock)
 
     documented = _documented(client.get("/api/v1/openapi.json").get_json())
     assert sorted(documented - seen) == [], "documented but never given (invented?)"
@@ -295,3 +302,55 @@ def _address_life_answers(
          {"token": latest_link(conn, svc, jo, "account_delete")})  # 410 token_expired
     clock.advance(svc.tokens.ttl("email_revert"))
     post("/email-changes/undo", {"token": jos_undo})  # 410 token_expired
+
+
+def _approval_answers(
+    post: Callable[..., TestResponse], fresh: Callable[..., str], conn: psycopg.Connection,
+    svc: Any, clock: Any,
+) -> None:
+    """Each answer of a change that needs both addresses (AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD)."""
+
+    def confirmed(email: str) -> str:
+        post("/signups", {"email": email, "password": PASSWORD})
+        post("/verifications/confirm", {"token": latest_link(conn, svc, email, "verify")})
+        return email
+
+    def change(email: str, new_email: str) -> str:
+        post("/email-changes", {"email": email, "password": PASSWORD, "new_email": new_email})
+        return new_email
+
+    def approval(email: str) -> str:
+        return latest_link(conn, svc, email, "email_change_approval")
+
+    ann = confirmed(fresh("ann"))
+    target = change(ann, fresh())
+    post("/email-changes/confirm",
+         {"token": latest_link(conn, svc, target, "email_change")})  # 202 awaiting_old_address
+    post("/email-changes/approve", {"token": approval(ann)})  # 200
+    bo = confirmed(fresh("bo"))
+    target = change(bo, fresh())
+    token = approval(bo)
+    post("/email-changes/approve", {"token": token})  # 202 awaiting_new_address
+    post("/email-changes/approve", {"token": token})  # 410 token_used
+    post("/email-changes/approve", {"token": "nope"})  # 400 invalid_token
+    post("/email-changes/approve", {"email": bo, "code": "x"})  # 400 invalid_code
+    cy = confirmed(fresh("cy"))
+    change(cy, fresh())
+    old = approval(cy)
+    change(cy, fresh())
+    post("/email-changes/approve", {"token": old})  # 410 token_superseded
+    for _ in range(MAX_ATTEMPTS + 1):
+        post("/email-changes/approve", {"email": cy, "code": "x"})  # 410 code_exhausted
+    dee = confirmed(fresh("dee"))
+    taken = change(dee, fresh())
+    post("/email-changes/confirm", {"token": latest_link(conn, svc, taken, "email_change")})
+    confirmed(taken)  # someone else proves the address meanwhile
+    post("/email-changes/approve", {"token": approval(dee)})  # 409 email_taken
+    eve = confirmed(fresh("eve"))
+    change(eve, fresh())
+    post("/email-changes/approve", {"email": eve, "code": latest_code(
+        conn, svc, eve, "email_change_approval")})  # 202 by code
+    fay = confirmed(fresh("fay"))
+    change(fay, fresh())
+    clock.advance(svc.tokens.ttl("email_change_approval"))
+    post("/email-changes/approve", {"token": approval(fay)})  # 410 token_expired

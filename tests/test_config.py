@@ -208,12 +208,8 @@ def test_the_address_life_settings_take_durations_and_a_boolean(tmp_path):
     assert settings.email_change_confirm_old is False
 
 
-def test_confirming_at_the_old_address_too_is_refused_until_it_exists(tmp_path):
-    with pytest.raises(ConfigError) as caught:
-        _load(tmp_path, AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="on")
-    assert caught.value.problems == [
-        "AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD: on is not supported yet (the old address cannot"
-        " confirm a change in this version); leave it off"]
+def test_confirming_at_the_old_address_too_can_be_turned_on(tmp_path):
+    assert _load(tmp_path, AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="on").email_change_confirm_old
 
 
 def test_malformed_address_life_settings_are_each_reported(tmp_path):

@@ -24,11 +24,11 @@ UNITS = ("authsvc-web.service", "authsvc-worker.service")
 INSTALLED_AUTHSVC = "/opt/authsvc/venv/bin/authsvc"
 INSTALLED_ENV_FILE = "/etc/authsvc/authsvc.env"
 AUTHSVC = str(Path(sys.executable).parent / "authsvc")
-# Read by the service but not for production: the dev test inbox, the legacy name of
-# AUTHSVC_MAIL_URL, and the option production refuses for now.
+# Read by the service but not for production: the dev test inbox, and the legacy name
+# of AUTHSVC_MAIL_URL.
 NOT_FOR_PRODUCTION = {"AUTHSVC_TEST_INBOX", "AUTHSVC_TEST_INBOX_DOMAIN",
                       "AUTHSVC_TEST_INBOX_MAX_BYTES", "AUTHSVC_TEST_INBOX_TOKEN",
-                      "AUTHSVC_SMTP_URL", "AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD"}
+                      "AUTHSVC_SMTP_URL"}
 
 
 def environment_file(path: Path) -> dict[str, str]:

@@ -7,6 +7,10 @@ once, a code beside the change link, per-purpose email budgets. Two purposes:
   proves the new address; the account moves there, every outstanding link
   and code of the account dies, and the old address gets a notice with an
   undo link.
+- `email_change_approval`: with AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD on, the
+  link and code sent to the account's own address at the same time, under
+  the same version. The change takes effect when both are redeemed, in
+  either order; the first one redeemed is recorded and waits (Pending).
 - `email_revert`: that undo link. No code (a week-long code that restores an
   account is worth guessing) and not "newest only": each confirmed change is
   a row (change_records.py) and its link works while the row stands. Using
@@ -61,6 +65,18 @@ class ChangedAddress:
     previous_email: str
 
 
+@dataclass(frozen=True)
+class Pending:
+    """One side of a change that needs both addresses, redeemed; the other is awaited."""
+
+    awaiting: str  # "old_address" or "new_address"
+
+
+# The side of a change each purpose proves, and the purpose of the other side.
+OTHER_SIDE = {"email_change": "email_change_approval",
+              "email_change_approval": "email_change"}
+
+
 def request_email_change(
     conn: Connection,
     svc: Services,
@@ -83,8 +99,12 @@ def request_email_change(
     user = actions.authenticate(conn, svc, email=email, password=password)
     now = svc.clock()
     payload = {**links.email_payload(app, redirect_url), NO_OUTCOME_EVENTS: True}
+    approval = links.email_budget(svc, email, "email_change_approval", now).params()
     params = {
         **links.email_budget(svc, new_email, "email_change", now).params(),
+        **{f"approval_{name}": value for name, value in approval.items()},
+        "approval": svc.settings.email_change_confirm_old,
+        "approval_digest": code_tries.address_digest(email),
         "digest": code_tries.address_digest(new_email),
         "user_id": user.id,
         "new_email": new_email,
@@ -97,19 +117,23 @@ def request_email_change(
 
 
 def confirm_email_change(
-    conn: Connection, svc: Services, *, token: object, app: App | None = None
-) -> ChangedAddress:
-    """Redeem a change link: the account moves to the new address. Once, only the newest."""
-    claims = svc.tokens.read(token, "email_change")
+    conn: Connection, svc: Services, *, token: object, app: App | None = None,
+    purpose: str = "email_change",
+) -> ChangedAddress | Pending:
+    """Redeem a change link (`purpose` email_change, from the new address) or an approval
+    link (email_change_approval, from the old one). Once each, only the newest."""
+    claims = svc.tokens.read(token, purpose)
     links.current_holder(conn, claims)
     return _redeem_change(conn, svc, claims, app)
 
 
 def confirm_email_change_code(
-    conn: Connection, svc: Services, *, email: str, code: object, app: App | None = None
-) -> ChangedAddress:
-    """Redeem the code of a change email, typed with the new address it was sent to."""
-    attempt, _user = links.matching_code(conn, svc, email, "email_change", code)
+    conn: Connection, svc: Services, *, email: str, code: object, app: App | None = None,
+    purpose: str = "email_change",
+) -> ChangedAddress | Pending:
+    """Redeem the code of a change email, typed with the address it was sent to (the new
+    one; the old one for an approval)."""
+    attempt, _user = links.matching_code(conn, svc, email, purpose, code)
     assert attempt.claims is not None
     return _redeem_change(conn, svc, attempt.claims, app)
 
@@ -142,18 +166,38 @@ def _take_address(conn: Connection, svc: Services, user: User, address: str,
     deletion.erase_account(conn, svc.settings.secret_keys, holder, deleted_by="retired", now=now)
 
 
+def _needs_other_side(conn: Connection, svc: Services, claims: TokenClaims) -> bool:
+    """Whether the change waits for the other address, under the account's row lock.
+
+    The old address's approval never completes a change alone: only the new
+    address's link proves the new mailbox. The new address's link completes
+    it alone unless approvals are required and this one is not yet in.
+    """
+    other = OTHER_SIDE[claims.purpose]
+    approved = users.was_redeemed(conn, claims.user_id, other, claims.version)
+    if claims.purpose == "email_change_approval":
+        return not approved
+    return svc.settings.email_change_confirm_old and not approved
+
+
 def _redeem_change(
     conn: Connection, svc: Services, claims: TokenClaims, app: App | None
-) -> ChangedAddress:
+) -> ChangedAddress | Pending:
     now = svc.clock()
 
-    def redeem() -> ChangedAddress:
+    def redeem() -> ChangedAddress | Pending:
         with conn.transaction():
             # The lock is the single-use guard: a concurrent redemption, undo or
             # reset waits here, then finds the version it needs gone.
             user = users.lock_user(conn, claims.user_id)
             if user is None or user.email_change_version != claims.version:
                 raise links.stale_link_error(conn, claims, user)
+            if users.was_redeemed(conn, user.id, claims.purpose, claims.version):
+                raise TokenError("token_used")  # this side is in; the other is awaited
+            if _needs_other_side(conn, svc, claims):
+                users.record_redemption(conn, user.id, claims.purpose, claims.version, now)
+                side = "old_address" if claims.purpose == "email_change" else "new_address"
+                return Pending(awaiting=side)
             assert user.pending_email is not None  # a current change link has one
             _take_address(conn, svc, user, user.pending_email, now)
             with conn.cursor(row_factory=dict_row) as cur:
@@ -163,7 +207,7 @@ def _redeem_change(
             assert row is not None  # under the lock, the version was current
             previous = row.pop("previous_email")
             changed = User(**row)
-            users.record_redemption(conn, changed.id, "email_change", claims.version, now)
+            users.record_redemption(conn, changed.id, claims.purpose, claims.version, now)
             # The one email of this step: to the old address, with the undo link.
             enqueue_email(
                 conn, template="email_changed", recipient=previous, user_id=changed.id,

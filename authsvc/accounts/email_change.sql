@@ -8,8 +8,12 @@
 -- and nothing else happens. Otherwise the account's change version is
 -- bumped (a later request supersedes an earlier one) and the new address is
 -- recorded as pending, even when the budget then holds the email back; within
--- it, the link and code go to the new address. An app's redirect applies
--- only to its own accounts (SQL account_belongs_to_app()).
+-- it, the link and code go to the new address. With the old address's
+-- approval required (%(approval)s, AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD), the
+-- account's own address also gets an approval link and code under the same
+-- version, within its own budget (counted whether or not the new address is
+-- taken, for the same reason). An app's redirect applies only to its own
+-- accounts (SQL account_belongs_to_app()) and to the new address's link.
 -- Neither email reports email.* events to the app (payload
 -- no_outcome_events, as link requests): it must not learn whether the new
 -- address has an account. Returns whether the budget allowed the request and
@@ -17,6 +21,12 @@
 WITH budget AS (
     SELECT email_budget_hit(%(bucket)s, %(window_start)s, %(limit)s, 'email_change', %(digest)s)
            AS allowed
+), approval_budget AS (
+    SELECT CASE WHEN %(approval)s
+                THEN email_budget_hit(%(approval_bucket)s, %(approval_window_start)s,
+                                      %(approval_limit)s, 'email_change_approval',
+                                      %(approval_digest)s)
+                ELSE false END AS allowed
 ), holder AS (
     SELECT id FROM users
     WHERE email = %(new_email)s AND email_verified_at IS NOT NULL AND id <> %(user_id)s
@@ -25,7 +35,7 @@ WITH budget AS (
     SET email_change_version = email_change_version + 1,
         pending_email = %(new_email)s
     WHERE id = %(user_id)s AND NOT EXISTS (SELECT 1 FROM holder)
-    RETURNING id, email_change_version AS version,
+    RETURNING id, email, email_change_version AS version,
               account_belongs_to_app(id, %(app_id)s::uuid) AS own
 ), queued AS (
     INSERT INTO email_jobs (template, recipient, payload, user_id, purpose, token_version,
@@ -35,6 +45,11 @@ WITH budget AS (
                 ELSE %(payload)s::jsonb - 'redirect_url' END,
            id, 'email_change', version, %(issued_at)s::timestamptz, %(app_id)s::uuid
     FROM changed WHERE (SELECT allowed FROM budget)
+    UNION ALL
+    SELECT 'email_change_approval', email,
+           (%(payload)s::jsonb - 'redirect_url') || jsonb_build_object('new_email', %(new_email)s),
+           id, 'email_change_approval', version, %(issued_at)s::timestamptz, %(app_id)s::uuid
+    FROM changed WHERE (SELECT allowed FROM approval_budget)
     UNION ALL
     SELECT 'email_in_use', %(new_email)s, %(payload)s::jsonb - 'redirect_url', id,
            NULL, NULL, NULL, %(app_id)s::uuid

@@ -85,6 +85,11 @@ def undo_link_error(change: change_records.EmailChange | None) -> TokenError | N
     return None
 
 
+# The two sides of an address change that needs both addresses (email_change.py): one
+# side's link is used while the version stays current, until the other side's comes in.
+TWO_SIDED = ("email_change", "email_change_approval")
+
+
 def current_holder(conn: Connection, claims: TokenClaims) -> User:
     """The account whose current link these claims describe; TokenError otherwise."""
     user = users.find_user_by_id(conn, claims.user_id)
@@ -96,6 +101,9 @@ def current_holder(conn: Connection, claims: TokenClaims) -> User:
         return user
     if user is None or user.version(claims.purpose) != claims.version:
         raise stale_link_error(conn, claims, user)
+    if claims.purpose in TWO_SIDED and users.was_redeemed(conn, user.id, claims.purpose,
+                                                          claims.version):
+        raise TokenError("token_used")
     return user
 
 

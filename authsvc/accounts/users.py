@@ -31,11 +31,13 @@ class User:
     pending_email: str | None  # the new address of a change not yet confirmed
 
     def version(self, purpose: str) -> int:
-        """The current version of a newest-only purpose (migrations/0027 link_version)."""
+        """The current version of a newest-only purpose (SQL link_version, migrations/0030):
+        a change's two links, to the new address and to the old one, share one."""
         return {
             "reset": self.reset_version,
             "verify": self.verify_version,
             "email_change": self.email_change_version,
+            "email_change_approval": self.email_change_version,
             "account_delete": self.account_delete_version,
         }[purpose]
 

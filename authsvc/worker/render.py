@@ -36,6 +36,7 @@ SUBJECTS = {
     "account_exists": "You already have an account",
     "password_changed": "Your password was changed",
     "email_change": "Confirm your new email address",
+    "email_change_approval": "Approve changing your account's email address",
     "email_in_use": "An account already uses this address",
     "email_changed": "Your account's email address was changed",
     "email_restored": "This address no longer signs in to your account",
@@ -45,6 +46,7 @@ LINK_PATHS = {
     "verify": "/verify",
     "reset": "/reset/confirm",
     "email_change": "/email-change/confirm",
+    "email_change_approval": "/email-change/approve",
     "email_revert": "/email-change/undo",
     "account_delete": "/account/delete",
 }
@@ -53,6 +55,7 @@ CODE_PATHS = {
     "verify": "/verify/code",
     "reset": "/reset/code",
     "email_change": "/email-change/code",
+    "email_change_approval": "/email-change/approve/code",
     "account_delete": "/account/delete/code",
 }
 # Addresses a notice shows masked (n•••@example.com), from the job's payload.

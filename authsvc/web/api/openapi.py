@@ -46,6 +46,8 @@ class Operation:
     success: tuple[int, str, str]  # status, description, response schema name
     problems: dict[int, list[str]]
     replayable: bool = True
+    # A second success, as success: a change that waits for its other address.
+    also: tuple[int, str, str] | None = None
 
 
 # Answers every POST can give, whatever it does: rejected before it runs
@@ -121,8 +123,8 @@ _BODY_DESCRIPTIONS = {
     EMAIL_CHANGE.name: "`email` and `password` open the account (as `checkCredentials`);"
     " `new_email` is where the confirmation link and code go, and must differ from"
     " `email` (400 invalid_request).",
-    EMAIL_CHANGE_CONFIRM.name: _CONFIRM_FORMS + " `email` is the new address the code"
-    " was sent to.",
+    EMAIL_CHANGE_CONFIRM.name: _CONFIRM_FORMS + " `email` is the address the code was"
+    " sent to: the new one to confirm, the old one to approve.",
     EMAIL_CHANGE_UNDO.name: "`token` from the undo link sent to the old address (undo"
     " links carry no code). With `password`, the account's password becomes it at once;"
     " without, the password is cleared and a reset link goes to the restored address.",
@@ -202,17 +204,22 @@ def operation_problems(op: Operation) -> dict[int, list[str]]:
     return dict(sorted(merged.items()))
 
 
-def _post(op: Operation) -> dict[str, Any]:
-    status, description, schema_name = op.success
+def _success(answer: tuple[int, str, str], replayable: bool) -> dict[str, Any]:
+    _status_code, description, schema_name = answer
     success: dict[str, Any] = {
         "description": description,
         "content": {
             "application/json": {"schema": {"$ref": f"#/components/schemas/{schema_name}"}}
         },
     }
-    if op.replayable:
+    if replayable:
         success["headers"] = _REPLAYED
-    responses: dict[str, Any] = {str(status): success}
+    return success
+
+
+def _post(op: Operation) -> dict[str, Any]:
+    responses: dict[str, Any] = {str(answer[0]): _success(answer, op.replayable)
+                                 for answer in (op.success, op.also) if answer is not None}
     for code, codes in operation_problems(op).items():
         responses[str(code)] = _problem_response(code, codes, op.replayable)
     return {
@@ -264,6 +271,8 @@ _RESPONSE_SCHEMAS: dict[str, Any] = {
         },
     },
     "ConfirmationSent": _status("confirmation_sent"),
+    "AwaitingOldAddress": _status("awaiting_old_address"),
+    "AwaitingNewAddress": _status("awaiting_new_address"),
     "EmailChanged": {
         "type": "object",
         "additionalProperties": False,
@@ -372,10 +381,29 @@ OPERATIONS: dict[str, Operation] = {
         " only the newest. The account moves to the new address; every outstanding link and"
         " code of it dies (earlier undo links excepted); an unconfirmed account holding the"
         " new address is deleted; the old address gets one email with an undo link."
+        " With AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD on, the move waits for the old address's"
+        " approval (`/email-changes/approve`): until it is in, 202 awaiting_old_address."
         " 409 email_taken when a confirmed account took the new address meanwhile.",
         EMAIL_CHANGE_CONFIRM,
         (200, "The account's address is the new one", "EmailChanged"),
         {**_TOKEN_PROBLEMS, 409: ["email_taken"]},
+        also=(202, "Confirmed; the change waits for the old address's approval",
+              "AwaitingOldAddress"),
+    ),
+    "/email-changes/approve": Operation(
+        "approveEmailChange", "email-changes",
+        "Approve an address change from the old address, with its token or code",
+        "With AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD on, a change request also sends the account's"
+        " own address a link and a 6-digit code (the same version as the change link: a later"
+        " request or a password change retires both). Redeems either: once, only the newest."
+        " The change takes effect when both addresses are in, in either order: 200 as"
+        " `/email-changes/confirm` when the new address had confirmed, else 202"
+        " awaiting_new_address.",
+        EMAIL_CHANGE_CONFIRM,
+        (200, "Both addresses are in: the account's address is the new one", "EmailChanged"),
+        {**_TOKEN_PROBLEMS, 409: ["email_taken"]},
+        also=(202, "Approved; the change waits for the new address's confirmation",
+              "AwaitingNewAddress"),
     ),
     "/email-changes/undo": Operation(
         "undoEmailChange", "email-changes", "Undo an address change with the old address's link",

@@ -176,19 +176,32 @@ def email_changes() -> Response:
 
 @bp.post("/email-changes/confirm")
 def email_changes_confirm() -> Response:
+    return _redeem_change_side("email_change")
+
+
+@bp.post("/email-changes/approve")
+def email_changes_approve() -> Response:
+    return _redeem_change_side("email_change_approval")
+
+
+def _redeem_change_side(purpose: str) -> Response:
+    """A change's link or code from the new address (`email_change`) or the old one
+    (`email_change_approval`): the change, or 202 while the other address is awaited."""
     values, document = parse_body(EMAIL_CHANGE_CONFIRM)
     code = token_or_code(values)
     app = current_caller().app
 
     def confirm_email_change(conn: Connection) -> Reply:
         if code is None:
-            changed = email_change.confirm_email_change(
-                conn, services(), token=values["token"], app=app)
+            outcome = email_change.confirm_email_change(
+                conn, services(), token=values["token"], app=app, purpose=purpose)
         else:
-            changed = email_change.confirm_email_change_code(
-                conn, services(), email=code.email, code=code.code, app=app)
-        body = {"email": changed.user.email, "previous_email": changed.previous_email}
-        return json_reply(200, body)
+            outcome = email_change.confirm_email_change_code(
+                conn, services(), email=code.email, code=code.code, app=app, purpose=purpose)
+        if isinstance(outcome, email_change.Pending):
+            return json_reply(202, {"status": f"awaiting_{outcome.awaiting}"})
+        return json_reply(200, {"email": outcome.user.email,
+                                "previous_email": outcome.previous_email})
 
     return run_call(confirm_email_change, document)
 

@@ -6,6 +6,9 @@
 - /email-change/confirm?token= and /email-change/code: GET/HEAD only show
   what will happen and a button (mail scanners open links); the POST moves
   the account.
+- /email-change/approve?token= and /email-change/approve/code: the same for
+  the old address's approval (AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD); whichever
+  side comes first says the change waits for the other.
 - /email-change/undo?token=: the same, for the undo link sent to the old
   address; the page says every session ends and offers a new-password field.
 """
@@ -18,7 +21,8 @@ from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions, change_records, email_change, links
-from authsvc.accounts.email_change import EmailTaken
+from authsvc.accounts.addresses import masked
+from authsvc.accounts.email_change import ChangedAddress, EmailTaken, Pending
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenError
@@ -27,6 +31,8 @@ from authsvc.observability.logs import log_event
 from authsvc.web.pages.account import NOT_YOUR_PASSWORD, account_page, signed_in_only
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import (
+    ApprovalCodeForm,
+    ApproveChangeForm,
     ChangeCodeForm,
     ChangeEmailForm,
     ConfirmChangeForm,
@@ -66,48 +72,81 @@ def request_change(signed_in: SessionUser) -> ResponseReturnValue:
     return redirect(url_for("pages.account"), 303)
 
 
+# Each side of a change: the new address's confirmation, the old address's approval.
+LINK_FORMS: dict[str, type[ConfirmChangeForm | ApproveChangeForm]] = {
+    "email_change": ConfirmChangeForm, "email_change_approval": ApproveChangeForm}
+CODE_FORMS: dict[str, type[ChangeCodeForm | ApprovalCodeForm]] = {
+    "email_change": ChangeCodeForm, "email_change_approval": ApprovalCodeForm}
+
+
 def confirm_change() -> ResponseReturnValue:
     """GET/HEAD show where the account will move; only the POST moves it."""
-    return link_page("email_change", _redeem_change, _confirm_page)
+    return _side_link("email_change")
 
 
-def _confirm_page(token: str, user: User) -> ResponseReturnValue:
-    form = ConfirmChangeForm(formdata=None, token=token)
-    return render_page("email_change_confirm.html", form=form, old_email=user.email,
-                       new_email=user.pending_email)
+def approve_change() -> ResponseReturnValue:
+    """The same, for the approval link sent to the old address."""
+    return _side_link("email_change_approval")
 
 
-def _redeem_change() -> ResponseReturnValue:
-    form = ConfirmChangeForm()
-    token = form.token.data if form.validate_on_submit() else None
-    try:
-        changed = email_change.confirm_email_change(db(), services(), token=token)
-    except TokenError as exc:
-        return link_problem(exc, "email_change", token)
-    except EmailTaken:
-        return render_page("email_taken.html", 409)
-    log_event(logger, "email_changed", user_id=changed.user.id, by="link")
-    forget_cached_session()
-    return render_page("email_changed.html", email=changed.user.email,
-                       previous_email=changed.previous_email)
+def _side_link(purpose: str) -> ResponseReturnValue:
+    def show(token: str, user: User) -> ResponseReturnValue:
+        form = LINK_FORMS[purpose](formdata=None, token=token)
+        approving = purpose == "email_change_approval"
+        new_email = masked(user.pending_email or "") if approving else user.pending_email
+        return render_page("email_change_confirm.html", form=form, old_email=user.email,
+                           new_email=new_email, approving=approving)
+
+    def redeem() -> ResponseReturnValue:
+        form = LINK_FORMS[purpose]()
+        token = form.token.data if form.validate_on_submit() else None
+        try:
+            outcome = email_change.confirm_email_change(db(), services(), token=token,
+                                                        purpose=purpose)
+        except TokenError as exc:
+            return link_problem(exc, purpose, token)
+        except EmailTaken:
+            return render_page("email_taken.html", 409)
+        return _outcome_page(outcome, purpose, "link")
+
+    return link_page(purpose, redeem, show)
 
 
 def change_code() -> ResponseReturnValue:
     """The change email's code, typed with the new address."""
-    form = ChangeCodeForm()
+    return _side_code("email_change")
+
+
+def approval_code() -> ResponseReturnValue:
+    """The approval email's code, typed with the old address."""
+    return _side_code("email_change_approval")
+
+
+def _side_code(purpose: str) -> ResponseReturnValue:
+    form = CODE_FORMS[purpose]()
+    approving = purpose == "email_change_approval"
     if not form.validate_on_submit():
-        return render_page("email_change_code.html", 422 if form.errors else 200, form=form)
+        return render_page("email_change_code.html", 422 if form.errors else 200, form=form,
+                           approving=approving)
     try:
-        changed = email_change.confirm_email_change_code(
-            db(), services(), email=form.email.data, code=form.code.data)
+        outcome = email_change.confirm_email_change_code(
+            db(), services(), email=form.email.data, code=form.code.data, purpose=purpose)
     except TokenError as exc:
-        return refused_code("email_change_code.html", form, exc)
+        return refused_code("email_change_code.html", form, exc, approving=approving)
     except EmailTaken:
         return render_page("email_taken.html", 409)
-    log_event(logger, "email_changed", user_id=changed.user.id, by="code")
+    return _outcome_page(outcome, purpose, "code")
+
+
+def _outcome_page(outcome: ChangedAddress | Pending, purpose: str,
+                  by: str) -> ResponseReturnValue:
+    if isinstance(outcome, Pending):
+        log_event(logger, "email_change_side_redeemed", purpose=purpose, by=by)
+        return render_page("email_change_pending.html", awaiting=outcome.awaiting)
+    log_event(logger, "email_changed", user_id=outcome.user.id, by=by)
     forget_cached_session()
-    return render_page("email_changed.html", email=changed.user.email,
-                       previous_email=changed.previous_email)
+    return render_page("email_changed.html", email=outcome.user.email,
+                       previous_email=outcome.previous_email)
 
 
 def undo_change() -> ResponseReturnValue:
@@ -158,4 +197,7 @@ def register(bp: Blueprint) -> None:
     bp.add_url_rule("/account/email", view_func=request_change, methods=["POST"])
     bp.add_url_rule("/email-change/confirm", view_func=confirm_change, methods=["GET", "POST"])
     bp.add_url_rule("/email-change/code", view_func=change_code, methods=["GET", "POST"])
+    bp.add_url_rule("/email-change/approve", view_func=approve_change, methods=["GET", "POST"])
+    bp.add_url_rule("/email-change/approve/code", view_func=approval_code,
+                    methods=["GET", "POST"])
     bp.add_url_rule("/email-change/undo", view_func=undo_change, methods=["GET", "POST"])

@@ -185,6 +185,13 @@ class ConfirmChangeForm(FlaskForm):
     submit = SubmitField("Confirm my new email address")
 
 
+class ApproveChangeForm(FlaskForm):
+    """The button a person clicks to approve, from the old address, a change away from it."""
+
+    token = _token_field()
+    submit = SubmitField("Approve the change")
+
+
 class UndoChangeForm(FlaskForm):
     """The undo page: the button, and an optional new password (else a reset link is sent)."""
 
@@ -210,6 +217,14 @@ class ChangeCodeForm(FlaskForm):
     email = _email_field("New email address")
     code = _code_field()
     submit = SubmitField("Confirm my new email address")
+
+
+class ApprovalCodeForm(FlaskForm):
+    """Approves a change with the code emailed to the old address, typed with that address."""
+
+    email = _email_field("Current email address")
+    code = _code_field()
+    submit = SubmitField("Approve the change")
 
 
 class DeletionCodeForm(FlaskForm):

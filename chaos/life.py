@@ -26,7 +26,6 @@ no deleted account's address is left in the outbox or its trails.
 
 from __future__ import annotations
 
-import http.client
 import random
 import threading
 import time
@@ -45,7 +44,6 @@ LIFE_PASSWORD = "chaos-life-passphrase-17"  # noqa: S105  (the life accounts' pa
 UNDO_PASSWORD = "chaos-undone-passphrase-23"  # noqa: S105
 SCENARIOS = ("change", "rechange", "undo", "change_delete", "delete", "taken", "squat", "race")
 MAIL_WAIT_SECONDS = 150.0  # a kill, a lease to expire and the longest backoff, with room
-ANSWER_TRIES_SECONDS = 90.0
 
 
 @dataclass
@@ -94,24 +92,11 @@ class Holder:
         self.result = result
 
     def post(self, path: str, body: dict[str, object]) -> tuple[int, dict]:
-        """The final answer: every try carries one Idempotency-Key, so a retry after a
-        dropped answer or a 5xx returns the first outcome instead of acting twice."""
-        key = f"life-{uuid.uuid4()}"
-        deadline = time.monotonic() + ANSWER_TRIES_SECONDS
-        tries = 0
-        while True:
-            tries += 1
-            try:
-                status, reply = self.client.post("/api/v1" + path, body, key)
-            except (OSError, http.client.HTTPException):
-                status, reply = 0, {}
-            # Transport errors, 5xx and "the first try is still running" changed
-            # nothing the key will not replay: safe to repeat.
-            retry = status == 0 or status >= 500 or reply.get("code") == "idempotency_in_progress"
-            if retry and time.monotonic() < deadline:
-                time.sleep(min(0.05 * tries, 1.0))
-                continue
-            return status, reply
+        """The final answer: a retry after a dropped answer or a 5xx gets the first
+        outcome under its Idempotency-Key instead of acting twice."""
+        status, reply, _tries = self.client.post_until_final(
+            "/api/v1" + path, body, f"life-{uuid.uuid4()}")
+        return status, reply
 
     def expect(self, path: str, body: dict[str, object], status: int, what: str) -> dict:
         got, reply = self.post(path, body)
@@ -130,6 +115,19 @@ class Holder:
             time.sleep(0.2)
         self.result.problem(f"no {path} link reached {to} in {MAIL_WAIT_SECONDS:.0f} s")
         return None
+
+    def delete(self, email: str, confirmed_at: str) -> bool:
+        """Ask to delete the account `email` opens, and confirm it with the link that
+        reaches `confirmed_at`; whether it answered as deleted."""
+        asked = time.time() - 1.0
+        self.expect("/account-deletions", {"email": email, "password": LIFE_PASSWORD},
+                    202, f"deletion of {email}")
+        token = self.link(confirmed_at, "/account/delete", asked)
+        if token is None:
+            return False
+        reply = self.expect("/account-deletions/confirm", {"token": token}, 200,
+                            f"deletion of {email}")
+        return reply.get("deleted") is True
 
     def change(self, email: str, new_email: str) -> str | None:
         """Request a change and return its link's token, as the new mailbox got it."""
@@ -203,28 +201,16 @@ def run_scenario(holder: Holder, scenario: str, index: int, ids: dict[str, int])
                                   f"undo of {email}")
             if reply.get("email") == email:
                 owners = {email: user_id, moved: None}
+        # While the undo link lives, the deletion is confirmed at the old address.
         if scenario == "change_delete":
-            asked = time.time() - 1.0
-            holder.expect("/account-deletions", {"email": moved, "password": LIFE_PASSWORD},
-                          202, f"deletion of {moved}")
-            # While the undo link lives, the deletion is confirmed at the old address.
-            token = holder.link(email, "/account/delete", asked)
-            if token is None:
+            if not holder.delete(moved, confirmed_at=email):
                 return
-            holder.expect("/account-deletions/confirm", {"token": token}, 200,
-                          f"deletion of {moved}")
             owners = {email: None, moved: None}
             with result.lock:
                 result.deleted |= {email, moved}
     elif scenario == "delete":
-        asked = time.time() - 1.0
-        holder.expect("/account-deletions", {"email": email, "password": LIFE_PASSWORD},
-                      202, f"deletion of {email}")
-        token = holder.link(email, "/account/delete", asked)
-        if token is None:
+        if not holder.delete(email, confirmed_at=email):
             return
-        holder.expect("/account-deletions/confirm", {"token": token}, 200,
-                      f"deletion of {email}")
         owners = {email: None}
         with result.lock:
             result.deleted.add(email)

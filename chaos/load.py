@@ -62,33 +62,39 @@ class ApiClient:
         except ValueError:
             return reply.status, {"raw": data[:200].decode("utf-8", "replace")}
 
+    def post_until_final(self, path: str, body: dict[str, object],
+                         key: str) -> tuple[int, dict, int]:
+        """(status, JSON body, tries): POST until the API gives a final answer, every try
+        under the same Idempotency-Key, for RETRY_FOR_SECONDS at most."""
+        deadline = time.monotonic() + RETRY_FOR_SECONDS
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                status, reply = self.post(path, body, key)
+            except (OSError, http.client.HTTPException) as exc:
+                status, reply = 0, {"error": type(exc).__name__}
+            # 5xx and transport errors: the request may or may not have happened;
+            # 409 idempotency_in_progress: the first try is still running. The key
+            # makes both safe to repeat: a retry gets the first outcome.
+            again = status == 0 or status >= 500 or reply.get("code") == "idempotency_in_progress"
+            if not again or time.monotonic() >= deadline:
+                return status, reply, tries
+            time.sleep(min(0.05 * tries, 1.0))
+
 
 def send_one(
     client: ApiClient, request: LinkRequest, result: LoadResult, lock: threading.Lock
 ) -> None:
     """POST until the API gives a final answer; every try carries the same key."""
-    key = f"chaos-{uuid.uuid4()}"
-    deadline = time.monotonic() + RETRY_FOR_SECONDS
-    tries = 0
-    while True:
-        tries += 1
-        try:
-            status, body = client.post(PATHS[request.purpose], {"email": request.email}, key)
-        except (OSError, http.client.HTTPException) as exc:
-            status, body = 0, {"error": type(exc).__name__}
-        # 5xx and transport errors: the request may or may not have happened;
-        # 409: the first try is still running. Both are safe to repeat.
-        if status in (0, 409) or status >= 500:
-            if time.monotonic() < deadline:
-                time.sleep(min(0.05 * tries, 1.0))
-                continue
-        with lock:
-            result.retries += tries - 1
-            if status == 202:
-                result.accepted += 1
-            else:
-                result.refused.append(f"{status} {body.get('code', body)}")
-        return
+    status, body, tries = client.post_until_final(
+        PATHS[request.purpose], {"email": request.email}, f"chaos-{uuid.uuid4()}")
+    with lock:
+        result.retries += tries - 1
+        if status == 202:
+            result.accepted += 1
+        else:
+            result.refused.append(f"{status} {body.get('code', body)}")
 
 
 def run_load(client: ApiClient, requests: list[LinkRequest], concurrency: int, rate: float,

@@ -1,6 +1,6 @@
 """How each mail provider's bounce and complaint notifications are verified and read.
 
-One module per provider, each a `NoticeReader` (authsvc/bounces/notices.py);
+One module per provider, each a `ProviderReader` (authsvc/bounces/schemes.py);
 `readers_for` builds the ones whose verification is configured, which are
 the only ones POST /webhooks/provider/NAME answers for.
 """

@@ -17,14 +17,14 @@ import logging
 from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
-from authsvc.accounts import actions, change_records, email_change, links
-from authsvc.accounts.email_change import EmailTaken
+from authsvc.accounts import change_records, email_change, links
+from authsvc.accounts.email_change import ChangedAddress, EmailTaken
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.account import NOT_YOUR_PASSWORD, account_page, signed_in_only
+from authsvc.web.pages.account import account_page, signed_in_only, with_current_password
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import (
     ChangeCodeForm,
@@ -32,8 +32,13 @@ from authsvc.web.pages.forms import (
     ConfirmChangeForm,
     UndoChangeForm,
 )
-from authsvc.web.pages.link_problem import link_page, link_problem
-from authsvc.web.pages.rendering import render_page, too_many_requests
+from authsvc.web.pages.link_problem import (
+    link_form,
+    link_page,
+    link_problem,
+    posted_token_and_password,
+)
+from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import end_this_session, forget_cached_session
 from authsvc.web.plumbing import db, services
 
@@ -45,20 +50,15 @@ def request_change(signed_in: SessionUser) -> ResponseReturnValue:
     """Send a confirmation link to the new address; nothing changes until it is used."""
     form = ChangeEmailForm()
     if not form.validate_on_submit():
-        return account_page(422, change_email_form=form)
+        return account_page(422, form)
     if form.new_email.data == signed_in.user.email:
         form.new_email.errors = ["This is already your address."]
-        return account_page(422, change_email_form=form)
-    try:
-        email_change.request_email_change(
-            db(), services(), email=signed_in.user.email, password=form.current.data,
-            new_email=form.new_email.data,
-        )
-    except actions.TooManyAttempts as exc:
-        return too_many_requests(exc.retry_after)
-    except actions.InvalidCredentials:
-        form.current.errors = [NOT_YOUR_PASSWORD]
-        return account_page(422, change_email_form=form)
+        return account_page(422, form)
+    refused = with_current_password(form, lambda: email_change.request_email_change(
+        db(), services(), email=signed_in.user.email, password=form.current.data,
+        new_email=form.new_email.data))
+    if refused is not None:
+        return refused
     log_event(logger, "email_change_requested", user_id=signed_in.user.id)
     # The same words whether or not the address is taken (its holder is told instead).
     flash(f"We sent a link to {form.new_email.data}. Your address changes only when it is"
@@ -68,13 +68,9 @@ def request_change(signed_in: SessionUser) -> ResponseReturnValue:
 
 def confirm_change() -> ResponseReturnValue:
     """GET/HEAD show where the account will move; only the POST moves it."""
-    return link_page("email_change", _redeem_change, _confirm_page)
-
-
-def _confirm_page(token: str, user: User) -> ResponseReturnValue:
-    form = ConfirmChangeForm(formdata=None, token=token)
-    return render_page("email_change_confirm.html", form=form, old_email=user.email,
-                       new_email=user.pending_email)
+    return link_page("email_change", _redeem_change, link_form(
+        ConfirmChangeForm, "email_change_confirm.html",
+        lambda user: {"old_email": user.email, "new_email": user.pending_email}))
 
 
 def _redeem_change() -> ResponseReturnValue:
@@ -86,25 +82,27 @@ def _redeem_change() -> ResponseReturnValue:
         return link_problem(exc, "email_change", token)
     except EmailTaken:
         return render_page("email_taken.html", 409)
-    log_event(logger, "email_changed", user_id=changed.user.id, by="link")
-    forget_cached_session()
-    return render_page("email_changed.html", email=changed.user.email,
-                       previous_email=changed.previous_email)
+    return _changed(changed, by="link")
 
 
 def change_code() -> ResponseReturnValue:
     """The change email's code, typed with the new address."""
     form = ChangeCodeForm()
     if not form.validate_on_submit():
-        return render_page("email_change_code.html", 422 if form.errors else 200, form=form)
+        return render_page("account_code.html", 422 if form.errors else 200, form=form,
+                           purpose="email_change")
     try:
         changed = email_change.confirm_email_change_code(
             db(), services(), email=form.email.data, code=form.code.data)
     except TokenError as exc:
-        return refused_code("email_change_code.html", form, exc)
+        return refused_code("account_code.html", form, exc, purpose="email_change")
     except EmailTaken:
         return render_page("email_taken.html", 409)
-    log_event(logger, "email_changed", user_id=changed.user.id, by="code")
+    return _changed(changed, by="code")
+
+
+def _changed(changed: ChangedAddress, *, by: str) -> ResponseReturnValue:
+    log_event(logger, "email_changed", user_id=changed.user.id, by=by)
     forget_cached_session()
     return render_page("email_changed.html", email=changed.user.email,
                        previous_email=changed.previous_email)
@@ -131,9 +129,7 @@ def _undo_page(token: str, user: User, form: UndoChangeForm | None = None,
 
 def _redeem_undo() -> ResponseReturnValue:
     form = UndoChangeForm()
-    valid = form.validate_on_submit()
-    token = form.token.data if valid else None
-    password = (form.password.data or None) if valid else None
+    token, password = posted_token_and_password(form)
     try:
         restored = email_change.undo_email_change(db(), services(), token=token,
                                                   password=password)

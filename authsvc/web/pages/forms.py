@@ -47,10 +47,10 @@ def _password_field(label: str, autocomplete: str) -> PasswordField:
     )
 
 
-def _chosen_password_field() -> PasswordField:
-    """The optional password a contested address's confirmer chooses (SPEC §4a)."""
+def _chosen_password_field(label: str = "Choose your password") -> PasswordField:
+    """An optional new password: a contested address's confirmer's (SPEC §4a), an undo's."""
     return PasswordField(
-        "Choose your password",
+        label,
         validators=[Optional(), Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG)],
         render_kw={"autocomplete": "new-password"},
     )
@@ -189,11 +189,7 @@ class UndoChangeForm(FlaskForm):
     """The undo page: the button, and an optional new password (else a reset link is sent)."""
 
     token = _token_field()
-    password = PasswordField(
-        "New password (optional)",
-        validators=[Optional(), Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG)],
-        render_kw={"autocomplete": "new-password"},
-    )
+    password = _chosen_password_field("New password (optional)")
     submit = SubmitField("Undo the change")
 
 

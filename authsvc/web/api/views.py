@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from flask import Blueprint, Response, g, jsonify, request
 from psycopg import Connection
 
 from authsvc.accounts import actions, deletion, email_change
-from authsvc.accounts.users import User
 from authsvc.web.api.auth import admit_call, current_caller
 from authsvc.web.api.calls import run_call
-from authsvc.web.api.openapi import openapi_document
+from authsvc.web.api.domain_errors import UseCase
+from authsvc.web.api.openapi import OPERATIONS, Operation, openapi_document
 from authsvc.web.api.problems import API_PREFIX, install_problem_handlers, invalid_request
 from authsvc.web.api.replies import Reply, json_reply
 from authsvc.web.api.requests import (
-    ACCOUNT_DELETION,
-    ACCOUNT_DELETION_CONFIRM,
-    EMAIL_CHANGE,
-    EMAIL_CHANGE_CONFIRM,
-    EMAIL_CHANGE_UNDO,
-    LINK_REQUEST,
-    PASSWORD_RESET_CONFIRM,
-    SESSION,
-    SIGNUP,
-    VERIFICATION_CONFIRM,
     allowed_redirect,
     parse_body,
     read_idempotency_key,
@@ -35,6 +26,7 @@ from authsvc.web.plumbing import db, services
 bp = Blueprint("api", __name__, url_prefix=API_PREFIX)
 install_problem_handlers(bp)
 PUBLIC_ENDPOINTS = {"api.openapi"}
+T = TypeVar("T")
 
 
 @bp.before_request
@@ -53,9 +45,27 @@ def openapi() -> Response:
     return jsonify(openapi_document(services().settings.base_url))
 
 
+def _operation() -> Operation:
+    """The documented operation (OPERATIONS) of this request's endpoint."""
+    rule = request.url_rule
+    assert rule is not None
+    return OPERATIONS[rule.rule.removeprefix(API_PREFIX)]
+
+
+def _checked_body() -> tuple[dict[str, str | None], dict[str, Any]]:
+    """The request's body, checked against the spec its documented operation names."""
+    return parse_body(_operation().spec)
+
+
+def _run(use_case: UseCase, document: object) -> Response:
+    """The use case in one transaction, replayed under an Idempotency-Key when its
+    documented operation says it may be."""
+    return run_call(use_case, document, replayable=_operation().replayable)
+
+
 @bp.post("/signups")
 def signups() -> Response:
-    values, document = parse_body(SIGNUP)
+    values, document = _checked_body()
     redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
 
     def sign_up(conn: Connection) -> Reply:
@@ -69,12 +79,12 @@ def signups() -> Response:
         )
         return json_reply(202, {"status": "verification_sent"})
 
-    return run_call(sign_up, document)
+    return _run(sign_up, document)
 
 
 def _link_request(request_link: Callable[..., bool]) -> Response:
     """A verification or reset request: 202 accepted whatever the account (SPEC §5)."""
-    values, document = parse_body(LINK_REQUEST)
+    values, document = _checked_body()
     redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
 
     def call(conn: Connection) -> Reply:
@@ -84,7 +94,7 @@ def _link_request(request_link: Callable[..., bool]) -> Response:
         )
         return json_reply(202, {"status": "accepted"})
 
-    return run_call(call, document)
+    return _run(call, document)
 
 
 @bp.post("/verifications")
@@ -92,30 +102,32 @@ def verifications() -> Response:
     return _link_request(actions.request_verification)
 
 
-def _redeem(
-    values: dict[str, str | None], by_token: Callable[..., User], by_code: Callable[..., User]
-) -> Callable[[Connection], User]:
-    """The confirm body's use case: the emailed link's token, or the emailed code."""
+def _confirm(
+    by_token: Callable[..., T], by_code: Callable[..., T],
+    answer: Callable[[T], Reply], *, fields: tuple[str, ...] = (), **given: object,
+) -> Response:
+    """A confirm endpoint: the emailed link's token, or the emailed code typed with the
+    address, redeemed in one call (with the body's `fields` and `given`), then `answer`."""
+    values, document = _checked_body()
     code = token_or_code(values)  # 400 before any transaction when it is neither form
-    if code is None:
-        return lambda conn: by_token(
-            conn, services(), token=values["token"], password=values["password"]
-        )
-    return lambda conn: by_code(
-        conn, services(), email=code.email, code=code.code, password=values["password"]
-    )
+    extra = {name: values[name] for name in fields} | given
+
+    def redeem(conn: Connection) -> Reply:
+        if code is None:
+            done = by_token(conn, services(), token=values["token"], **extra)
+        else:
+            done = by_code(conn, services(), email=code.email, code=code.code, **extra)
+        return answer(done)
+
+    return _run(redeem, document)
 
 
 @bp.post("/verifications/confirm")
 def verifications_confirm() -> Response:
-    values, document = parse_body(VERIFICATION_CONFIRM)
-    redeem = _redeem(values, actions.confirm_verification, actions.confirm_verification_code)
-
-    def confirm_verification(conn: Connection) -> Reply:
-        user = redeem(conn)
-        return json_reply(200, {"email": user.email, "verified": True})
-
-    return run_call(confirm_verification, document)
+    return _confirm(
+        actions.confirm_verification, actions.confirm_verification_code,
+        lambda user: json_reply(200, {"email": user.email, "verified": True}),
+        fields=("password",))
 
 
 @bp.post("/password-resets")
@@ -125,19 +137,14 @@ def password_resets() -> Response:
 
 @bp.post("/password-resets/confirm")
 def password_resets_confirm() -> Response:
-    values, document = parse_body(PASSWORD_RESET_CONFIRM)
-    redeem = _redeem(values, actions.reset_password, actions.reset_password_with_code)
-
-    def reset_password(conn: Connection) -> Reply:
-        redeem(conn)
-        return json_reply(200, {"status": "password_changed"})
-
-    return run_call(reset_password, document)
+    return _confirm(
+        actions.reset_password, actions.reset_password_with_code,
+        lambda _user: json_reply(200, {"status": "password_changed"}), fields=("password",))
 
 
 @bp.post("/sessions")
 def sessions() -> Response:
-    values, document = parse_body(SESSION)
+    values, document = _checked_body()
 
     def authenticate(conn: Connection) -> Reply:
         user = actions.authenticate(
@@ -147,9 +154,9 @@ def sessions() -> Response:
         summary = {"id": user.id, "email": user.email, "email_verified": True}
         return json_reply(200, {"user": summary})
 
-    # Never replayed: a stored 200 would still let the old password in after a
-    # reset. Checking credentials has no effect to repeat, so a retry is safe.
-    return run_call(authenticate, document, replayable=False)
+    # Never replayed (its Operation says so): a stored 200 would still let the old
+    # password in after a reset. Checking credentials has no effect to repeat.
+    return _run(authenticate, document)
 
 
 # --- an address over its life (SPEC §12) -------------------------------------------
@@ -157,7 +164,7 @@ def sessions() -> Response:
 
 @bp.post("/email-changes")
 def email_changes() -> Response:
-    values, document = parse_body(EMAIL_CHANGE)
+    values, document = _checked_body()
     email, new_email = str(values["email"]), str(values["new_email"])
     if new_email == email:  # refused before it runs, like any malformed body
         raise invalid_request("/new_email", "is the account's own address")
@@ -171,31 +178,22 @@ def email_changes() -> Response:
         # The same answer whether or not the new address is taken (SPEC §12).
         return json_reply(202, {"status": "confirmation_sent"})
 
-    return run_call(request_email_change, document)
+    return _run(request_email_change, document)
 
 
 @bp.post("/email-changes/confirm")
 def email_changes_confirm() -> Response:
-    values, document = parse_body(EMAIL_CHANGE_CONFIRM)
-    code = token_or_code(values)
-    app = current_caller().app
-
-    def confirm_email_change(conn: Connection) -> Reply:
-        if code is None:
-            changed = email_change.confirm_email_change(
-                conn, services(), token=values["token"], app=app)
-        else:
-            changed = email_change.confirm_email_change_code(
-                conn, services(), email=code.email, code=code.code, app=app)
-        body = {"email": changed.user.email, "previous_email": changed.previous_email}
-        return json_reply(200, body)
-
-    return run_call(confirm_email_change, document)
+    return _confirm(
+        email_change.confirm_email_change,
+        email_change.confirm_email_change_code,
+        lambda changed: json_reply(200, {"email": changed.user.email,
+                                         "previous_email": changed.previous_email}),
+        app=current_caller().app)
 
 
 @bp.post("/email-changes/undo")
 def email_changes_undo() -> Response:
-    values, document = parse_body(EMAIL_CHANGE_UNDO)
+    values, document = _checked_body()
 
     def undo_email_change(conn: Connection) -> Reply:
         restored = email_change.undo_email_change(
@@ -204,12 +202,12 @@ def email_changes_undo() -> Response:
         )
         return json_reply(200, {"email": restored.email})
 
-    return run_call(undo_email_change, document)
+    return _run(undo_email_change, document)
 
 
 @bp.post("/account-deletions")
 def account_deletions() -> Response:
-    values, document = parse_body(ACCOUNT_DELETION)
+    values, document = _checked_body()
 
     def request_account_deletion(conn: Connection) -> Reply:
         deletion.request_account_deletion(
@@ -218,20 +216,11 @@ def account_deletions() -> Response:
         )
         return json_reply(202, {"status": "confirmation_sent"})
 
-    return run_call(request_account_deletion, document)
+    return _run(request_account_deletion, document)
 
 
 @bp.post("/account-deletions/confirm")
 def account_deletions_confirm() -> Response:
-    values, document = parse_body(ACCOUNT_DELETION_CONFIRM)
-    code = token_or_code(values)
-
-    def confirm_account_deletion(conn: Connection) -> Reply:
-        if code is None:
-            deletion.confirm_account_deletion(conn, services(), token=values["token"])
-        else:
-            deletion.confirm_account_deletion_code(
-                conn, services(), email=code.email, code=code.code)
-        return json_reply(200, {"deleted": True})
-
-    return run_call(confirm_account_deletion, document)
+    return _confirm(
+        deletion.confirm_account_deletion,
+        deletion.confirm_account_deletion_code, lambda _none: json_reply(200, {"deleted": True}))

@@ -233,10 +233,11 @@ def scan_scope(
         return cur.execute(Q["scan_scope"], scan_params(scope, since, filters, limit)).fetchall()
 
 
-def summarise_messages(conn: Connection, ids: list[int]) -> list[InboxMessage]:
-    """The messages `ids` as a listing shows them, oldest first: sizes, no bodies."""
+def describe_messages(conn: Connection, ids: list[int], *,
+                      bodies: bool = False) -> list[InboxMessage]:
+    """The messages `ids`, oldest first: with their bodies, or (a listing) only their sizes."""
     with conn.cursor(row_factory=class_row(InboxMessage)) as cur:
-        return cur.execute(Q["summarise_messages"], {"ids": ids}).fetchall()
+        return cur.execute(Q["describe_messages"], {"ids": ids, "bodies": bodies}).fetchall()
 
 
 def list_messages(
@@ -245,7 +246,7 @@ def list_messages(
 ) -> Page:
     """One page, oldest first; bodies inlined within the answer's byte budget."""
     seen = scan_scope(conn, scope, since=since, filters=filters, limit=limit + 1)
-    summaries = summarise_messages(conn, [message.id for message in seen[:limit]])
+    summaries = describe_messages(conn, [message.id for message in seen[:limit]])
     more = len(seen) > limit
     chosen = ids_to_inline(summaries) if bodies else []
     found: dict[int, tuple[str | None, str | None]] = {}
@@ -256,9 +257,12 @@ def list_messages(
 
 
 def get_message(conn: Connection, scope: str, message_id: int) -> InboxMessage | None:
+    """One message of a scope, bodies included; None when the scope does not hold it."""
     params = {"scope": scope, "id": message_id, "retention_seconds": RETENTION_SECONDS}
-    with conn.cursor(row_factory=class_row(InboxMessage)) as cur:
-        return cur.execute(Q["get_message"], params).fetchone()
+    if conn.execute(Q["find_message"], params).fetchone() is None:
+        return None
+    found = describe_messages(conn, [message_id], bodies=True)
+    return found[0] if found else None
 
 
 def get_raw_message(conn: Connection, scope: str, message_id: int) -> bytes | None:

@@ -22,7 +22,7 @@ from psycopg import Connection
 
 from authsvc.db.queries import load_queries
 from authsvc.inbox import params
-from authsvc.inbox.messages import RETENTION_SECONDS, InboxMessage, like_pattern, summarise_messages
+from authsvc.inbox.messages import RETENTION_SECONDS, InboxMessage, describe_messages, like_pattern
 from authsvc.inbox.params import MAX_FILTER_LENGTH, MAX_ID, BadRequest
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
@@ -150,5 +150,5 @@ def search(
     with conn.transaction():
         conn.execute(Q["bound_search_time"], {"ms": str(TIMEOUT_MS)})
         ids = [row[0] for row in conn.execute(Q["search_messages"], values)]
-        found = summarise_messages(conn, ids[:limit])
+        found = describe_messages(conn, ids[:limit])
     return SearchPage(found[::-1], len(ids) > limit)

@@ -3,7 +3,7 @@
 SELECT set_config('statement_timeout', %(ms)s, true);
 
 -- search_messages --
--- The ids of the messages of every scope matching every term (inbox_search_matches, migrations/0028), newest first; the page shows them summarised (messages.sql summarise_messages).
+-- The ids of the messages of every scope matching every term (inbox_search_matches, migrations/0028), newest first; the page shows them described (messages.sql describe_messages).
 SELECT m.id
 FROM inbox_messages AS m
 JOIN inbox_contents AS c ON c.id = m.content_id

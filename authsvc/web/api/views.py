@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -61,6 +62,20 @@ def _run(use_case: UseCase, document: object) -> Response:
     """The use case in one transaction, replayed under an Idempotency-Key when its
     documented operation says it may be."""
     return run_call(use_case, document, replayable=_operation().replayable)
+
+
+Body = dict[str, str | None]
+
+
+def in_one_call(use_case: Callable[[Connection, Body], Reply]) -> Callable[[], Response]:
+    """A view that runs `use_case` on the checked body, in one call (_run)."""
+
+    @functools.wraps(use_case)
+    def view() -> Response:
+        values, document = _checked_body()
+        return _run(lambda conn: use_case(conn, values), document)
+
+    return view
 
 
 @bp.post("/signups")
@@ -143,20 +158,15 @@ def password_resets_confirm() -> Response:
 
 
 @bp.post("/sessions")
-def sessions() -> Response:
-    values, document = _checked_body()
-
-    def authenticate(conn: Connection) -> Reply:
-        user = actions.authenticate(
-            conn, services(), email=str(values["email"]), password=str(values["password"])
-        )
-        # Only a proven address gets here (actions.authenticate).
-        summary = {"id": user.id, "email": user.email, "email_verified": True}
-        return json_reply(200, {"user": summary})
-
+@in_one_call
+def sessions(conn: Connection, values: Body) -> Reply:
     # Never replayed (its Operation says so): a stored 200 would still let the old
     # password in after a reset. Checking credentials has no effect to repeat.
-    return _run(authenticate, document)
+    user = actions.authenticate(
+        conn, services(), email=str(values["email"]), password=str(values["password"]))
+    # Only a proven address gets here (actions.authenticate).
+    summary = {"id": user.id, "email": user.email, "email_verified": True}
+    return json_reply(200, {"user": summary})
 
 
 # --- an address over its life (SPEC §12) -------------------------------------------
@@ -192,31 +202,21 @@ def email_changes_confirm() -> Response:
 
 
 @bp.post("/email-changes/undo")
-def email_changes_undo() -> Response:
-    values, document = _checked_body()
-
-    def undo_email_change(conn: Connection) -> Reply:
-        restored = email_change.undo_email_change(
-            conn, services(), token=values["token"], password=values["password"],
-            app=current_caller().app,
-        )
-        return json_reply(200, {"email": restored.email})
-
-    return _run(undo_email_change, document)
+@in_one_call
+def email_changes_undo(conn: Connection, values: Body) -> Reply:
+    restored = email_change.undo_email_change(
+        conn, services(), token=values["token"], password=values["password"],
+        app=current_caller().app)
+    return json_reply(200, {"email": restored.email})
 
 
 @bp.post("/account-deletions")
-def account_deletions() -> Response:
-    values, document = _checked_body()
-
-    def request_account_deletion(conn: Connection) -> Reply:
-        deletion.request_account_deletion(
-            conn, services(), email=str(values["email"]), password=str(values["password"]),
-            app=current_caller().app,
-        )
-        return json_reply(202, {"status": "confirmation_sent"})
-
-    return _run(request_account_deletion, document)
+@in_one_call
+def account_deletions(conn: Connection, values: Body) -> Reply:
+    deletion.request_account_deletion(
+        conn, services(), email=str(values["email"]), password=str(values["password"]),
+        app=current_caller().app)
+    return json_reply(202, {"status": "confirmation_sent"})
 
 
 @bp.post("/account-deletions/confirm")

@@ -13,13 +13,12 @@ from typing import Any
 
 from flask import Response, request
 from flask.typing import ResponseReturnValue
-from flask_wtf import FlaskForm
 
 from authsvc.accounts import links
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.forms import ConfirmEmailForm, ResendForm, UndoChangeForm
+from authsvc.web.pages.forms import ConfirmEmailForm, LinkForm, ResendForm, UndoChangeForm
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import db, services
 
@@ -58,7 +57,7 @@ def link_page(
 
 
 def link_form(
-    form: Callable[..., FlaskForm],
+    form: Callable[..., LinkForm],
     template: str,
     about: Callable[[User], dict[str, Any]] = lambda user: {"email": user.email},
 ) -> Callable[[str, User], ResponseReturnValue]:

@@ -11,6 +11,7 @@ from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions, sessions
+from authsvc.accounts.email_change import SameAddress
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.sessions import SessionUser
 from authsvc.observability.logs import log_event
@@ -152,7 +153,7 @@ def end_session(signed_in: SessionUser) -> ResponseReturnValue:
 def with_current_password(form: AccountForm,
                           action: Callable[[], object]) -> ResponseReturnValue | None:
     """Run an account action that the current password allows: None when it ran; else the
-    answer to too many tries, or /account with "not your password" under the form's field."""
+    answer to too many tries, or /account with the refusal under the form's field."""
     try:
         action()
     except actions.TooManyAttempts as exc:
@@ -160,7 +161,25 @@ def with_current_password(form: AccountForm,
     except actions.InvalidCredentials:
         form.current.errors = [NOT_YOUR_PASSWORD]
         return account_page(422, form)
+    except SameAddress:
+        assert isinstance(form, ChangeEmailForm)
+        form.new_email.errors = ["This is already your address."]
+        return account_page(422, form)
     return None
+
+
+def request_from_account(form: AccountForm, action: Callable[[], object], *, event: str,
+                         user_id: int, sent: Callable[[], str]) -> ResponseReturnValue:
+    """An /account form that sends an email to confirm something: the page again with the
+    form's errors, or, once the current password allowed it, /account saying what was sent."""
+    if not form.validate_on_submit():
+        return account_page(422, form)
+    refused = with_current_password(form, action)
+    if refused is not None:
+        return refused
+    log_event(logger, event, user_id=user_id)
+    flash(sent(), "success")
+    return redirect(url_for("pages.account"), 303)
 
 
 def _require_session() -> SessionUser | None:

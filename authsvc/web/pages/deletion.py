@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, flash, redirect, url_for
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import deletion
 from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenError
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.account import account_page, signed_in_only, with_current_password
+from authsvc.web.pages.account import request_from_account, signed_in_only
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import ConfirmDeletionForm, DeleteAccountForm, DeletionCodeForm
 from authsvc.web.pages.link_problem import link_form, link_page, link_problem
@@ -33,17 +33,13 @@ logger = logging.getLogger(__name__)
 def request_deletion(signed_in: SessionUser) -> ResponseReturnValue:
     """Send the deletion link; nothing is deleted until it is used."""
     form = DeleteAccountForm()
-    if not form.validate_on_submit():
-        return account_page(422, form)
-    refused = with_current_password(form, lambda: deletion.request_account_deletion(
-        db(), services(), email=signed_in.user.email, password=form.current.data))
-    if refused is not None:
-        return refused
-    log_event(logger, "deletion_requested", user_id=signed_in.user.id)
-    flash("We sent a link to confirm the deletion to your address (or, if it was changed"
-          " lately, to the address it was changed from). Nothing is deleted until it is used.",
-          "success")
-    return redirect(url_for("pages.account"), 303)
+    return request_from_account(
+        form, lambda: deletion.request_account_deletion(
+            db(), services(), email=signed_in.user.email, password=form.current.data),
+        event="deletion_requested", user_id=signed_in.user.id,
+        sent=lambda: "We sent a link to confirm the deletion to your address (or, if it was"
+        " changed lately, to the address it was changed from). Nothing is deleted until it"
+        " is used.")
 
 
 def delete_account() -> ResponseReturnValue:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, flash, redirect, url_for
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import change_records, email_change, links
@@ -24,7 +24,7 @@ from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.account import account_page, signed_in_only, with_current_password
+from authsvc.web.pages.account import request_from_account, signed_in_only
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import (
     ChangeCodeForm,
@@ -49,21 +49,14 @@ logger = logging.getLogger(__name__)
 def request_change(signed_in: SessionUser) -> ResponseReturnValue:
     """Send a confirmation link to the new address; nothing changes until it is used."""
     form = ChangeEmailForm()
-    if not form.validate_on_submit():
-        return account_page(422, form)
-    if form.new_email.data == signed_in.user.email:
-        form.new_email.errors = ["This is already your address."]
-        return account_page(422, form)
-    refused = with_current_password(form, lambda: email_change.request_email_change(
-        db(), services(), email=signed_in.user.email, password=form.current.data,
-        new_email=form.new_email.data))
-    if refused is not None:
-        return refused
-    log_event(logger, "email_change_requested", user_id=signed_in.user.id)
-    # The same words whether or not the address is taken (its holder is told instead).
-    flash(f"We sent a link to {form.new_email.data}. Your address changes only when it is"
-          " used; until then, sign in as before.", "success")
-    return redirect(url_for("pages.account"), 303)
+    return request_from_account(
+        form, lambda: email_change.request_email_change(
+            db(), services(), email=signed_in.user.email, password=form.current.data,
+            new_email=form.new_email.data),
+        event="email_change_requested", user_id=signed_in.user.id,
+        # The same words whether or not the address is taken (its holder is told instead).
+        sent=lambda: f"We sent a link to {form.new_email.data}. Your address changes only"
+        " when it is used; until then, sign in as before.")
 
 
 def confirm_change() -> ResponseReturnValue:

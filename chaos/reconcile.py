@@ -105,14 +105,8 @@ def _in_crash_window(trail: list[tuple[str, str | None]], killed_pids: set[int])
     the server dropped the line after accepting (ambiguous), the lease ran out
     mid-send (lease_lost), or the worker was killed between claim and record."""
     events = [event for event, _owner in trail]
-    if "ambiguous" in events or "lease_lost" in events:
-        return True
-    for i, (event, owner) in enumerate(trail):
-        if event != "claimed" or owner is None or int(owner.split(":")[-2]) not in killed_pids:
-            continue
-        if not any(e in _OUTCOMES and o == owner for e, o in trail[i + 1:]):
-            return True
-    return False
+    return ("ambiguous" in events or "lease_lost" in events
+            or bool(_killed_claims(trail, killed_pids)))
 
 
 def reconcile(

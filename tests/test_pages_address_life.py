@@ -7,6 +7,7 @@ CSRF-checked POST does. What a person reads is checked, and what happened
 
 from __future__ import annotations
 
+from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
@@ -37,6 +38,14 @@ def _change_from_account_page(client: FlaskClient, new_email: str,
                               password: str = PASSWORD) -> TestResponse:
     return submit(client, "/account/email", {"new_email": new_email, "current": password},
                   form_page="/account")
+
+
+def _link_page_says(app: Flask, url: str, status: int, words: str) -> TestResponse:
+    """A link's page as a fresh browser opens it: its status, and the words that explain it."""
+    page = app.test_client().get(url)
+    assert page.status_code == status
+    assert words in text_of(page)
+    return page
 
 
 def test_the_account_page_offers_both_and_a_change_sends_a_link_to_the_new_address(
@@ -94,9 +103,7 @@ def test_the_change_link_page_shows_both_addresses_and_only_its_post_moves_the_a
                                "/email-change/confirm", token)
     assert done.status_code == 200
     assert "The account now signs in with new@example.com" in text_of(done)
-    again = app.test_client().get(f"/email-change/confirm?token={token}")
-    assert again.status_code == 410
-    assert "already confirmed" in text_of(again)
+    _link_page_says(app, f"/email-change/confirm?token={token}", 410, "already confirmed")
 
 
 def test_the_change_code_page(app, client, conn, svc):
@@ -164,9 +171,7 @@ def test_the_deletion_request_from_the_account_page_and_its_link_page(app, clien
     assert done.status_code == 200
     assert "Account deleted" in text_of(done)
     assert conn.execute("SELECT count(*) FROM users").fetchone() == (0,)
-    gone = app.test_client().get(f"/account/delete?token={token}")
-    assert gone.status_code == 400
-    assert "This link is not valid" in text_of(gone)
+    _link_page_says(app, f"/account/delete?token={token}", 400, "This link is not valid")
 
 
 def test_the_deletion_code_page(app, client, conn, svc):
@@ -187,9 +192,8 @@ def test_dead_links_say_what_happened_and_offer_no_resend(app, conn, svc, client
     _change_from_account_page(client, "first@example.com")
     first = change_link(conn, svc, "first@example.com")
     _change_from_account_page(client, "second@example.com")
-    page = app.test_client().get(f"/email-change/confirm?token={first}")
-    assert page.status_code == 410
-    assert "replaced by a newer one" in text_of(page)
+    page = _link_page_says(app, f"/email-change/confirm?token={first}", 410,
+                           "replaced by a newer one")
     assert "/links/resend" not in page.get_data(as_text=True)
     assert links.check_link(conn, svc, change_link(conn, svc, "second@example.com"),
                             "email_change")

@@ -25,7 +25,15 @@ from authsvc.worker.mailers import AmbiguousSendError, PermanentSendError, Trans
 from authsvc.worker.providers.brevo import brevo_idempotency_key
 from testkit.waiting import wait_until
 from tests.provider_support import FAKES, IDEMPOTENT, KEYLESS, every_provider, running_fake
-from tests.worker_support import deliver_now, delivery, job_status, queue_notices, renderer
+from tests.worker_support import (
+    claim_one,
+    deliver_now,
+    delivery,
+    job_status,
+    queue_notices,
+    rendered_notice,
+    renderer,
+)
 from tools.local_provider import Answer
 
 
@@ -33,17 +41,6 @@ from tools.local_provider import Answer
 def case(name: str):
     with running_fake(name) as running:
         yield running
-
-
-def _claim(pool):
-    with pool.connection() as c:
-        [job] = jobs.claim_batch(c, "tester", 1, lease_seconds=30)
-    return job
-
-
-def _email(settings, pool, conn):
-    queue_notices(conn, 1)
-    return renderer(settings).render(_claim(pool))
 
 
 def _row(conn, job_id: int) -> tuple:
@@ -54,7 +51,7 @@ def _row(conn, job_id: int) -> tuple:
 @every_provider
 def test_an_accepted_send_is_recorded_sent_with_the_providers_id(conn, pool, settings, case):
     [job_id] = queue_notices(conn, 1)
-    assert deliver_now(pool, delivery(pool, settings), case.mailer(), _claim(pool)) == "sent"
+    assert deliver_now(pool, delivery(pool, settings), case.mailer(), claim_one(pool)) == "sent"
     [accepted] = case.fake.snapshot()
     status, provider_id, _ = _row(conn, job_id)
     assert (status, provider_id) == ("sent", accepted.id)
@@ -69,7 +66,7 @@ def test_408_429_and_5xx_are_retried(conn, pool, settings, case, status):
     [job_id] = queue_notices(conn, 1)
     case.fake.fail_next(status)
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
-    assert deliver_now(pool, deliverer, case.mailer(), _claim(pool)) == "retry"
+    assert deliver_now(pool, deliverer, case.mailer(), claim_one(pool)) == "retry"
     assert job_status(conn, job_id)[0] == "pending"
     assert not case.fake.snapshot()
 
@@ -79,7 +76,7 @@ def test_408_429_and_5xx_are_retried(conn, pool, settings, case, status):
 def test_other_4xx_fail_the_job_with_the_providers_message(conn, pool, settings, case, status):
     [job_id] = queue_notices(conn, 1)
     case.fake.fail_next(status)
-    assert deliver_now(pool, delivery(pool, settings), case.mailer(), _claim(pool)) == "failed"
+    assert deliver_now(pool, delivery(pool, settings), case.mailer(), claim_one(pool)) == "failed"
     status_now, _, error = _row(conn, job_id)
     assert status_now == "failed"
     assert error.startswith(f"HTTP {status}: ") and "injected fault" in error
@@ -90,7 +87,7 @@ def test_retry_after_is_a_floor_for_the_backoff(conn, pool, settings, case):
     [job_id] = queue_notices(conn, 1)
     case.fake.fail_next(429, retry_after="120")
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
-    assert deliver_now(pool, deliverer, case.mailer(), _claim(pool)) == "retry"
+    assert deliver_now(pool, deliverer, case.mailer(), claim_one(pool)) == "retry"
     wait = conn.execute("SELECT extract(epoch FROM next_attempt_at - now())::float8"
                         " FROM email_jobs WHERE id = %s", (job_id,)).fetchone()[0]
     assert 115 < wait <= 120
@@ -98,7 +95,7 @@ def test_retry_after_is_a_floor_for_the_backoff(conn, pool, settings, case):
 
 @every_provider
 def test_retry_after_as_an_http_date(conn, pool, settings, case):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     when = format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
     case.fake.fail_next(503, retry_after=when)
     with pytest.raises(TransientSendError) as caught:
@@ -109,7 +106,7 @@ def test_retry_after_as_an_http_date(conn, pool, settings, case):
 @pytest.mark.parametrize("name", ["sendgrid", "brevo"])
 def test_a_providers_own_rate_limit_reset_is_honoured_without_retry_after(conn, pool, settings,
                                                                          case):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     # SendGrid: X-RateLimit-Reset, a Unix time; Brevo: x-sib-ratelimit-reset, seconds.
     case.fake.fail_next(429)
     with pytest.raises(TransientSendError) as caught:
@@ -119,7 +116,7 @@ def test_a_providers_own_rate_limit_reset_is_honoured_without_retry_after(conn, 
 
 @every_provider
 def test_wrong_credentials_fail_with_the_providers_message(conn, pool, settings, case):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     url = case.fake.mail_url.replace(case.fake.api_key, "wrong-key-000")
     with pytest.raises(PermanentSendError, match=r"^HTTP 40[13]: ") as caught:
         case.mailer(url=url).send(email)
@@ -132,7 +129,7 @@ def test_wrong_credentials_fail_with_the_providers_message(conn, pool, settings,
 
 def test_ses_requests_carry_a_sigv4_signature_the_fake_recomputes(conn, pool, settings):
     with running_fake("ses") as case:
-        email = _email(settings, pool, conn)
+        email = rendered_notice(settings, pool, conn)
         good = case.fake.mail_url
         wrong_secret = good.replace("local%2Ftest%2Fsecret", "someone%2Felse")
         assert wrong_secret != good
@@ -165,7 +162,7 @@ def test_a_2xx_without_the_providers_answer_is_never_recorded_sent(conn, pool, s
     [job_id] = queue_notices(conn, 1)
     case.fake.answer_next(GARBAGE[garbage])
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
-    outcome = deliver_now(pool, deliverer, case.mailer(), _claim(pool))
+    outcome = deliver_now(pool, deliverer, case.mailer(), claim_one(pool))
     # With a key the retry is safe; without one it is ambiguous (retried once).
     assert outcome == ("retry" if case.name in IDEMPOTENT else "ambiguous")
     status, provider_id, error = _row(conn, job_id)
@@ -181,15 +178,15 @@ def test_the_same_garbage_twice_fails_a_keyless_job_rather_than_looping(conn, po
     [job_id] = queue_notices(conn, 1)
     case.fake.answer_next(GARBAGE["html page"], times=2)
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
-    assert deliver_now(pool, deliverer, case.mailer(), _claim(pool)) == "ambiguous"
+    assert deliver_now(pool, deliverer, case.mailer(), claim_one(pool)) == "ambiguous"
     conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
-    assert deliver_now(pool, deliverer, case.mailer(), _claim(pool)) == "failed"
+    assert deliver_now(pool, deliverer, case.mailer(), claim_one(pool)) == "failed"
     assert "may have been delivered" in _row(conn, job_id)[2]
 
 
 @every_provider
 def test_an_unexpected_status_is_classified(conn, pool, settings, case):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     case.fake.answer_next(Answer(302, b"", {"Location": "https://elsewhere.example/"}))
     with pytest.raises(TransientSendError, match="HTTP 302"):
         case.mailer().send(email)
@@ -206,7 +203,7 @@ def test_an_unexpected_status_is_classified(conn, pool, settings, case):
 @pytest.mark.parametrize("name", IDEMPOTENT)
 def test_a_timeout_after_accepting_is_retried_under_the_key_and_delivered_once(
         conn, pool, settings, case):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     case.fake.stall_next(1.5)  # accepted, then no answer within the 1 s timeout
     mailer = case.mailer(timeout=1.0)
     with pytest.raises(TransientSendError, match="retried with the same key"):
@@ -225,9 +222,9 @@ def test_a_dropped_answer_is_retried_and_the_job_sent_once(conn, pool, settings,
     case.fake.drop_next()
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
     mailer = case.mailer()
-    assert deliver_now(pool, deliverer, mailer, _claim(pool)) == "retry"
+    assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "retry"
     conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
-    assert deliver_now(pool, deliverer, mailer, _claim(pool)) == "sent"
+    assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "sent"
     assert len(case.fake.snapshot()) == 1
     assert _row(conn, job_id)[0] == "sent"
 
@@ -240,16 +237,16 @@ def test_without_a_key_a_lost_answer_is_ambiguous_and_a_second_fails(conn, pool,
     case.fake.drop_next(times=2)
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
     mailer = case.mailer()
-    assert deliver_now(pool, deliverer, mailer, _claim(pool)) == "ambiguous"
+    assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "ambiguous"
     conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
-    assert deliver_now(pool, deliverer, mailer, _claim(pool)) == "failed"
+    assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "failed"
     assert len(case.fake.snapshot()) == 2  # both were accepted: the window SPEC §7 names
 
 
 @every_provider
 def test_a_trickling_answer_ends_within_the_send_timeout(conn, pool, settings, case):
     """An answer sent a byte at a time must not hold the send past its timeout (and lease)."""
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     stop = threading.Event()
@@ -284,7 +281,7 @@ def test_a_trickling_answer_ends_within_the_send_timeout(conn, pool, settings, c
 def test_the_request_is_the_same_on_every_attempt(conn, pool, settings, clock, case):
     """A provider compares a retried request with the first under its key; so do receivers."""
     queue_notices(conn, 1)
-    job = _claim(pool)
+    job = claim_one(pool)
     render = renderer(settings, clock)
     first = render.render(job)
     clock.advance(90)  # the MIME Date header changes; the request must not
@@ -298,7 +295,7 @@ def test_the_request_is_the_same_on_every_attempt(conn, pool, settings, clock, c
 
 def test_brevos_key_is_a_uuid5_of_the_job_in_the_body(conn, pool, settings):
     with running_fake("brevo") as case:
-        email = _email(settings, pool, conn)
+        email = rendered_notice(settings, pool, conn)
         case.mailer().send(email)
         [request] = case.fake.requests
     key = request["body"]["headers"]["idempotencyKey"]
@@ -314,7 +311,7 @@ def test_brevo_retries_after_a_lost_answer_inside_its_key_window(conn, pool, set
         case.fake.drop_next()
         # A backoff far longer than the key lives: the retry is pulled inside it.
         deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=3600))
-        assert deliver_now(pool, deliverer, case.mailer(), _claim(pool)) == "retry"
+        assert deliver_now(pool, deliverer, case.mailer(), claim_one(pool)) == "retry"
     wait = conn.execute("SELECT extract(epoch FROM next_attempt_at - now())::float8"
                         " FROM email_jobs WHERE id = %s", (job_id,)).fetchone()[0]
     assert 0 < wait <= 15 * 60 / 2
@@ -323,7 +320,7 @@ def test_brevo_retries_after_a_lost_answer_inside_its_key_window(conn, pool, set
 def test_brevo_past_its_key_window_delivers_again(conn, pool, settings):
     """What docs/providers.md warns of: after the window the key no longer protects."""
     with running_fake("brevo") as case:
-        email = _email(settings, pool, conn)
+        email = rendered_notice(settings, pool, conn)
         mailer = case.mailer()
         mailer.send(email)
         case.fake.forget_keys_older_than(16 * 60)
@@ -351,7 +348,7 @@ def test_every_provider_has_a_fake():
 
 def test_postmark_inactive_recipients_fail_with_postmarks_reason(conn, pool, settings):
     with running_fake("postmark") as case:
-        email = _email(settings, pool, conn)
+        email = rendered_notice(settings, pool, conn)
         case.fake.inactive.add(email.recipient)  # type: ignore[attr-defined]
         with pytest.raises(PermanentSendError, match="ErrorCode 406: You tried to send"):
             case.mailer().send(email)
@@ -359,7 +356,7 @@ def test_postmark_inactive_recipients_fail_with_postmarks_reason(conn, pool, set
 
 def test_the_request_bodies_are_the_documented_shapes(conn, pool, settings):
     """Field by field, what each provider's reference names (the fakes refuse anything else)."""
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     job = str(email.public_job_id)
     bodies = {}
     for name in FAKES:

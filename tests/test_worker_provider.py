@@ -18,14 +18,16 @@ from authsvc.worker.delivery import RetryPolicy
 from authsvc.worker.mailers import AmbiguousSendError, PermanentSendError, TransientSendError
 from authsvc.worker.providers import mailer_factory
 from authsvc.worker.providers.http import retry_after_seconds
-from authsvc.worker.providers.resend import DOCUMENTED_FIELDS, ResendMailer
+from authsvc.worker.providers.resend import ResendMailer
 from testkit.waiting import wait_until
 from tests.worker_support import (
+    claim_one,
     deliver_now,
     delivery,
     job_status,
     public_id_of,
     queue_notices,
+    rendered_notice,
     renderer,
 )
 from tools import local_resend
@@ -44,20 +46,9 @@ def _mailer(provider: LocalResend, timeout: float = 2.0) -> ResendMailer:
     return ResendMailer(parse_http_provider_url(provider.mail_url), timeout=timeout)
 
 
-def _claim(pool):
-    with pool.connection() as c:
-        [job] = jobs.claim_batch(c, "tester", 1, lease_seconds=30)
-    return job
-
-
-def _email(settings, pool, conn):
-    queue_notices(conn, 1)
-    return renderer(settings).render(_claim(pool))
-
-
 def test_accepted_send_is_recorded_sent_with_the_providers_id(conn, pool, settings, provider):
     [job_id] = queue_notices(conn, 1)
-    assert deliver_now(pool, delivery(pool, settings), _mailer(provider), _claim(pool)) == "sent"
+    assert deliver_now(pool, delivery(pool, settings), _mailer(provider), claim_one(pool)) == "sent"
     [accepted] = provider.snapshot()
     row = conn.execute("SELECT status, provider_message_id FROM email_jobs WHERE id = %s",
                        (job_id,)).fetchone()
@@ -72,7 +63,7 @@ def test_408_429_and_5xx_are_retried(conn, pool, settings, provider, status):
     [job_id] = queue_notices(conn, 1)
     provider.fail_next(status)
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
-    assert deliver_now(pool, deliverer, _mailer(provider), _claim(pool)) == "retry"
+    assert deliver_now(pool, deliverer, _mailer(provider), claim_one(pool)) == "retry"
     assert job_status(conn, job_id)[0] == "pending"
     assert not provider.snapshot()
 
@@ -82,7 +73,8 @@ def test_other_4xx_fail_the_job_with_the_providers_message(conn, pool, settings,
                                                            status):
     [job_id] = queue_notices(conn, 1)
     provider.fail_next(status)
-    assert deliver_now(pool, delivery(pool, settings), _mailer(provider), _claim(pool)) == "failed"
+    outcome = deliver_now(pool, delivery(pool, settings), _mailer(provider), claim_one(pool))
+    assert outcome == "failed"
     row = conn.execute("SELECT status, last_error FROM email_jobs WHERE id = %s",
                        (job_id,)).fetchone()
     assert row[0] == "failed"
@@ -93,12 +85,12 @@ def test_a_wrong_api_key_fails_with_the_providers_message(conn, pool, settings, 
     queue_notices(conn, 1)
     target = parse_http_provider_url(provider.mail_url.replace(provider.api_key, "re_wrong"))
     with pytest.raises(PermanentSendError, match="HTTP 401: invalid_api_key: API key is invalid"):
-        ResendMailer(target, timeout=2.0).send(renderer(settings).render(_claim(pool)))
+        ResendMailer(target, timeout=2.0).send(renderer(settings).render(claim_one(pool)))
 
 
 def test_a_timeout_is_retried_with_the_same_key_and_delivered_once(conn, pool, settings,
                                                                    provider):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     provider.stall_next(1.5)  # accepted, then no answer within the 1 s timeout
     mailer = _mailer(provider, timeout=1.0)
     with pytest.raises(TransientSendError, match="retried with the same key"):
@@ -117,9 +109,9 @@ def test_a_connection_dropped_after_accepting_is_retried_and_delivered_once(conn
     provider.drop_next()
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
     mailer = _mailer(provider)
-    assert deliver_now(pool, deliverer, mailer, _claim(pool)) == "retry"
+    assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "retry"
     conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
-    assert deliver_now(pool, deliverer, mailer, _claim(pool)) == "sent"
+    assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "sent"
     [accepted] = provider.snapshot()
     row = conn.execute("SELECT provider_message_id FROM email_jobs WHERE id = %s",
                        (job_id,)).fetchone()
@@ -130,14 +122,14 @@ def test_retry_after_seconds_is_a_floor_for_the_backoff(conn, pool, settings, pr
     [job_id] = queue_notices(conn, 1)
     provider.fail_next(429, retry_after="120")
     deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
-    assert deliver_now(pool, deliverer, _mailer(provider), _claim(pool)) == "retry"
+    assert deliver_now(pool, deliverer, _mailer(provider), claim_one(pool)) == "retry"
     wait = conn.execute("SELECT extract(epoch FROM next_attempt_at - now())::float8"
                         " FROM email_jobs WHERE id = %s", (job_id,)).fetchone()[0]
     assert 115 < wait <= 120
 
 
 def test_retry_after_as_an_http_date(conn, pool, settings, provider):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     when = format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
     provider.fail_next(503, retry_after=when)
     with pytest.raises(TransientSendError) as caught:
@@ -156,7 +148,7 @@ def test_an_absurd_retry_after_is_capped_at_a_day():
 
 def test_a_concurrent_request_with_the_same_key_is_retried_not_failed(conn, pool, settings,
                                                                       provider):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     provider.stall_next(2.0)
     slow, fast = _mailer(provider, timeout=1.0), _mailer(provider)
     with pytest.raises(TransientSendError):
@@ -166,7 +158,7 @@ def test_a_concurrent_request_with_the_same_key_is_retried_not_failed(conn, pool
 
 
 def test_the_same_key_with_another_body_fails(conn, pool, settings, provider):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     mailer = _mailer(provider)
     mailer.send(email)
     changed = type(email)(**{**email.__dict__, "subject": "something else"})
@@ -175,13 +167,13 @@ def test_the_same_key_with_another_body_fails(conn, pool, settings, provider):
 
 
 def test_the_request_body_is_resends_documented_shape(conn, pool, settings, provider):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     _mailer(provider).send(email)
     [request] = provider.requests
     body = request["body"]
     # Resend's documented body parameters, as the local provider (written from
     # the API reference, separately from the mailer) accepts them.
-    assert set(body) <= DOCUMENTED_FIELDS <= local_resend.DOCUMENTED_FIELDS
+    assert set(body) <= local_resend.DOCUMENTED_FIELDS
     assert set(body) == {"from", "to", "subject", "text", "html", "headers", "tags"}
     assert body["from"] == settings.mail_from
     assert body["to"] == [email.recipient]
@@ -197,7 +189,7 @@ def test_the_request_body_is_resends_documented_shape(conn, pool, settings, prov
 def test_the_body_is_the_same_on_every_attempt(conn, pool, settings, clock):
     """A provider compares a retried body with the first under the same key."""
     queue_notices(conn, 1)
-    job = _claim(pool)
+    job = claim_one(pool)
     render = renderer(settings, clock)
     first = render.render(job)
     clock.advance(90)  # the retry, later: the MIME Date header changes; the JSON body must not
@@ -224,7 +216,7 @@ class _KeylessProvider(ResendMailer):
 
 
 def test_without_an_idempotency_key_a_lost_answer_is_ambiguous(conn, pool, settings, provider):
-    email = _email(settings, pool, conn)
+    email = rendered_notice(settings, pool, conn)
     provider.drop_next()
     mailer = _KeylessProvider(parse_http_provider_url(provider.mail_url), timeout=2.0)
     with pytest.raises(AmbiguousSendError):

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -21,7 +22,7 @@ from authsvc.worker import jobs
 from authsvc.worker.delivery import Delivery, RetryPolicy
 from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.loop import Worker, WorkerOptions
-from authsvc.worker.mailers import Mailer, SmtpMailer
+from authsvc.worker.mailers import Mailer, OutgoingEmail, SmtpMailer
 from authsvc.worker.render import Renderer
 
 FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
@@ -82,6 +83,19 @@ def queue_notices(conn: psycopg.Connection, count: int, prefix: str = "user") ->
         (prefix,),
     ).fetchall()
     return [r[0] for r in rows]
+
+
+def claim_one(pool: Any) -> ClaimedJob:
+    """Claim the one due job, as a worker named "tester" would."""
+    with pool.connection() as c:
+        [job] = jobs.claim_batch(c, "tester", 1, lease_seconds=30)
+    return job
+
+
+def rendered_notice(settings: Settings, pool: Any, conn: psycopg.Connection) -> OutgoingEmail:
+    """One password-changed notice, queued, claimed and rendered: what a mailer is given."""
+    queue_notices(conn, 1)
+    return renderer(settings).render(claim_one(pool))
 
 
 def job_status(conn: psycopg.Connection, job_id: int) -> tuple[str, str | None, int]:

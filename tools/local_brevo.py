@@ -29,6 +29,8 @@ from tools.local_provider import (
     Notification,
     Remembered,
     Request,
+    Unreadable,
+    read_json_send,
 )
 
 KEY_SECONDS = 15 * 60.0
@@ -62,15 +64,11 @@ class LocalBrevo(LocalProvider):
         return None
 
     def read_message(self, request: Request) -> tuple[Any, Message] | Answer:
-        try:
-            body = json.loads(request.raw)
-        except ValueError:
+        body = read_json_send(request.raw, DOCUMENTED_FIELDS)
+        if isinstance(body, Unreadable):
+            if body.unknown:
+                return _error(400, "invalid_parameter", f"unknown parameters: {body.unknown}")
             return _error(400, "bad_request", "Input must be a valid JSON object")
-        if not isinstance(body, dict):
-            return _error(400, "bad_request", "Input must be a valid JSON object")
-        unknown = sorted(set(body) - DOCUMENTED_FIELDS)
-        if unknown:
-            return _error(400, "invalid_parameter", f"unknown parameters: {unknown}")
         sender, to = body.get("sender"), body.get("to")
         if not isinstance(sender, dict) or not sender.get("email"):
             return _error(400, "missing_parameter", "sender is missing")

@@ -23,7 +23,9 @@ from tools.local_provider import (
     Message,
     Notification,
     Request,
+    Unreadable,
     basic_auth,
+    read_json_send,
 )
 
 DOCUMENTED_FIELDS = frozenset({
@@ -56,15 +58,13 @@ class LocalPostmark(LocalProvider):
     def read_message(self, request: Request) -> tuple[Any, Message] | Answer:
         if "application/json" not in request.headers.get("content-type", ""):
             return _error(415, 409, "JSON required.")
-        try:
-            body = json.loads(request.raw)
-        except ValueError:
-            return _error(422, 402, "Received invalid JSON input.")
-        if not isinstance(body, dict):
-            return _error(422, 403, "Incompatible JSON input.")
-        unknown = sorted(set(body) - DOCUMENTED_FIELDS)
-        if unknown:
-            return _error(422, 300, f"Invalid email request: unknown fields {unknown}.")
+        body = read_json_send(request.raw, DOCUMENTED_FIELDS)
+        if isinstance(body, Unreadable):
+            if body.not_json:
+                return _error(422, 402, "Received invalid JSON input.")
+            if not body.unknown:
+                return _error(422, 403, "Incompatible JSON input.")
+            return _error(422, 300, f"Invalid email request: unknown fields {body.unknown}.")
         if not body.get("From") or not body.get("To"):
             return _error(422, 300, "Invalid email request: From and To are required.")
         if not body.get("TextBody") and not body.get("HtmlBody"):

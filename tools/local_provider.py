@@ -124,6 +124,28 @@ class Notification:
     headers: dict[str, str]
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """Why a send's JSON body was refused before its fields were read: not JSON at all,
+    JSON but not an object, or an object with fields the provider does not document."""
+
+    not_json: bool = False
+    unknown: list[str] = field(default_factory=list)
+
+
+def read_json_send(raw: bytes, documented: frozenset[str]) -> dict[str, Any] | Unreadable:
+    """A send's body when it is a JSON object of documented fields; each fake answers an
+    Unreadable in its provider's own words."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return Unreadable(not_json=True)
+    if not isinstance(body, dict):
+        return Unreadable()
+    unknown = sorted(set(body) - documented)
+    return Unreadable(unknown=unknown) if unknown else body
+
+
 def basic_auth(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 

@@ -29,6 +29,8 @@ from tools.local_provider import (
     Message,
     Notification,
     Request,
+    Unreadable,
+    read_json_send,
 )
 
 DOCUMENTED_FIELDS = frozenset({
@@ -57,15 +59,11 @@ class LocalSendgrid(LocalProvider):
         return None
 
     def read_message(self, request: Request) -> tuple[Any, Message] | Answer:
-        try:
-            body = json.loads(request.raw)
-        except ValueError:
+        body = read_json_send(request.raw, DOCUMENTED_FIELDS)
+        if isinstance(body, Unreadable):
+            if body.unknown:
+                return _errors(400, f"unknown fields {body.unknown}", field=body.unknown[0])
             return _errors(400, "Bad Request", field=None)
-        if not isinstance(body, dict):
-            return _errors(400, "Bad Request", field=None)
-        unknown = sorted(set(body) - DOCUMENTED_FIELDS)
-        if unknown:
-            return _errors(400, f"unknown fields {unknown}", field=unknown[0])
         personalizations = body.get("personalizations")
         if not isinstance(personalizations, list) or not personalizations:
             return _errors(400, "The personalizations field is required and must have at"

@@ -196,16 +196,8 @@ def set_webhook(
     Returns the new `whsec_` secret when the app had none (show it once), else
     None; raises LookupError when no live app has this id.
     """
-    secret = new_webhook_secret()
-    params = {
-        "app_id": app_id,
-        "webhook_url": webhook_url,
-        "webhook_secret": seal_secret(secret_keys, app_id, secret),
-    }
-    row = conn.execute(Q["set_webhook"], params).fetchone()
-    if row is None:
-        raise LookupError(app_id)
-    return secret if row[0] else None
+    return _set_signed_url(conn, "set_webhook", app_id, {"webhook_url": webhook_url},
+                           secret_keys)
 
 
 def set_delivery_url(
@@ -216,13 +208,17 @@ def set_delivery_url(
     Signed with the app's webhook secret: returns it when the app had none
     (show it once), else None; raises LookupError when no live app has this id.
     """
+    return _set_signed_url(conn, "set_delivery_url", app_id, {"delivery_url": delivery_url},
+                           secret_keys)
+
+
+def _set_signed_url(conn: Connection, query: str, app_id: UUID, url: dict[str, str],
+                    secret_keys: Sequence[str]) -> str | None:
+    """Store a URL that authsvc signs its requests to, with a fresh webhook secret that the
+    query keeps only when the app had none: that secret then, else None."""
     secret = new_webhook_secret()
-    params = {
-        "app_id": app_id,
-        "delivery_url": delivery_url,
-        "webhook_secret": seal_secret(secret_keys, app_id, secret),
-    }
-    row = conn.execute(Q["set_delivery_url"], params).fetchone()
+    params = {"app_id": app_id, **url, "webhook_secret": seal_secret(secret_keys, app_id, secret)}
+    row = conn.execute(Q[query], params).fetchone()
     if row is None:
         raise LookupError(app_id)
     return secret if row[0] else None

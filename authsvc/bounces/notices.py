@@ -1,4 +1,4 @@
-"""What a provider's notification says once verified, and the checks the schemes share.
+"""What a provider's notification says once verified: the notices of one POST.
 
 A provider module (authsvc/bounces/providers/) turns one POST into a
 `Reading`: the notices it carries, each with an id that is unique at that
@@ -6,28 +6,16 @@ provider (so a replay is recognised) and the canonical addresses it
 suppresses. It raises `Refused` for anything it cannot verify (signature,
 credentials, a timestamp outside its window, a certificate off the
 provider's hosts) and `Malformed` for a verified body it cannot read.
-Nothing here touches Flask or the database.
+What the schemes share in reading one (the reader's outline, time windows,
+credentials, a notice's fields) is in authsvc/bounces/schemes.py. Nothing
+here touches Flask or the database.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol
-
-from authsvc.accounts.addresses import InvalidAddress, parse_address
-
-MAX_DETAIL_CHARS = 500
-ONE_EVENT_BYTES = 64 * 1024  # the app's own limit (authsvc/web/app.py): one event fits
-BATCH_BYTES = 1024 * 1024  # SendGrid posts batches of up to 768 KB
-# How far ahead of our clock a provider's timestamp may be (its clock, not an attack).
-FUTURE_SKEW_SECONDS = 5 * 60
+from typing import Protocol
 
 
 class Refused(Exception):
@@ -75,78 +63,3 @@ class NoticeReader(Protocol):
     def read(self, incoming: Incoming, now: float) -> Reading:
         """The verified notices of one POST; Refused or Malformed otherwise."""
         ...
-
-
-def check_fresh(when: float, now: float, *, window_seconds: float, what: str) -> None:
-    """Refused when `when` lies outside [now - window, now + a little clock skew]."""
-    if when < now - window_seconds:
-        raise Refused(f"{what} is {int(now - when)} s old, older than its {int(window_seconds)} s"
-                      " window (a replay?)")
-    if when > now + FUTURE_SKEW_SECONDS:
-        raise Refused(f"{what} is {int(when - now)} s in the future")
-
-
-def check_credentials(incoming: Incoming, expected: str) -> None:
-    """HTTP basic `user:password` (from the webhook URL) or `Authorization: Bearer TOKEN`.
-
-    `expected` is the setting: with a colon it is basic credentials, else a
-    token. Compared in constant time.
-    """
-    scheme, _, presented = (incoming.header("authorization") or "").partition(" ")
-    presented = presented.strip()
-    if ":" in expected:
-        if scheme.lower() != "basic":
-            raise Refused("no basic credentials")
-        try:
-            decoded = base64.b64decode(presented, validate=True)
-        except (binascii.Error, ValueError):
-            raise Refused("basic credentials that are not base64") from None
-        given = decoded
-    else:
-        if scheme.lower() != "bearer":
-            raise Refused("no bearer token")
-        given = presented.encode("utf-8", "surrogateescape")
-    if not hmac.compare_digest(given, expected.encode()):
-        raise Refused("wrong credentials")
-
-
-def json_body(incoming: Incoming) -> Any:
-    try:
-        return json.loads(incoming.body)
-    except ValueError:
-        raise Malformed("The body must be JSON.") from None
-
-
-def canonical_addresses(values: Iterable[object]) -> tuple[str, ...]:
-    """The canonical form of each plain address; anything else is not one of ours."""
-    found = []
-    for value in values:
-        try:
-            found.append(parse_address(value))
-        except InvalidAddress:
-            continue  # authsvc only ever sends to canonical addresses
-    return tuple(dict.fromkeys(found))
-
-
-def detail(part: object) -> str | None:
-    """A provider's own description of the event, for `suppressions list`."""
-    if part is None:
-        return None
-    text = part if isinstance(part, str) else json.dumps(part, sort_keys=True)
-    return text[:MAX_DETAIL_CHARS]
-
-
-def digest_id(*parts: object) -> str:
-    """An id for an event its provider gives none: the hash of what identifies it."""
-    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
-
-
-def iso_time(value: object) -> float | None:
-    """Seconds since the epoch from an ISO 8601 time (Z or an offset), or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed.timestamp() if parsed.tzinfo is not None else None

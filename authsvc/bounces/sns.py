@@ -36,7 +36,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from authsvc.bounces.notices import Refused, check_fresh, iso_time
+from authsvc.bounces.notices import Refused
+from authsvc.bounces.schemes import check_fresh, iso_time
 
 _SNS_HOST = re.compile(r"^sns\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?$")
 _TOPIC_ARN = re.compile(r"^arn:aws(?:-cn|-us-gov)?:sns:(?P<region>[^:]+):\d{12}:[A-Za-z0-9_-]+$")

@@ -126,7 +126,7 @@ def _like(value: str | None) -> str | None:
 
 
 def scan_params(scope: str, since: int, filters: Filters, limit: int) -> dict[str, Any]:
-    """Parameters of scan_scope and list_summaries."""
+    """Parameters of scan_scope: which messages a poll checks and a listing shows."""
     return {
         "scope": scope,
         "since": since,
@@ -233,15 +233,21 @@ def scan_scope(
         return cur.execute(Q["scan_scope"], scan_params(scope, since, filters, limit)).fetchall()
 
 
+def describe_messages(conn: Connection, ids: list[int], *,
+                      bodies: bool = False) -> list[InboxMessage]:
+    """The messages `ids`, oldest first: with their bodies, or (a listing) only their sizes."""
+    with conn.cursor(row_factory=class_row(InboxMessage)) as cur:
+        return cur.execute(Q["describe_messages"], {"ids": ids, "bodies": bodies}).fetchall()
+
+
 def list_messages(
     conn: Connection, scope: str, *, since: int = 0, limit: int = MAX_LISTED,
     filters: Filters = NO_FILTERS, bodies: bool = True,
 ) -> Page:
     """One page, oldest first; bodies inlined within the answer's byte budget."""
-    params = scan_params(scope, since, filters, limit + 1)
-    with conn.cursor(row_factory=class_row(InboxMessage)) as cur:
-        summaries = cur.execute(Q["list_summaries"], params).fetchall()
-    summaries, more = summaries[:limit], len(summaries) > limit
+    seen = scan_scope(conn, scope, since=since, filters=filters, limit=limit + 1)
+    summaries = describe_messages(conn, [message.id for message in seen[:limit]])
+    more = len(seen) > limit
     chosen = ids_to_inline(summaries) if bodies else []
     found: dict[int, tuple[str | None, str | None]] = {}
     if chosen:
@@ -251,9 +257,12 @@ def list_messages(
 
 
 def get_message(conn: Connection, scope: str, message_id: int) -> InboxMessage | None:
+    """One message of a scope, bodies included; None when the scope does not hold it."""
     params = {"scope": scope, "id": message_id, "retention_seconds": RETENTION_SECONDS}
-    with conn.cursor(row_factory=class_row(InboxMessage)) as cur:
-        return cur.execute(Q["get_message"], params).fetchone()
+    if conn.execute(Q["find_message"], params).fetchone() is None:
+        return None
+    found = describe_messages(conn, [message_id], bodies=True)
+    return found[0] if found else None
 
 
 def get_raw_message(conn: Connection, scope: str, message_id: int) -> bytes | None:

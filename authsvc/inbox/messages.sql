@@ -18,7 +18,7 @@ RETURNING id;
 SELECT pg_notify('authsvc_inbox', %(scope)s);
 
 -- scan_scope --
--- What a long poll re-checks on each wake-up: ids, Message-IDs and ages only, never bodies. Which messages: inbox_visible_messages (migrations/0026_baseline.sql), as list_summaries.
+-- What a long poll re-checks on each wake-up: ids, Message-IDs and ages only, never bodies. Which messages: inbox_visible_messages (migrations/0028_inbox_codes_faults.sql); a listing is these ids, described (describe_messages).
 SELECT v.id, v.message_id,
        extract(epoch FROM clock_timestamp() - v.received_at)::float8 AS age_seconds
 FROM inbox_visible_messages(%(scope)s, %(since)s, %(retention_seconds)s,
@@ -26,19 +26,21 @@ FROM inbox_visible_messages(%(scope)s, %(since)s, %(retention_seconds)s,
 ORDER BY v.id
 LIMIT %(limit)s;
 
--- list_summaries --
--- One page of a scope's messages newer than `since`, oldest first, without bodies (octet_length reads the stored length, not the value). Which messages: inbox_visible_messages, as scan_scope.
-SELECT v.id, v.scope, v.mail_from, v.recipients, v.subject, v.message_id, v.headers,
-       NULL::text AS text_body, NULL::text AS html_body, v.links, v.received_at,
-       extract(epoch FROM clock_timestamp() - v.received_at)::float8 AS age_seconds,
-       octet_length(v.raw) AS size,
-       coalesce(octet_length(v.text_body), 0) + coalesce(octet_length(v.html_body), 0)
+-- describe_messages --
+-- The messages `ids` as the inbox shows them, oldest first: with their bodies, or (a listing, a search) only their sizes (octet_length reads the stored length, not the value; a body not asked for is never read).
+SELECT m.id, m.scope, c.mail_from, m.recipients, c.subject, c.message_id, c.headers,
+       CASE WHEN %(bodies)s THEN c.text_body END AS text_body,
+       CASE WHEN %(bodies)s THEN c.html_body END AS html_body,
+       c.links, m.received_at,
+       extract(epoch FROM clock_timestamp() - m.received_at)::float8 AS age_seconds,
+       octet_length(c.raw) AS size,
+       coalesce(octet_length(c.text_body), 0) + coalesce(octet_length(c.html_body), 0)
            AS body_bytes,
-       true AS body_omitted, v.code
-FROM inbox_visible_messages(%(scope)s, %(since)s, %(retention_seconds)s,
-                            %(to)s, %(subject)s, %(q)s) AS v
-ORDER BY v.id
-LIMIT %(limit)s;
+       NOT %(bodies)s AS body_omitted, c.code
+FROM inbox_messages AS m
+JOIN inbox_contents AS c ON c.id = m.content_id
+WHERE m.id = ANY(%(ids)s)
+ORDER BY m.id;
 
 -- get_bodies --
 -- The text and HTML parts of the messages a page inlines (chosen to fit its byte budget).
@@ -47,17 +49,10 @@ FROM inbox_messages AS m
 JOIN inbox_contents AS c ON c.id = m.content_id
 WHERE m.id = ANY(%(ids)s);
 
--- get_message --
--- One message of a scope, bodies included.
-SELECT m.id, m.scope, c.mail_from, m.recipients, c.subject, c.message_id, c.headers,
-       c.text_body, c.html_body, c.links, m.received_at,
-       extract(epoch FROM clock_timestamp() - m.received_at)::float8 AS age_seconds,
-       octet_length(c.raw) AS size,
-       coalesce(octet_length(c.text_body), 0) + coalesce(octet_length(c.html_body), 0)
-           AS body_bytes,
-       false AS body_omitted, c.code
+-- find_message --
+-- Whether a scope holds this message, within the retention (describe_messages then shows it).
+SELECT m.id
 FROM inbox_messages AS m
-JOIN inbox_contents AS c ON c.id = m.content_id
 WHERE m.scope = %(scope)s AND m.id = %(id)s
   AND m.received_at > now() - make_interval(secs => %(retention_seconds)s);
 

@@ -1,6 +1,6 @@
 """The test inbox's pages for people: scopes, messages, search, deletion, live updates.
 
-Served by authsvc.inbox.server (one aiohttp app for all of /_inbox). Pages
+Served by authsvc.inbox.server (one aiohttp app, one route table for all of /_inbox). Pages
 are rendered on the server; one script of our own (static/live.js) keeps
 them current from GET /_inbox/events, a server-sent event stream, and sizes
 the email's sandboxed frame to its content. Nothing a sender wrote is ever
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from authsvc.inbox.server import InboxServer
 
 PREFIX = "/_inbox"
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Snapshot = Callable[[], Awaitable[tuple[str, Any]]]  # an event's name and its data
 EVENTS_HEARTBEAT_SECONDS = 15.0
 EVENTS_DEBOUNCE_SECONDS = 0.2
@@ -127,21 +126,6 @@ class Pages:
     @property
     def _keys(self) -> tuple[str, ...]:
         return self.server.svc.settings.secret_keys
-
-    def routes(self) -> list[tuple[str, str, Handler]]:
-        return [
-            ("GET", "/", self.index),
-            ("GET", "/events", self.events),
-            ("GET", "/static/{filename}", self.static),
-            ("GET", "/favicon.svg", self.favicon),
-            ("GET", "/ui/open", self.open_scope),
-            ("GET", "/ui/search", self.search_page),
-            ("GET", "/ui/scopes/{scope}", self.scope_page),
-            ("POST", "/ui/scopes/{scope}/delete", self.delete_scope),
-            ("GET", r"/ui/scopes/{scope}/messages/{message_id:\d+}", self.message_page),
-            ("GET", r"/ui/scopes/{scope}/messages/{message_id:\d+}/html", self.message_html),
-            ("POST", r"/ui/scopes/{scope}/messages/{message_id:\d+}/delete", self.delete_message),
-        ]
 
     def _page(self, template: str, status: int = 200, **context: object) -> web.Response:
         html = self._templates.get_template(template).render(**context)

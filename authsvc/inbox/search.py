@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from psycopg import Connection
-from psycopg.rows import class_row
 
 from authsvc.db.queries import load_queries
 from authsvc.inbox import params
-from authsvc.inbox.messages import RETENTION_SECONDS, InboxMessage, like_pattern
+from authsvc.inbox.messages import RETENTION_SECONDS, InboxMessage, describe_messages, like_pattern
 from authsvc.inbox.params import MAX_FILTER_LENGTH, MAX_ID, BadRequest
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
@@ -150,6 +149,6 @@ def search(
     }
     with conn.transaction():
         conn.execute(Q["bound_search_time"], {"ms": str(TIMEOUT_MS)})
-        with conn.cursor(row_factory=class_row(InboxMessage)) as cur:
-            rows = cur.execute(Q["search_messages"], values).fetchall()
-    return SearchPage(rows[:limit], len(rows) > limit)
+        ids = [row[0] for row in conn.execute(Q["search_messages"], values)]
+        found = describe_messages(conn, ids[:limit])
+    return SearchPage(found[::-1], len(ids) > limit)

@@ -3,14 +3,8 @@
 SELECT set_config('statement_timeout', %(ms)s, true);
 
 -- search_messages --
--- Messages of every scope matching every term (inbox_search_matches, migrations/0028), newest first, without bodies.
-SELECT m.id, m.scope, c.mail_from, m.recipients, c.subject, c.message_id, c.headers,
-       NULL::text AS text_body, NULL::text AS html_body, c.links, m.received_at,
-       extract(epoch FROM clock_timestamp() - m.received_at)::float8 AS age_seconds,
-       octet_length(c.raw) AS size,
-       coalesce(octet_length(c.text_body), 0) + coalesce(octet_length(c.html_body), 0)
-           AS body_bytes,
-       true AS body_omitted, c.code
+-- The ids of the messages of every scope matching every term (inbox_search_matches, migrations/0028), newest first; the page shows them described (messages.sql describe_messages).
+SELECT m.id
 FROM inbox_messages AS m
 JOIN inbox_contents AS c ON c.id = m.content_id
 WHERE m.id < %(older_than)s

@@ -180,6 +180,7 @@ class InboxServer:
         self._runner: web.AppRunner | None = None
         self.app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._door])
         self.app.on_response_prepare.append(self._headers)
+        # Every route under /_inbox, the JSON API's and the pages', in one table.
         routes: list[tuple[str, str, Handler]] = [
             ("POST", "/scopes", self.create_scope),
             ("GET", "/scopes", self.list_scopes),
@@ -194,7 +195,20 @@ class InboxServer:
             ("GET", "/search", self.search_messages),
             ("GET", "/openapi.json", self.openapi),
             ("GET", "/waiting", self.waiting),
-            *self.pages.routes(),
+            # The web UI's pages (pages.py), under the same prefix and the same door.
+            ("GET", "/", self.pages.index),
+            ("GET", "/events", self.pages.events),
+            ("GET", "/static/{filename}", self.pages.static),
+            ("GET", "/favicon.svg", self.pages.favicon),
+            ("GET", "/ui/open", self.pages.open_scope),
+            ("GET", "/ui/search", self.pages.search_page),
+            ("GET", "/ui/scopes/{scope}", self.pages.scope_page),
+            ("POST", "/ui/scopes/{scope}/delete", self.pages.delete_scope),
+            ("GET", r"/ui/scopes/{scope}/messages/{message_id:\d+}", self.pages.message_page),
+            ("GET", r"/ui/scopes/{scope}/messages/{message_id:\d+}/html",
+             self.pages.message_html),
+            ("POST", r"/ui/scopes/{scope}/messages/{message_id:\d+}/delete",
+             self.pages.delete_message),
         ]
         resources: dict[str, web.Resource] = {}
         for method, path, handler in routes:

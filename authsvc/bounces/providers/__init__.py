@@ -1,11 +1,14 @@
 """How each mail provider's bounce and complaint notifications are verified and read.
 
-One module per provider, each a `NoticeReader` (authsvc/bounces/notices.py);
+One module per provider, each a `ProviderReader` (authsvc/bounces/schemes.py);
 `readers_for` builds the ones whose verification is configured, which are
 the only ones POST /webhooks/provider/NAME answers for.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from authsvc.bounces.notices import NoticeReader
 from authsvc.bounces.providers.brevo import BrevoReader
@@ -18,17 +21,14 @@ from authsvc.config import ProviderWebhooks
 
 
 def readers_for(settings: ProviderWebhooks) -> dict[str, NoticeReader]:
-    readers: list[NoticeReader] = []
-    if settings.resend_secret:
-        readers.append(ResendReader(settings.resend_secret))
-    if settings.postmark_auth:
-        readers.append(PostmarkReader(settings.postmark_auth))
-    if settings.ses_topic_arns:
-        readers.append(SesReader(settings.ses_topic_arns))
-    if settings.sendgrid_public_key:
-        readers.append(SendgridReader(settings.sendgrid_public_key))
-    if settings.mailgun_signing_key:
-        readers.append(MailgunReader(settings.mailgun_signing_key))
-    if settings.brevo_auth:
-        readers.append(BrevoReader(settings.brevo_auth))
+    """A reader for each provider whose setting is given, by its name."""
+    configured: list[tuple[Any, Callable[[Any], NoticeReader]]] = [
+        (settings.resend_secret, ResendReader),
+        (settings.postmark_auth, PostmarkReader),
+        (settings.ses_topic_arns, SesReader),
+        (settings.sendgrid_public_key, SendgridReader),
+        (settings.mailgun_signing_key, MailgunReader),
+        (settings.brevo_auth, BrevoReader),
+    ]
+    readers = [make(setting) for setting, make in configured if setting]
     return {reader.name: reader for reader in readers}

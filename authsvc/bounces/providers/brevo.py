@@ -13,34 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from authsvc.bounces.notices import (
-    BATCH_BYTES,
-    Incoming,
-    Malformed,
-    Notice,
-    Reading,
-    canonical_addresses,
-    check_credentials,
-    check_fresh,
-    detail,
-    digest_id,
-    json_body,
-)
+from authsvc.bounces.notices import Malformed, Notice, Reading
+from authsvc.bounces.schemes import BATCH_BYTES, CredentialsReader, check_fresh, digest_id, notice
 
 WINDOW_SECONDS = 12 * 3600.0
 SUPPRESSING_EVENTS = ("hard_bounce", "invalid_email", "spam")
 
 
-class BrevoReader:
+class BrevoReader(CredentialsReader):
     name = "brevo"
     max_body_bytes = BATCH_BYTES
 
-    def __init__(self, auth: str) -> None:
-        self.auth = auth
-
-    def read(self, incoming: Incoming, now: float) -> Reading:
-        check_credentials(incoming, self.auth)
-        body = json_body(incoming)
+    def read_body(self, body: Any, now: float) -> Reading:
         events = body if isinstance(body, list) else [body]
         if not events or not all(isinstance(e, dict) and isinstance(e.get("event"), str)
                                  for e in events):
@@ -60,9 +44,7 @@ def _notice(event: dict[str, Any], now: float) -> Notice:
         raise Malformed("A Brevo event needs its ts_epoch or ts_event.")
     check_fresh(when, now, window_seconds=WINDOW_SECONDS, what="the event's time")
     message_id = event.get("message-id")
-    return Notice(
-        id=digest_id(kind, message_id, event.get("email"), millis if millis else seconds),
-        event=kind,
-        addresses=canonical_addresses([event.get("email")]) if kind in SUPPRESSING_EVENTS else (),
-        provider_message_id=message_id if isinstance(message_id, str) else None,
-        detail=detail(event.get("reason")))
+    return notice(
+        digest_id(kind, message_id, event.get("email"), millis if millis else seconds), kind,
+        suppresses=[event.get("email")] if kind in SUPPRESSING_EVENTS else (),
+        message_id=message_id, about=event.get("reason"))

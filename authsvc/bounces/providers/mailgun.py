@@ -16,25 +16,14 @@ import hashlib
 import hmac
 from typing import Any
 
-from authsvc.bounces.notices import (
-    ONE_EVENT_BYTES,
-    Incoming,
-    Malformed,
-    Notice,
-    Reading,
-    Refused,
-    canonical_addresses,
-    check_fresh,
-    detail,
-    json_body,
-)
+from authsvc.bounces.notices import Incoming, Malformed, Notice, Reading, Refused
+from authsvc.bounces.schemes import ProviderReader, check_unix_time, event_name, json_body, notice
 
 WINDOW_SECONDS = 5 * 60.0
 
 
-class MailgunReader:
+class MailgunReader(ProviderReader):
     name = "mailgun"
-    max_body_bytes = ONE_EVENT_BYTES
 
     def __init__(self, signing_key: str) -> None:
         self.signing_key = signing_key.encode()
@@ -51,9 +40,7 @@ class MailgunReader:
                             hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogateescape")):
             raise Refused("the HMAC signature does not verify")
-        if not timestamp.isdigit():
-            raise Refused(f"timestamp {timestamp!r} is not a Unix time")
-        check_fresh(float(timestamp), now, window_seconds=WINDOW_SECONDS, what="the timestamp")
+        check_unix_time(timestamp, now, window_seconds=WINDOW_SECONDS)
         assert isinstance(body, dict)
         data = body.get("event-data")
         if not isinstance(data, dict) or not isinstance(data.get("event"), str):
@@ -67,9 +54,8 @@ def _notice(data: dict[str, Any], token: str) -> Notice:
     message = data.get("message")
     headers = message.get("headers") if isinstance(message, dict) else None
     message_id = headers.get("message-id") if isinstance(headers, dict) else None
-    return Notice(
-        id=f"token:{token}",
-        event=kind + (f"/{data['severity']}" if isinstance(data.get("severity"), str) else ""),
-        addresses=canonical_addresses([data.get("recipient")]) if suppresses else (),
-        provider_message_id=f"<{message_id}>" if isinstance(message_id, str) else None,
-        detail=detail(data.get("delivery-status") or data.get("reason")))
+    return notice(
+        f"token:{token}", event_name(kind, data.get("severity")),
+        suppresses=[data.get("recipient")] if suppresses else (),
+        message_id=f"<{message_id}>" if isinstance(message_id, str) else None,
+        about=data.get("delivery-status") or data.get("reason"))

@@ -14,54 +14,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from authsvc.bounces.notices import (
-    ONE_EVENT_BYTES,
-    Incoming,
-    Malformed,
-    Notice,
-    Reading,
-    canonical_addresses,
-    check_credentials,
-    check_fresh,
-    detail,
-    digest_id,
-    iso_time,
-    json_body,
-)
+from authsvc.bounces.notices import Malformed, Reading
+from authsvc.bounces.schemes import CredentialsReader, check_fresh, digest_id, iso_time, notice
 
 WINDOW_SECONDS = 12 * 3600.0
 HARD_BOUNCE_TYPES = ("HardBounce", "BadEmailAddress", "ManuallyDeactivated", "SpamNotification")
 SUPPRESSING_RECORDS = ("Bounce", "SpamComplaint")
 
-class PostmarkReader:
+
+class PostmarkReader(CredentialsReader):
     name = "postmark"
-    max_body_bytes = ONE_EVENT_BYTES
 
-    def __init__(self, auth: str) -> None:
-        self.auth = auth
-
-    def read(self, incoming: Incoming, now: float) -> Reading:
-        check_credentials(incoming, self.auth)
-        record = json_body(incoming)
+    def read_body(self, record: Any, now: float) -> Reading:
         if not isinstance(record, dict) or not isinstance(record.get("RecordType"), str):
             raise Malformed("The body must be one Postmark webhook record.")
         kind = record["RecordType"]
         if kind not in SUPPRESSING_RECORDS:
-            return Reading([Notice(id=digest_id(kind, record.get("MessageID"),
-                                                record.get("Recipient"), record.get("ID")),
-                                   event=kind)])
+            return Reading([notice(digest_id(kind, record.get("MessageID"),
+                                             record.get("Recipient"), record.get("ID")), kind)])
         when = iso_time(record.get("BouncedAt"))
         if when is None:
             raise Malformed("A bounce record needs its BouncedAt time.")
         check_fresh(when, now, window_seconds=WINDOW_SECONDS, what="BouncedAt")
         if not isinstance(record.get("ID"), int | str):
             raise Malformed("A bounce record needs its ID.")
-        message_id = record.get("MessageID")
-        return Reading([Notice(
-            id=f"{kind}:{record['ID']}", event=f"{kind}/{record.get('Type')}",
-            addresses=canonical_addresses([record.get("Email")]) if _suppresses(record) else (),
-            provider_message_id=message_id if isinstance(message_id, str) else None,
-            detail=detail({k: record.get(k) for k in ("Type", "Description", "Details")}))])
+        return Reading([notice(
+            f"{kind}:{record['ID']}", f"{kind}/{record.get('Type')}",
+            suppresses=[record.get("Email")] if _suppresses(record) else (),
+            message_id=record.get("MessageID"),
+            about={k: record.get(k) for k in ("Type", "Description", "Details")})])
+
 
 def _suppresses(record: dict[str, Any]) -> bool:
     if record["RecordType"] == "SpamComplaint":

@@ -14,17 +14,8 @@ from typing import Any
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from authsvc.bounces.notices import (
-    ONE_EVENT_BYTES,
-    Incoming,
-    Malformed,
-    Notice,
-    Reading,
-    Refused,
-    canonical_addresses,
-    detail,
-    json_body,
-)
+from authsvc.bounces.notices import Incoming, Malformed, Reading, Refused
+from authsvc.bounces.schemes import ProviderReader, json_body, notice
 
 SUPPRESSING_EVENTS = ("email.bounced", "email.complained")
 # Bounce types that do not mean "this address will never take mail".
@@ -32,9 +23,8 @@ SOFT_BOUNCE_TYPES = ("transient", "undetermined")
 _HEADER_NAMES = ("id", "timestamp", "signature")
 
 
-class ResendReader:
+class ResendReader(ProviderReader):
     name = "resend"
-    max_body_bytes = ONE_EVENT_BYTES
 
     def __init__(self, secret: str) -> None:
         self.secret = secret
@@ -54,22 +44,19 @@ class ResendReader:
         if not isinstance(event, dict):
             raise Malformed("The event must be a JSON object.")
         data: dict[str, Any] = event["data"] if isinstance(event.get("data"), dict) else {}
-        email_id = data.get("email_id")
-        return Reading([Notice(
-            id=headers["webhook-id"], event=str(event.get("type")),
-            addresses=_suppressed(event, data),
-            provider_message_id=email_id if isinstance(email_id, str) else None,
-            detail=detail(data.get("bounce") or data.get("complaint")))])
+        return Reading([notice(
+            headers["webhook-id"], str(event.get("type")), suppresses=_suppressed(event, data),
+            message_id=data.get("email_id"), about=data.get("bounce") or data.get("complaint"))])
 
 
-def _suppressed(event: dict[str, Any], data: dict[str, Any]) -> tuple[str, ...]:
+def _suppressed(event: dict[str, Any], data: dict[str, Any]) -> list[object]:
     kind = event.get("type")
     if kind not in SUPPRESSING_EVENTS:
-        return ()
+        return []
     if kind == "email.bounced":
         bounce = data.get("bounce")
         bounce_type = bounce.get("type") if isinstance(bounce, dict) else None
         if isinstance(bounce_type, str) and bounce_type.lower() in SOFT_BOUNCE_TYPES:
-            return ()
+            return []
     to = data.get("to")
-    return canonical_addresses([to] if isinstance(to, str) else to if isinstance(to, list) else [])
+    return [to] if isinstance(to, str) else to if isinstance(to, list) else []

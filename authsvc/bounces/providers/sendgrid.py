@@ -21,18 +21,15 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_der_public_key
 
-from authsvc.bounces.notices import (
+from authsvc.bounces.notices import Incoming, Malformed, Notice, Reading, Refused
+from authsvc.bounces.schemes import (
     BATCH_BYTES,
-    Incoming,
-    Malformed,
-    Notice,
-    Reading,
-    Refused,
-    canonical_addresses,
-    check_fresh,
-    detail,
+    ProviderReader,
+    check_unix_time,
     digest_id,
+    event_name,
     json_body,
+    notice,
 )
 
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
@@ -41,7 +38,7 @@ WINDOW_SECONDS = 5 * 60.0
 DROPPED_SUPPRESSED = ("Bounced Address", "Spam Reporting Address", "Invalid")
 
 
-class SendgridReader:
+class SendgridReader(ProviderReader):
     name = "sendgrid"
     max_body_bytes = BATCH_BYTES
 
@@ -61,9 +58,7 @@ class SendgridReader:
                             ec.ECDSA(hashes.SHA256()))
         except (binascii.Error, ValueError, InvalidSignature):
             raise Refused("the ECDSA signature does not verify") from None
-        if not timestamp.isdigit():
-            raise Refused(f"timestamp {timestamp!r} is not a Unix time")
-        check_fresh(float(timestamp), now, window_seconds=WINDOW_SECONDS, what="the timestamp")
+        check_unix_time(timestamp, now, window_seconds=WINDOW_SECONDS)
         events = json_body(incoming)
         if not isinstance(events, list) or not all(
                 isinstance(e, dict) and isinstance(e.get("event"), str) for e in events):
@@ -83,12 +78,10 @@ def _suppresses(event: dict[str, Any]) -> bool:
 def _notice(event: dict[str, Any]) -> Notice:
     event_id = event.get("sg_event_id")
     message_id = event.get("sg_message_id")
-    return Notice(
-        id=event_id if isinstance(event_id, str) and event_id else digest_id(event),
-        event=event["event"] + (f"/{event['type']}" if isinstance(event.get("type"), str)
-                                else ""),
-        addresses=canonical_addresses([event.get("email")]) if _suppresses(event) else (),
+    return notice(
+        event_id if isinstance(event_id, str) and event_id else digest_id(event),
+        event_name(event["event"], event.get("type")),
+        suppresses=[event.get("email")] if _suppresses(event) else (),
         # The part before the first dot is the X-Message-Id the send answered.
-        provider_message_id=message_id.split(".", 1)[0] if isinstance(message_id, str)
-        else None,
-        detail=detail(event.get("reason")))
+        message_id=message_id.split(".", 1)[0] if isinstance(message_id, str) else None,
+        about=event.get("reason"))

@@ -15,22 +15,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from authsvc.bounces.notices import (
-    ONE_EVENT_BYTES,
-    Incoming,
-    Malformed,
-    Notice,
-    Reading,
-    canonical_addresses,
-    detail,
-    json_body,
-)
+from authsvc.bounces.notices import Incoming, Malformed, Notice, Reading
+from authsvc.bounces.schemes import ProviderReader, event_name, json_body, notice
 from authsvc.bounces.sns import SnsFetcher, pinned_subscribe_url, verify_message
 
 
-class SesReader:
+class SesReader(ProviderReader):
     name = "ses"
-    max_body_bytes = ONE_EVENT_BYTES
 
     def __init__(self, topic_arns: tuple[str, ...], fetcher: SnsFetcher | None = None) -> None:
         self.topic_arns = topic_arns
@@ -45,9 +36,9 @@ class SesReader:
         kind = message["Type"]
         if kind == "SubscriptionConfirmation":
             url = pinned_subscribe_url(message.get("SubscribeURL"), str(message["TopicArn"]))
-            return Reading([Notice(id=message_id, event=kind)], confirm_url=url)
+            return Reading([notice(message_id, kind)], confirm_url=url)
         if kind != "Notification":
-            return Reading([Notice(id=message_id, event=kind)])
+            return Reading([notice(message_id, kind)])
         try:
             event = json.loads(str(message.get("Message")))
         except ValueError:
@@ -70,17 +61,15 @@ def _notice(message_id: str, event: dict[str, Any]) -> Notice:
     kind = event.get("notificationType") or event.get("eventType")
     mail = event.get("mail")
     ses_id = mail.get("messageId") if isinstance(mail, dict) else None
-    addresses: tuple[str, ...] = ()
+    addresses: list[object] = []
     part: object = None
     if kind == "Bounce":
         part = event.get("bounce")
         if isinstance(part, dict) and part.get("bounceType") == "Permanent":
-            addresses = canonical_addresses(_recipients(part, "bouncedRecipients"))
+            addresses = _recipients(part, "bouncedRecipients")
     elif kind == "Complaint":
         part = event.get("complaint")
-        addresses = canonical_addresses(_recipients(part, "complainedRecipients"))
+        addresses = _recipients(part, "complainedRecipients")
     subtype = part.get("bounceType") if isinstance(part, dict) else None
-    return Notice(id=message_id, event=f"{kind}/{subtype}" if subtype else str(kind),
-                  addresses=addresses,
-                  provider_message_id=ses_id if isinstance(ses_id, str) else None,
-                  detail=detail(part))
+    return notice(message_id, event_name(str(kind), subtype), suppresses=addresses,
+                  message_id=ses_id, about=part)

@@ -11,7 +11,7 @@ from psycopg import Connection
 from authsvc.apps.keys import App, find_app_counting_call
 from authsvc.observability.logs import log_event
 from authsvc.services import Services
-from authsvc.web.api.problems import ApiProblem
+from authsvc.web.api.problems import ApiProblem, problem_reply
 
 logger = logging.getLogger(__name__)
 CHALLENGE = ("WWW-Authenticate", 'Bearer realm="authsvc"')
@@ -36,21 +36,21 @@ def admit_call(conn: Connection, svc: Services) -> Caller:
     found = (find_app_counting_call(conn, key, limit, svc.clock())
              if scheme.lower() == "bearer" and key else None)
     if found is None:
-        raise ApiProblem(
+        raise ApiProblem(problem_reply(
             401,
             "unauthorized",
             "Send the app's API key as 'Authorization: Bearer <key>'.",
             headers=(CHALLENGE,),
-        )
+        ))
     app, decision = found
     if not decision.allowed:
         log_event(logger, "api_rate_limited", app_id=str(app.id), retry_after=decision.retry_after)
-        raise ApiProblem(
+        raise ApiProblem(problem_reply(
             429,
             "rate_limited",
             f"This app sent more than {limit} requests; retry later.",
             headers=(("Retry-After", str(max(decision.retry_after, 1))),),
-        )
+        ))
     return Caller(app, key)
 
 

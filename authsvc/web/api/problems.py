@@ -68,29 +68,21 @@ def problem_reply(
 
 
 class ApiProblem(Exception):
-    """Raised anywhere in an API request to answer with a problem."""
+    """Raised anywhere in an API request to answer with its problem reply (problem_reply)."""
 
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        detail: str,
-        *,
-        errors: list[dict[str, str]] | None = None,
-        headers: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        super().__init__(f"{status} {code}: {detail}")
-        self.reply = problem_reply(status, code, detail, errors=errors, headers=headers)
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(f"{reply.status} {reply.body.decode(errors='replace')}")
+        self.reply = reply
 
 
 def invalid_request(pointer: str, detail: str) -> ApiProblem:
     """400 invalid_request for one field (`pointer` is a JSON pointer such as /email)."""
-    return ApiProblem(
+    return ApiProblem(problem_reply(
         400,
         "invalid_request",
         f"{pointer.lstrip('/') or 'body'}: {detail}",
         errors=[{"pointer": "#" + pointer, "detail": detail}],
-    )
+    ))
 
 
 def http_problem_response(exc: HTTPException) -> Response:

@@ -18,7 +18,7 @@ from authsvc.accounts.passwords import MAX_LENGTH as MAX_PASSWORD_LENGTH
 from authsvc.accounts.tokens import MAX_CODE_LENGTH
 from authsvc.apps.idempotency import InvalidIdempotencyKey, check_key
 from authsvc.apps.keys import MAX_REDIRECT_URL_LENGTH, App
-from authsvc.web.api.problems import ApiProblem, invalid_request
+from authsvc.web.api.problems import ApiProblem, invalid_request, problem_reply
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -110,9 +110,9 @@ def read_json_object() -> dict[str, Any]:
         mimetype == "application/json"
         or (mimetype.startswith("application/") and mimetype.endswith("+json"))
     ):
-        raise ApiProblem(
+        raise ApiProblem(problem_reply(
             415, "unsupported_media_type", "Send the body as Content-Type: application/json."
-        )
+        ))
     raw = request.get_data(cache=True)  # 413 above MAX_CONTENT_LENGTH, as a problem
     try:
         document = json.loads(
@@ -200,13 +200,13 @@ def allowed_redirect(app: App, url: str | None) -> str | None:
     if url is None:
         return None
     if not app.allows_redirect(url):
-        raise ApiProblem(
+        raise ApiProblem(problem_reply(
             400,
             "redirect_not_allowed",
             "redirect_url must be on this app's allowlist"
             " (same scheme, host, port and path prefix).",
             errors=[{"pointer": "#/redirect_url", "detail": "is not on the allowlist"}],
-        )
+        ))
     return url
 
 
@@ -218,4 +218,5 @@ def read_idempotency_key() -> str | None:
     try:
         return check_key(value)
     except InvalidIdempotencyKey as exc:
-        raise ApiProblem(400, "invalid_request", f"{IDEMPOTENCY_HEADER} {exc}.") from None
+        raise ApiProblem(problem_reply(
+            400, "invalid_request", f"{IDEMPOTENCY_HEADER} {exc}.")) from None

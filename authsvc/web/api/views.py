@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from flask import Blueprint, Response, g, jsonify, request
 from psycopg import Connection
 
 from authsvc.accounts import actions, deletion, email_change
-from authsvc.accounts.users import User
 from authsvc.web.api.auth import admit_call, current_caller
 from authsvc.web.api.calls import run_call
-from authsvc.web.api.openapi import openapi_document
+from authsvc.web.api.domain_errors import UseCase
+from authsvc.web.api.openapi import OPERATIONS, Operation, openapi_document
 from authsvc.web.api.problems import API_PREFIX, install_problem_handlers, invalid_request
 from authsvc.web.api.replies import Reply, json_reply
 from authsvc.web.api.requests import (
-    ACCOUNT_DELETION,
-    ACCOUNT_DELETION_CONFIRM,
-    EMAIL_CHANGE,
-    EMAIL_CHANGE_CONFIRM,
-    EMAIL_CHANGE_UNDO,
-    LINK_REQUEST,
-    PASSWORD_RESET_CONFIRM,
-    SESSION,
-    SIGNUP,
-    VERIFICATION_CONFIRM,
     allowed_redirect,
     parse_body,
     read_idempotency_key,
@@ -35,6 +27,7 @@ from authsvc.web.plumbing import db, services
 bp = Blueprint("api", __name__, url_prefix=API_PREFIX)
 install_problem_handlers(bp)
 PUBLIC_ENDPOINTS = {"api.openapi"}
+T = TypeVar("T")
 
 
 @bp.before_request
@@ -53,9 +46,41 @@ def openapi() -> Response:
     return jsonify(openapi_document(services().settings.base_url))
 
 
+def _operation() -> Operation:
+    """The documented operation (OPERATIONS) of this request's endpoint."""
+    rule = request.url_rule
+    assert rule is not None
+    return OPERATIONS[rule.rule.removeprefix(API_PREFIX)]
+
+
+def _checked_body() -> tuple[dict[str, str | None], dict[str, Any]]:
+    """The request's body, checked against the spec its documented operation names."""
+    return parse_body(_operation().spec)
+
+
+def _run(use_case: UseCase, document: object) -> Response:
+    """The use case in one transaction, replayed under an Idempotency-Key when its
+    documented operation says it may be."""
+    return run_call(use_case, document, replayable=_operation().replayable)
+
+
+Body = dict[str, str | None]
+
+
+def in_one_call(use_case: Callable[[Connection, Body], Reply]) -> Callable[[], Response]:
+    """A view that runs `use_case` on the checked body, in one call (_run)."""
+
+    @functools.wraps(use_case)
+    def view() -> Response:
+        values, document = _checked_body()
+        return _run(lambda conn: use_case(conn, values), document)
+
+    return view
+
+
 @bp.post("/signups")
 def signups() -> Response:
-    values, document = parse_body(SIGNUP)
+    values, document = _checked_body()
     redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
 
     def sign_up(conn: Connection) -> Reply:
@@ -69,12 +94,12 @@ def signups() -> Response:
         )
         return json_reply(202, {"status": "verification_sent"})
 
-    return run_call(sign_up, document)
+    return _run(sign_up, document)
 
 
 def _link_request(request_link: Callable[..., bool]) -> Response:
     """A verification or reset request: 202 accepted whatever the account (SPEC §5)."""
-    values, document = parse_body(LINK_REQUEST)
+    values, document = _checked_body()
     redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
 
     def call(conn: Connection) -> Reply:
@@ -84,7 +109,7 @@ def _link_request(request_link: Callable[..., bool]) -> Response:
         )
         return json_reply(202, {"status": "accepted"})
 
-    return run_call(call, document)
+    return _run(call, document)
 
 
 @bp.post("/verifications")
@@ -92,30 +117,32 @@ def verifications() -> Response:
     return _link_request(actions.request_verification)
 
 
-def _redeem(
-    values: dict[str, str | None], by_token: Callable[..., User], by_code: Callable[..., User]
-) -> Callable[[Connection], User]:
-    """The confirm body's use case: the emailed link's token, or the emailed code."""
+def _confirm(
+    by_token: Callable[..., T], by_code: Callable[..., T],
+    answer: Callable[[T], Reply], *, fields: tuple[str, ...] = (), **given: object,
+) -> Response:
+    """A confirm endpoint: the emailed link's token, or the emailed code typed with the
+    address, redeemed in one call (with the body's `fields` and `given`), then `answer`."""
+    values, document = _checked_body()
     code = token_or_code(values)  # 400 before any transaction when it is neither form
-    if code is None:
-        return lambda conn: by_token(
-            conn, services(), token=values["token"], password=values["password"]
-        )
-    return lambda conn: by_code(
-        conn, services(), email=code.email, code=code.code, password=values["password"]
-    )
+    extra = {name: values[name] for name in fields} | given
+
+    def redeem(conn: Connection) -> Reply:
+        if code is None:
+            done = by_token(conn, services(), token=values["token"], **extra)
+        else:
+            done = by_code(conn, services(), email=code.email, code=code.code, **extra)
+        return answer(done)
+
+    return _run(redeem, document)
 
 
 @bp.post("/verifications/confirm")
 def verifications_confirm() -> Response:
-    values, document = parse_body(VERIFICATION_CONFIRM)
-    redeem = _redeem(values, actions.confirm_verification, actions.confirm_verification_code)
-
-    def confirm_verification(conn: Connection) -> Reply:
-        user = redeem(conn)
-        return json_reply(200, {"email": user.email, "verified": True})
-
-    return run_call(confirm_verification, document)
+    return _confirm(
+        actions.confirm_verification, actions.confirm_verification_code,
+        lambda user: json_reply(200, {"email": user.email, "verified": True}),
+        fields=("password",))
 
 
 @bp.post("/password-resets")
@@ -125,31 +152,21 @@ def password_resets() -> Response:
 
 @bp.post("/password-resets/confirm")
 def password_resets_confirm() -> Response:
-    values, document = parse_body(PASSWORD_RESET_CONFIRM)
-    redeem = _redeem(values, actions.reset_password, actions.reset_password_with_code)
-
-    def reset_password(conn: Connection) -> Reply:
-        redeem(conn)
-        return json_reply(200, {"status": "password_changed"})
-
-    return run_call(reset_password, document)
+    return _confirm(
+        actions.reset_password, actions.reset_password_with_code,
+        lambda _user: json_reply(200, {"status": "password_changed"}), fields=("password",))
 
 
 @bp.post("/sessions")
-def sessions() -> Response:
-    values, document = parse_body(SESSION)
-
-    def authenticate(conn: Connection) -> Reply:
-        user = actions.authenticate(
-            conn, services(), email=str(values["email"]), password=str(values["password"])
-        )
-        # Only a proven address gets here (actions.authenticate).
-        summary = {"id": user.id, "email": user.email, "email_verified": True}
-        return json_reply(200, {"user": summary})
-
-    # Never replayed: a stored 200 would still let the old password in after a
-    # reset. Checking credentials has no effect to repeat, so a retry is safe.
-    return run_call(authenticate, document, replayable=False)
+@in_one_call
+def sessions(conn: Connection, values: Body) -> Reply:
+    # Never replayed (its Operation says so): a stored 200 would still let the old
+    # password in after a reset. Checking credentials has no effect to repeat.
+    user = actions.authenticate(
+        conn, services(), email=str(values["email"]), password=str(values["password"]))
+    # Only a proven address gets here (actions.authenticate).
+    summary = {"id": user.id, "email": user.email, "email_verified": True}
+    return json_reply(200, {"user": summary})
 
 
 # --- an address over its life (SPEC §12) -------------------------------------------
@@ -157,7 +174,7 @@ def sessions() -> Response:
 
 @bp.post("/email-changes")
 def email_changes() -> Response:
-    values, document = parse_body(EMAIL_CHANGE)
+    values, document = _checked_body()
     email, new_email = str(values["email"]), str(values["new_email"])
     if new_email == email:  # refused before it runs, like any malformed body
         raise invalid_request("/new_email", "is the account's own address")
@@ -171,80 +188,53 @@ def email_changes() -> Response:
         # The same answer whether or not the new address is taken (SPEC §12).
         return json_reply(202, {"status": "confirmation_sent"})
 
-    return run_call(request_email_change, document)
+    return _run(request_email_change, document)
 
 
 @bp.post("/email-changes/confirm")
 def email_changes_confirm() -> Response:
-    return _redeem_change_side("email_change")
+    return _change_side("email_change")
 
 
 @bp.post("/email-changes/approve")
 def email_changes_approve() -> Response:
-    return _redeem_change_side("email_change_approval")
+    return _change_side("email_change_approval")
 
 
-def _redeem_change_side(purpose: str) -> Response:
+def _change_side(purpose: str) -> Response:
     """A change's link or code from the new address (`email_change`) or the old one
     (`email_change_approval`): the change, or 202 while the other address is awaited."""
-    values, document = parse_body(EMAIL_CHANGE_CONFIRM)
-    code = token_or_code(values)
-    app = current_caller().app
+    return _confirm(email_change.confirm_email_change, email_change.confirm_email_change_code,
+                    _change_answer, app=current_caller().app, purpose=purpose)
 
-    def confirm_email_change(conn: Connection) -> Reply:
-        if code is None:
-            outcome = email_change.confirm_email_change(
-                conn, services(), token=values["token"], app=app, purpose=purpose)
-        else:
-            outcome = email_change.confirm_email_change_code(
-                conn, services(), email=code.email, code=code.code, app=app, purpose=purpose)
-        if isinstance(outcome, email_change.Pending):
-            return json_reply(202, {"status": f"awaiting_{outcome.awaiting}"})
-        return json_reply(200, {"email": outcome.user.email,
-                                "previous_email": outcome.previous_email})
 
-    return run_call(confirm_email_change, document)
+def _change_answer(outcome: email_change.ChangedAddress | email_change.Pending) -> Reply:
+    if isinstance(outcome, email_change.Pending):
+        return json_reply(202, {"status": f"awaiting_{outcome.awaiting}"})
+    return json_reply(200, {"email": outcome.user.email,
+                            "previous_email": outcome.previous_email})
 
 
 @bp.post("/email-changes/undo")
-def email_changes_undo() -> Response:
-    values, document = parse_body(EMAIL_CHANGE_UNDO)
-
-    def undo_email_change(conn: Connection) -> Reply:
-        restored = email_change.undo_email_change(
-            conn, services(), token=values["token"], password=values["password"],
-            app=current_caller().app,
-        )
-        return json_reply(200, {"email": restored.email})
-
-    return run_call(undo_email_change, document)
+@in_one_call
+def email_changes_undo(conn: Connection, values: Body) -> Reply:
+    restored = email_change.undo_email_change(
+        conn, services(), token=values["token"], password=values["password"],
+        app=current_caller().app)
+    return json_reply(200, {"email": restored.email})
 
 
 @bp.post("/account-deletions")
-def account_deletions() -> Response:
-    values, document = parse_body(ACCOUNT_DELETION)
-
-    def request_account_deletion(conn: Connection) -> Reply:
-        deletion.request_account_deletion(
-            conn, services(), email=str(values["email"]), password=str(values["password"]),
-            app=current_caller().app,
-        )
-        return json_reply(202, {"status": "confirmation_sent"})
-
-    return run_call(request_account_deletion, document)
+@in_one_call
+def account_deletions(conn: Connection, values: Body) -> Reply:
+    deletion.request_account_deletion(
+        conn, services(), email=str(values["email"]), password=str(values["password"]),
+        app=current_caller().app)
+    return json_reply(202, {"status": "confirmation_sent"})
 
 
 @bp.post("/account-deletions/confirm")
 def account_deletions_confirm() -> Response:
-    values, document = parse_body(ACCOUNT_DELETION_CONFIRM)
-    code = token_or_code(values)
-
-    def confirm_account_deletion(conn: Connection) -> Reply:
-        if code is None:
-            deletion.confirm_account_deletion(conn, services(), token=values["token"])
-        else:
-            deletion.confirm_account_deletion_code(
-                conn, services(), email=code.email, code=code.code)
-        return json_reply(200, {"deleted": True})
-
-    return run_call(confirm_account_deletion, document)
+    return _confirm(
+        deletion.confirm_account_deletion,
+        deletion.confirm_account_deletion_code, lambda _none: json_reply(200, {"deleted": True}))

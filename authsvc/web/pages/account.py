@@ -11,6 +11,7 @@ from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions, sessions
+from authsvc.accounts.email_change import SameAddress
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.sessions import SessionUser
 from authsvc.observability.logs import log_event
@@ -35,6 +36,8 @@ from authsvc.web.plumbing import db, services
 
 logger = logging.getLogger(__name__)
 NOT_YOUR_PASSWORD = "That is not your current password."  # noqa: S105 (a message)
+# The forms on /account that the current password allows.
+AccountForm = ChangePasswordForm | ChangeEmailForm | DeleteAccountForm
 
 
 def login() -> ResponseReturnValue:
@@ -99,23 +102,19 @@ def change_password(signed_in: SessionUser) -> ResponseReturnValue:
     """Change the password; every session ends, this one included."""
     form = ChangePasswordForm()
     if not form.validate_on_submit():
-        return account_page(422, form=form)
+        return account_page(422, form)
     try:
-        actions.change_password(
-            db(), services(), session=signed_in, current=form.current.data, new=form.new.data
-        )
-    except actions.TooManyAttempts as exc:
-        return too_many_requests(exc.retry_after)
+        refused = with_current_password(form, lambda: actions.change_password(
+            db(), services(), session=signed_in, current=form.current.data, new=form.new.data))
     except actions.SessionEnded:
         end_this_session()
         flash("Your session ended. Log in again.", "info")
         return redirect(url_for("pages.login"), 303)
-    except actions.InvalidCredentials:
-        form.current.errors = [NOT_YOUR_PASSWORD]
-        return account_page(422, form=form)
     except WeakPassword as exc:
         form.new.errors = [str(exc)]
-        return account_page(422, form=form)
+        return account_page(422, form)
+    if refused is not None:
+        return refused
     log_event(logger, "password_changed", user_id=signed_in.user.id)
     end_this_session()
     flash(
@@ -151,6 +150,38 @@ def end_session(signed_in: SessionUser) -> ResponseReturnValue:
     return redirect(url_for("pages.account"), 303)
 
 
+def with_current_password(form: AccountForm,
+                          action: Callable[[], object]) -> ResponseReturnValue | None:
+    """Run an account action that the current password allows: None when it ran; else the
+    answer to too many tries, or /account with the refusal under the form's field."""
+    try:
+        action()
+    except actions.TooManyAttempts as exc:
+        return too_many_requests(exc.retry_after)
+    except actions.InvalidCredentials:
+        form.current.errors = [NOT_YOUR_PASSWORD]
+        return account_page(422, form)
+    except SameAddress:
+        assert isinstance(form, ChangeEmailForm)
+        form.new_email.errors = ["This is already your address."]
+        return account_page(422, form)
+    return None
+
+
+def request_from_account(form: AccountForm, action: Callable[[], object], *, event: str,
+                         user_id: int, sent: Callable[[], str]) -> ResponseReturnValue:
+    """An /account form that sends an email to confirm something: the page again with the
+    form's errors, or, once the current password allowed it, /account saying what was sent."""
+    if not form.validate_on_submit():
+        return account_page(422, form)
+    refused = with_current_password(form, action)
+    if refused is not None:
+        return refused
+    log_event(logger, event, user_id=user_id)
+    flash(sent(), "success")
+    return redirect(url_for("pages.account"), 303)
+
+
 def _require_session() -> SessionUser | None:
     """The signed-in session; explains an ended one on the way to /login."""
     had_session = has_session()
@@ -163,14 +194,12 @@ def _require_session() -> SessionUser | None:
     return found
 
 
-def account_page(
-    status: int = 200,
-    *,
-    form: ChangePasswordForm | None = None,
-    change_email_form: ChangeEmailForm | None = None,
-    delete_form: DeleteAccountForm | None = None,
-) -> ResponseReturnValue:
-    """/account, with the forms as submitted (and their errors) where one was refused."""
+def account_page(status: int = 200, submitted: AccountForm | None = None) -> ResponseReturnValue:
+    """/account, with the one form as submitted (and its errors) where it was refused."""
+
+    def shown(kind: type[AccountForm]) -> AccountForm:
+        return submitted if isinstance(submitted, kind) else kind(formdata=None)
+
     signed_in = current_session()
     assert signed_in is not None
     user = signed_in.user
@@ -178,9 +207,9 @@ def account_page(
         "account.html",
         status,
         user=user,
-        form=form or ChangePasswordForm(formdata=None),
-        change_email_form=change_email_form or ChangeEmailForm(formdata=None),
-        delete_form=delete_form or DeleteAccountForm(formdata=None),
+        form=shown(ChangePasswordForm),
+        change_email_form=shown(ChangeEmailForm),
+        delete_form=shown(DeleteAccountForm),
         logout_form=LogoutForm(),
         end_session_form=EndSessionForm(formdata=None),
         sessions=sessions.list_sessions(db(), user.id, services().clock()),

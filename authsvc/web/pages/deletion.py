@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, flash, redirect, url_for
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from authsvc.accounts import actions, deletion
+from authsvc.accounts import deletion
 from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenError
-from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.account import NOT_YOUR_PASSWORD, account_page, signed_in_only
+from authsvc.web.pages.account import request_from_account, signed_in_only
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import ConfirmDeletionForm, DeleteAccountForm, DeletionCodeForm
-from authsvc.web.pages.link_problem import link_page, link_problem
-from authsvc.web.pages.rendering import render_page, too_many_requests
+from authsvc.web.pages.link_problem import link_form, link_page, link_problem
+from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import end_this_session
 from authsvc.web.plumbing import db, services
 
@@ -34,31 +33,19 @@ logger = logging.getLogger(__name__)
 def request_deletion(signed_in: SessionUser) -> ResponseReturnValue:
     """Send the deletion link; nothing is deleted until it is used."""
     form = DeleteAccountForm()
-    if not form.validate_on_submit():
-        return account_page(422, delete_form=form)
-    try:
-        deletion.request_account_deletion(db(), services(), email=signed_in.user.email,
-                                          password=form.current.data)
-    except actions.TooManyAttempts as exc:
-        return too_many_requests(exc.retry_after)
-    except actions.InvalidCredentials:
-        form.current.errors = [NOT_YOUR_PASSWORD]
-        return account_page(422, delete_form=form)
-    log_event(logger, "deletion_requested", user_id=signed_in.user.id)
-    flash("We sent a link to confirm the deletion to your address (or, if it was changed"
-          " lately, to the address it was changed from). Nothing is deleted until it is used.",
-          "success")
-    return redirect(url_for("pages.account"), 303)
+    return request_from_account(
+        form, lambda: deletion.request_account_deletion(
+            db(), services(), email=signed_in.user.email, password=form.current.data),
+        event="deletion_requested", user_id=signed_in.user.id,
+        sent=lambda: "We sent a link to confirm the deletion to your address (or, if it was"
+        " changed lately, to the address it was changed from). Nothing is deleted until it"
+        " is used.")
 
 
 def delete_account() -> ResponseReturnValue:
     """GET/HEAD show what will be deleted; only the POST deletes."""
-    return link_page("account_delete", _redeem, _confirm_page)
-
-
-def _confirm_page(token: str, user: User) -> ResponseReturnValue:
-    form = ConfirmDeletionForm(formdata=None, token=token)
-    return render_page("account_delete.html", form=form, email=user.email)
+    return link_page("account_delete", _redeem,
+                     link_form(ConfirmDeletionForm, "account_delete.html"))
 
 
 def _redeem() -> ResponseReturnValue:
@@ -81,12 +68,13 @@ def delete_code() -> ResponseReturnValue:
     """The deletion email's code, typed with the address it came to."""
     form = DeletionCodeForm()
     if not form.validate_on_submit():
-        return render_page("account_delete_code.html", 422 if form.errors else 200, form=form)
+        return render_page("account_code.html", 422 if form.errors else 200, form=form,
+                           purpose="account_delete")
     try:
         deletion.confirm_account_deletion_code(
             db(), services(), email=form.email.data, code=form.code.data)
     except TokenError as exc:
-        return refused_code("account_delete_code.html", form, exc)
+        return refused_code("account_code.html", form, exc, purpose="account_delete")
     return _deleted()
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, flash, redirect, url_for
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from authsvc.accounts import actions, change_records, email_change, links
+from authsvc.accounts import change_records, email_change, links
 from authsvc.accounts.addresses import masked
 from authsvc.accounts.email_change import ChangedAddress, EmailTaken, Pending
 from authsvc.accounts.passwords import WeakPassword
@@ -28,7 +28,7 @@ from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.account import NOT_YOUR_PASSWORD, account_page, signed_in_only
+from authsvc.web.pages.account import request_from_account, signed_in_only
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import (
     ApprovalCodeForm,
@@ -38,8 +38,13 @@ from authsvc.web.pages.forms import (
     ConfirmChangeForm,
     UndoChangeForm,
 )
-from authsvc.web.pages.link_problem import link_page, link_problem
-from authsvc.web.pages.rendering import render_page, too_many_requests
+from authsvc.web.pages.link_problem import (
+    link_form,
+    link_page,
+    link_problem,
+    posted_token_and_password,
+)
+from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import end_this_session, forget_cached_session
 from authsvc.web.plumbing import db, services
 
@@ -50,26 +55,14 @@ logger = logging.getLogger(__name__)
 def request_change(signed_in: SessionUser) -> ResponseReturnValue:
     """Send a confirmation link to the new address; nothing changes until it is used."""
     form = ChangeEmailForm()
-    if not form.validate_on_submit():
-        return account_page(422, change_email_form=form)
-    if form.new_email.data == signed_in.user.email:
-        form.new_email.errors = ["This is already your address."]
-        return account_page(422, change_email_form=form)
-    try:
-        email_change.request_email_change(
+    return request_from_account(
+        form, lambda: email_change.request_email_change(
             db(), services(), email=signed_in.user.email, password=form.current.data,
-            new_email=form.new_email.data,
-        )
-    except actions.TooManyAttempts as exc:
-        return too_many_requests(exc.retry_after)
-    except actions.InvalidCredentials:
-        form.current.errors = [NOT_YOUR_PASSWORD]
-        return account_page(422, change_email_form=form)
-    log_event(logger, "email_change_requested", user_id=signed_in.user.id)
-    # The same words whether or not the address is taken (its holder is told instead).
-    flash(f"We sent a link to {form.new_email.data}. Your address changes only when it is"
-          " used; until then, sign in as before.", "success")
-    return redirect(url_for("pages.account"), 303)
+            new_email=form.new_email.data),
+        event="email_change_requested", user_id=signed_in.user.id,
+        # The same words whether or not the address is taken (its holder is told instead).
+        sent=lambda: f"We sent a link to {form.new_email.data}. Your address changes only"
+        " when it is used; until then, sign in as before.")
 
 
 # Each side of a change: the new address's confirmation, the old address's approval.
@@ -90,12 +83,13 @@ def approve_change() -> ResponseReturnValue:
 
 
 def _side_link(purpose: str) -> ResponseReturnValue:
-    def show(token: str, user: User) -> ResponseReturnValue:
-        form = LINK_FORMS[purpose](formdata=None, token=token)
-        approving = purpose == "email_change_approval"
-        new_email = masked(user.pending_email or "") if approving else user.pending_email
-        return render_page("email_change_confirm.html", form=form, old_email=user.email,
-                           new_email=new_email, approving=approving)
+    approving = purpose == "email_change_approval"
+
+    def about(user: User) -> dict[str, object]:
+        # The old mailbox sees the new address masked, as its email shows it.
+        new_email = user.pending_email or ""
+        return {"old_email": user.email, "new_email": masked(new_email) if approving
+                else new_email, "approving": approving}
 
     def redeem() -> ResponseReturnValue:
         form = LINK_FORMS[purpose]()
@@ -107,9 +101,10 @@ def _side_link(purpose: str) -> ResponseReturnValue:
             return link_problem(exc, purpose, token)
         except EmailTaken:
             return render_page("email_taken.html", 409)
-        return _outcome_page(outcome, purpose, "link")
+        return _outcome_page(outcome, purpose, by="link")
 
-    return link_page(purpose, redeem, show)
+    return link_page(purpose, redeem,
+                     link_form(LINK_FORMS[purpose], "email_change_confirm.html", about))
 
 
 def change_code() -> ResponseReturnValue:
@@ -124,22 +119,21 @@ def approval_code() -> ResponseReturnValue:
 
 def _side_code(purpose: str) -> ResponseReturnValue:
     form = CODE_FORMS[purpose]()
-    approving = purpose == "email_change_approval"
     if not form.validate_on_submit():
-        return render_page("email_change_code.html", 422 if form.errors else 200, form=form,
-                           approving=approving)
+        return render_page("account_code.html", 422 if form.errors else 200, form=form,
+                           purpose=purpose)
     try:
         outcome = email_change.confirm_email_change_code(
             db(), services(), email=form.email.data, code=form.code.data, purpose=purpose)
     except TokenError as exc:
-        return refused_code("email_change_code.html", form, exc, approving=approving)
+        return refused_code("account_code.html", form, exc, purpose=purpose)
     except EmailTaken:
         return render_page("email_taken.html", 409)
-    return _outcome_page(outcome, purpose, "code")
+    return _outcome_page(outcome, purpose, by="code")
 
 
 def _outcome_page(outcome: ChangedAddress | Pending, purpose: str,
-                  by: str) -> ResponseReturnValue:
+                  *, by: str) -> ResponseReturnValue:
     if isinstance(outcome, Pending):
         log_event(logger, "email_change_side_redeemed", purpose=purpose, by=by)
         return render_page("email_change_pending.html", awaiting=outcome.awaiting)
@@ -170,9 +164,7 @@ def _undo_page(token: str, user: User, form: UndoChangeForm | None = None,
 
 def _redeem_undo() -> ResponseReturnValue:
     form = UndoChangeForm()
-    valid = form.validate_on_submit()
-    token = form.token.data if valid else None
-    password = (form.password.data or None) if valid else None
+    token, password = posted_token_and_password(form)
     try:
         restored = email_change.undo_email_change(db(), services(), token=token,
                                                   password=password)

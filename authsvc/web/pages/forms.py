@@ -47,17 +47,19 @@ def _password_field(label: str, autocomplete: str) -> PasswordField:
     )
 
 
-def _chosen_password_field() -> PasswordField:
-    """The optional password a contested address's confirmer chooses (SPEC §4a)."""
+def _chosen_password_field(label: str = "Choose your password") -> PasswordField:
+    """An optional new password: a contested address's confirmer's (SPEC §4a), an undo's."""
     return PasswordField(
-        "Choose your password",
+        label,
         validators=[Optional(), Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG)],
         render_kw={"autocomplete": "new-password"},
     )
 
 
-def _token_field() -> HiddenField:
-    return HiddenField(validators=[Length(max=MAX_TOKEN_LENGTH)])
+class LinkForm(FlaskForm):
+    """A form on a link's page: the link's token rides in a hidden field."""
+
+    token = HiddenField(validators=[Length(max=MAX_TOKEN_LENGTH)])
 
 
 class SignupForm(FlaskForm):
@@ -79,22 +81,20 @@ class EmailForm(FlaskForm):
     submit = SubmitField("Send link")
 
 
-class ConfirmEmailForm(FlaskForm):
+class ConfirmEmailForm(LinkForm):
     """The button a person clicks to redeem a verification link.
 
     For a contested address (several signups before anyone confirmed it) the
     page also asks for the password, which the confirmer chooses here.
     """
 
-    token = _token_field()
     password = _chosen_password_field()
     submit = SubmitField("Confirm my email address")
 
 
-class NewPasswordForm(FlaskForm):
+class NewPasswordForm(LinkForm):
     """Sets a new password with a reset link."""
 
-    token = _token_field()
     password = _password_field("New password", "new-password")
     submit = SubmitField("Set new password")
 
@@ -135,10 +135,9 @@ class ResetCodeForm(FlaskForm):
     submit = SubmitField("Set new password")
 
 
-class ResendForm(FlaskForm):
+class ResendForm(LinkForm):
     """Sends a fresh link to whoever an expired or replaced link was for."""
 
-    token = _token_field()
     purpose = HiddenField(validators=[InputRequired()])
     submit = SubmitField("Send a new link")
 
@@ -178,36 +177,28 @@ class DeleteAccountForm(FlaskForm):
     submit = SubmitField("Delete account")
 
 
-class ConfirmChangeForm(FlaskForm):
+class ConfirmChangeForm(LinkForm):
     """The button a person clicks to confirm a new address from its link."""
 
-    token = _token_field()
     submit = SubmitField("Confirm my new email address")
 
 
-class ApproveChangeForm(FlaskForm):
+class ApproveChangeForm(LinkForm):
     """The button a person clicks to approve, from the old address, a change away from it."""
 
-    token = _token_field()
     submit = SubmitField("Approve the change")
 
 
-class UndoChangeForm(FlaskForm):
+class UndoChangeForm(LinkForm):
     """The undo page: the button, and an optional new password (else a reset link is sent)."""
 
-    token = _token_field()
-    password = PasswordField(
-        "New password (optional)",
-        validators=[Optional(), Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG)],
-        render_kw={"autocomplete": "new-password"},
-    )
+    password = _chosen_password_field("New password (optional)")
     submit = SubmitField("Undo the change")
 
 
-class ConfirmDeletionForm(FlaskForm):
+class ConfirmDeletionForm(LinkForm):
     """The button a person clicks to delete the account from its link."""
 
-    token = _token_field()
     submit = SubmitField("Delete my account")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from flask import Response, request
 from flask.typing import ResponseReturnValue
@@ -17,7 +18,7 @@ from authsvc.accounts import links
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.forms import ResendForm
+from authsvc.web.pages.forms import ConfirmEmailForm, LinkForm, ResendForm, UndoChangeForm
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import db, services
 
@@ -53,6 +54,30 @@ def link_page(
     if not isinstance(user, User):
         return user
     return show(token, user)
+
+
+def link_form(
+    form: Callable[..., LinkForm],
+    template: str,
+    about: Callable[[User], dict[str, Any]] = lambda user: {"email": user.email},
+) -> Callable[[str, User], ResponseReturnValue]:
+    """A link page's `show` that is one form: the token in its hidden field, and what the
+    page says of the account (`about`: its address, unless told otherwise)."""
+
+    def show(token: str, user: User) -> ResponseReturnValue:
+        return render_page(template, form=form(formdata=None, token=token), **about(user))
+
+    return show
+
+
+def posted_token_and_password(
+    form: ConfirmEmailForm | UndoChangeForm,
+) -> tuple[str | None, str | None]:
+    """A link page's POST: its token and the optional password chosen beside it, each None
+    when the form does not validate (the use case then refuses the token)."""
+    if not form.validate_on_submit():
+        return None, None
+    return form.token.data, form.password.data or None
 
 
 def link_problem(error: TokenError, purpose: str, token: object) -> Response:

@@ -10,10 +10,9 @@ from flask.typing import ResponseReturnValue
 from authsvc.accounts import actions, links
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.tokens import TokenError
-from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
 from authsvc.web.pages.forms import NewPasswordForm
-from authsvc.web.pages.link_problem import link_page, link_problem
+from authsvc.web.pages.link_problem import link_form, link_page, link_problem
 from authsvc.web.pages.link_request import link_request_page
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import end_this_session
@@ -29,12 +28,7 @@ def request_reset() -> ResponseReturnValue:
 
 def confirm_reset() -> ResponseReturnValue:
     """GET/HEAD show the form without consuming the link; only the POST redeems it."""
-    return link_page("reset", _set_password, _new_password_page)
-
-
-def _new_password_page(token: str, user: User) -> ResponseReturnValue:
-    form = NewPasswordForm(formdata=None, token=token)
-    return render_page("reset_confirm.html", form=form, email=user.email)
+    return link_page("reset", _set_password, link_form(NewPasswordForm, "reset_confirm.html"))
 
 
 def _set_password() -> ResponseReturnValue:

@@ -13,7 +13,7 @@ from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
 from authsvc.web.pages.forms import ConfirmEmailForm
-from authsvc.web.pages.link_problem import link_page, link_problem
+from authsvc.web.pages.link_problem import link_page, link_problem, posted_token_and_password
 from authsvc.web.pages.link_request import link_request_page
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import forget_cached_session
@@ -39,9 +39,7 @@ def _confirm_page(form: ConfirmEmailForm, user: User, status: int = 200) -> Resp
 
 def _confirm() -> ResponseReturnValue:
     form = ConfirmEmailForm()
-    valid = form.validate_on_submit()
-    token = form.token.data if valid else None
-    password = (form.password.data or None) if valid else None
+    token, password = posted_token_and_password(form)
     try:
         user = actions.confirm_verification(db(), services(), token=token, password=password)
     except TokenError as exc:

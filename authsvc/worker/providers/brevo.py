@@ -26,11 +26,6 @@ import httpx
 from authsvc.worker.mailers import OutgoingEmail
 from authsvc.worker.providers.http import HttpProviderMailer, json_field, retry_after_seconds
 
-DOCUMENTED_FIELDS = frozenset({
-    "sender", "to", "bcc", "cc", "htmlContent", "textContent", "subject", "replyTo",
-    "attachment", "headers", "templateId", "params", "messageVersions", "tags",
-    "scheduledAt", "batchId",
-})
 # Fixed forever: changing it would change every job's key mid-retry.
 KEY_NAMESPACE = uuid.UUID("8d1f2f54-5b0e-5c55-9a55-2f0c1c3f4a10")
 DUPLICATE_KEY_CODE = "duplicate_parameter"

@@ -19,10 +19,6 @@ import httpx
 from authsvc.worker.mailers import OutgoingEmail
 from authsvc.worker.providers.http import HttpProviderMailer, json_field
 
-DOCUMENTED_FIELDS = frozenset({
-    "From", "To", "Cc", "Bcc", "Subject", "Tag", "HtmlBody", "TextBody", "ReplyTo",
-    "Metadata", "Headers", "TrackOpens", "TrackLinks", "Attachments", "MessageStream",
-})
 RETRYABLE_ERROR_CODES = frozenset({100})  # "Maintenance"
 DEFAULT_STREAM = "outbound"
 

@@ -20,10 +20,6 @@ from authsvc.worker.mailers import OutgoingEmail
 from authsvc.worker.providers.http import HttpProviderMailer, json_field
 
 # Resend's documented POST /emails body parameters (the ones authsvc may send).
-DOCUMENTED_FIELDS = frozenset({
-    "from", "to", "subject", "bcc", "cc", "reply_to", "html", "text", "headers",
-    "attachments", "tags", "scheduled_at", "template",
-})
 RETRYABLE_CONFLICTS = frozenset({"concurrent_idempotent_requests"})
 
 

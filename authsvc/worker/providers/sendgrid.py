@@ -27,12 +27,6 @@ from authsvc.worker.providers.http import (
     retry_after_seconds,
 )
 
-DOCUMENTED_FIELDS = frozenset({
-    "personalizations", "from", "reply_to", "reply_to_list", "subject", "content",
-    "attachments", "template_id", "headers", "categories", "custom_args", "send_at",
-    "batch_id", "asm", "ip_pool_name", "mail_settings", "tracking_settings",
-})
-
 
 class SendgridMailer(HttpProviderMailer):
     name: ClassVar[str] = "sendgrid"

@@ -90,6 +90,9 @@ EMAIL_CHANGE_CONFIRM = BodySpec("EmailChangeConfirm", (LINK_TOKEN, CODE_EMAIL, C
 EMAIL_CHANGE_UNDO = BodySpec("EmailChangeUndo", (TOKEN, CHOSEN_PASSWORD))
 ACCOUNT_DELETION = BodySpec("AccountDeletionRequest", (EMAIL, PASSWORD))
 ACCOUNT_DELETION_CONFIRM = BodySpec("AccountDeletionConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
+# Sign in by email (SPEC §13).
+SIGN_IN_REQUEST = BodySpec("SignInLinkRequest", (EMAIL, REDIRECT_URL, LOCALE))
+SIGN_IN_CONFIRM = BodySpec("SignInLinkConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
 
 
 def _reject_constant(name: str) -> Any:

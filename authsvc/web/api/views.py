@@ -7,7 +7,7 @@ from collections.abc import Callable
 from flask import Blueprint, Response, g, jsonify, request
 from psycopg import Connection
 
-from authsvc.accounts import actions, deletion, email_change
+from authsvc.accounts import actions, deletion, email_change, sign_in
 from authsvc.accounts.users import User
 from authsvc.web.api.auth import admit_call, current_caller
 from authsvc.web.api.calls import run_call
@@ -23,8 +23,11 @@ from authsvc.web.api.requests import (
     LINK_REQUEST,
     PASSWORD_RESET_CONFIRM,
     SESSION,
+    SIGN_IN_CONFIRM,
+    SIGN_IN_REQUEST,
     SIGNUP,
     VERIFICATION_CONFIRM,
+    BodySpec,
     allowed_redirect,
     parse_body,
     read_idempotency_key,
@@ -72,9 +75,9 @@ def signups() -> Response:
     return run_call(sign_up, document)
 
 
-def _link_request(request_link: Callable[..., bool]) -> Response:
-    """A verification or reset request: 202 accepted whatever the account (SPEC §5)."""
-    values, document = parse_body(LINK_REQUEST)
+def _link_request(request_link: Callable[..., bool], spec: BodySpec = LINK_REQUEST) -> Response:
+    """A verification, reset or sign-in request: 202 accepted whatever the account (SPEC §5)."""
+    values, document = parse_body(spec)
     redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
 
     def call(conn: Connection) -> Reply:
@@ -235,3 +238,30 @@ def account_deletions_confirm() -> Response:
         return json_reply(200, {"deleted": True})
 
     return run_call(confirm_account_deletion, document)
+
+
+# --- sign in by email (SPEC §13) ---------------------------------------------------
+
+
+@bp.post("/sign-in-links")
+def sign_in_links() -> Response:
+    # `locale` is accepted and checked; emails are in English for now (SPEC §14).
+    return _link_request(actions.request_sign_in, SIGN_IN_REQUEST)
+
+
+@bp.post("/sign-in-links/confirm")
+def sign_in_links_confirm() -> Response:
+    values, document = parse_body(SIGN_IN_CONFIRM)
+    code = token_or_code(values)
+
+    def confirm_sign_in(conn: Connection) -> Reply:
+        if code is None:
+            signed_in = sign_in.sign_in_with_link(conn, services(), token=values["token"])
+        else:
+            signed_in = sign_in.sign_in_with_code(
+                conn, services(), email=code.email, code=code.code)
+        user = signed_in.user
+        summary = {"id": user.id, "email": user.email, "email_verified": True}
+        return json_reply(200, {"user": summary, "created": signed_in.created})
+
+    return run_call(confirm_sign_in, document)

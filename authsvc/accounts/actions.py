@@ -153,6 +153,9 @@ def request_link(
 request_verification = partial(request_link, purpose="verify")
 request_password_reset = partial(request_link, purpose="reset")
 request_sign_in = partial(request_link, purpose="sign_in")
+# The purposes a person may ask again by address alone (the pages' "send a new link").
+LINK_REQUESTS = {"verify": request_verification, "reset": request_password_reset,
+                 "sign_in": request_sign_in}
 
 
 def confirm_verification(

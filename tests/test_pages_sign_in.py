@@ -142,3 +142,43 @@ def test_a_replaced_link_offers_a_new_one(app, client, conn, svc):
     assert resent.status_code == 303
     assert conn.execute("SELECT count(*) FROM email_jobs WHERE template = 'sign_in'"
                         " AND recipient = %s", (ann,)).fetchone() == (3,)
+
+
+def _no_password_account(app, conn, svc) -> FlaskClient:
+    """A browser signed in by email to an account created by a sign-in link."""
+    actions.sign_up(conn, svc, email="ann@example.com", password=PASSWORD)
+    actions.request_sign_in(conn, svc, email="ann@example.com")
+    person = app.test_client()
+    token = latest_link(conn, svc, "ann@example.com", "sign_in")
+    assert submit_on_link_page(person, "/sign-in", "/sign-in", token).status_code == 303
+    return person
+
+
+def test_an_account_with_no_password_changes_its_address_within_ten_minutes_of_a_sign_in(
+    app, conn, svc, clock
+):
+    person = _no_password_account(app, conn, svc)
+    page = person.get("/account")
+    assert "Your account has no password" in text_of(page)
+    assert 'name="current"' not in page.get_data(as_text=True)
+    asked = submit(person, "/account/email", {"new_email": "new@example.com"},
+                   form_page="/account")
+    assert asked.status_code == 303
+    assert latest_link(conn, svc, "new@example.com", "email_change")
+
+    clock.advance(11 * 60)
+    late = submit(person, "/account/delete/request", {}, form_page="/account")
+    assert late.status_code == 422
+    assert "needs a sign-in by email from the last 10 minutes" in text_of(late)
+    assert conn.execute("SELECT count(*) FROM email_jobs WHERE template = 'account_delete'"
+                        ).fetchone() == (0,)
+
+
+def test_a_password_session_of_an_account_with_no_password_is_not_enough(app, conn, svc):
+    """Only a sign-in link or code counts: a session from /login never existed for such an
+    account, and a planted row saying 'password' is refused."""
+    person = _no_password_account(app, conn, svc)
+    conn.execute("UPDATE web_sessions SET started_by = 'password'")
+    refused = submit(person, "/account/email", {"new_email": "new@example.com"},
+                     form_page="/account")
+    assert refused.status_code == 422

@@ -351,3 +351,49 @@ def test_the_link_sign_in_checks_nothing_but_the_link(conn, svc: Services, api):
     row = conn.execute("SELECT u.email, s.started_by FROM web_sessions s"
                        " JOIN users u ON u.id = s.user_id").fetchall()
     assert row == [(VICTIM, "sign_in")]
+
+
+# --- an account with no password changes its address or deletes itself ---------------------
+
+
+def _no_password_account(client, conn, svc) -> ApiCaller:
+    club = sign_up_by_email_app(conn, client)
+    request_sign_in(club, VICTIM)
+    assert confirm(club, {"token": sign_in_link(conn, svc, VICTIM)}).status_code == 200
+    return club
+
+
+def test_a_sign_in_code_stands_in_for_the_missing_password_once(client, conn, svc):
+    club = _no_password_account(client, conn, svc)
+    request_sign_in(club, VICTIM)
+    code = sign_in_code(conn, svc, VICTIM)
+    both = club.post("/email-changes", {"email": VICTIM, "password": "x" * 8,
+                                        "sign_in_code": code, "new_email": "new@example.com"})
+    assert_problem(both, 400, "invalid_request")
+    answer = club.post("/email-changes", {"email": VICTIM, "sign_in_code": code,
+                                          "new_email": "new@example.com"})
+    assert answer.status_code == 202, answer.get_data(as_text=True)
+    assert latest_link(conn, svc, "new@example.com", "email_change")
+    # Used up: it opens nothing twice, and it signs nobody in.
+    assert_problem(club.post("/account-deletions", {"email": VICTIM, "sign_in_code": code}),
+                   401, "invalid_credentials")
+    assert_problem(confirm(club, {"email": VICTIM, "code": code}), 400, "invalid_code")
+    request_sign_in(club, VICTIM)
+    answer = club.post("/account-deletions",
+                       {"email": VICTIM, "sign_in_code": sign_in_code(conn, svc, VICTIM)})
+    assert answer.status_code == 202
+    assert latest_link(conn, svc, VICTIM, "account_delete")
+
+
+def test_an_account_with_a_password_cannot_use_a_sign_in_code_instead(api, conn, svc):
+    confirmed(api, conn, svc, VICTIM)
+    request_sign_in(api, VICTIM)
+    code = sign_in_code(conn, svc, VICTIM)
+    wrong_password = api.post("/account-deletions",
+                              {"email": VICTIM, "password": "not the password"})
+    by_code = api.post("/account-deletions", {"email": VICTIM, "sign_in_code": code})
+    assert (by_code.status_code, by_code.get_data()) == (
+        wrong_password.status_code, wrong_password.get_data())
+    assert_problem(by_code, 401, "invalid_credentials")
+    # The code was not used up: it still signs in.
+    assert confirm(api, {"email": VICTIM, "code": code}).status_code == 200

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from datetime import timedelta
 from functools import partial
 
 from psycopg import Connection
 
 from authsvc import ratelimit
-from authsvc.accounts import code_tries, links, sessions, users
+from authsvc.accounts import code_tries, links, sessions, sign_in, users
 from authsvc.accounts.passwords import check_policy
 from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenClaims
@@ -287,6 +288,43 @@ def authenticate(conn: Connection, svc: Services, *, email: str, password: str) 
         if not users.update_password_hash(conn, user.id, user.password_hash, rehashed):
             raise InvalidCredentials()
         user = replace(user, password_hash=rehashed)
+    return user
+
+
+# SPEC §12 "Pages": how lately a session must have been started by a sign-in
+# link or code for an account with no password to change its address or delete itself.
+RECENT_SIGN_IN = timedelta(minutes=10)
+
+
+def confirm_identity(
+    conn: Connection,
+    svc: Services,
+    *,
+    email: str,
+    password: str | None = None,
+    sign_in_code: str | None = None,
+    session: SessionUser | None = None,
+) -> User:
+    """The account that may ask for an address change or a deletion (SPEC §12), by one proof:
+
+    its password; or, for an account with no password, a current sign-in
+    code (used up here) or a web session a sign-in link or code started in
+    the last RECENT_SIGN_IN. Anything else fails like a wrong password
+    (InvalidCredentials, counted against the login limit; TooManyAttempts).
+    """
+    if password is not None:
+        return authenticate(conn, svc, email=email, password=password)
+    if session is not None:
+        since = svc.clock() - RECENT_SIGN_IN
+        if session.user.email != email or session.user.has_password \
+                or not session.signed_in_by_email_since(since):
+            raise InvalidCredentials()
+        return session.user
+    _count_password_attempt(conn, svc, email)
+    user = sign_in.use_sign_in_code(conn, svc, email=email, code=sign_in_code)
+    if user is None:
+        raise InvalidCredentials()
+    ratelimit.refund(conn, "login", email, svc.settings.rate_limit_login, svc.clock())
     return user
 
 

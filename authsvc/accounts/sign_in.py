@@ -25,7 +25,7 @@ from psycopg import Connection
 from authsvc import ratelimit
 from authsvc.accounts import links, sessions, users
 from authsvc.accounts.passwords import check_policy
-from authsvc.accounts.tokens import TokenClaims
+from authsvc.accounts.tokens import TokenClaims, TokenError
 from authsvc.accounts.users import User
 from authsvc.db.queries import load_queries
 from authsvc.services import Services
@@ -122,3 +122,26 @@ def _redeem(
             assert session_token is not None  # proven, and its hash read under the lock
         return SignedIn(redeemed, first_proof, first_proof and locked.has_password,
                         session_token)
+
+
+def use_sign_in_code(conn: Connection, svc: Services, *, email: str, code: object) -> User | None:
+    """Use up a current sign-in code of a confirmed account with no password, as the proof
+    that lets it change its address or delete itself (SPEC §12); None if it is no such code.
+
+    Counted like any typed code (five tries, the address's hour). The code
+    is redeemed (once, newest only) in the caller's transaction, and signs
+    nobody in.
+    """
+    try:
+        attempt, _user = links.matching_code(conn, svc, email, "sign_in", code)
+    except TokenError:
+        return None
+    assert attempt.claims is not None
+    now = svc.clock()
+    with conn.transaction():
+        user = users.user_from(conn, Q["use_sign_in_code"], {
+            "user_id": attempt.claims.user_id, "version": attempt.claims.version,
+        })
+        if user is not None:
+            users.record_redemption(conn, user.id, "sign_in", attempt.claims.version, now)
+    return user

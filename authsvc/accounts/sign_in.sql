@@ -20,3 +20,14 @@ WHERE id = %(user_id)s AND sign_in_version = %(version)s
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
           email_change_version, account_delete_version, email_revert_version, pending_email,
           sign_in_version;
+
+-- use_sign_in_code --
+-- A sign-in code used as the proof of a confirmed account with no password
+-- (SPEC §12: instead of the password it does not have): once, newest only,
+-- and only for such an account. Zero rows: none of that holds.
+UPDATE users SET sign_in_version = sign_in_version + 1
+WHERE id = %(user_id)s AND sign_in_version = %(version)s
+  AND password_hash = '' AND email_verified_at IS NOT NULL
+RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
+          email_change_version, account_delete_version, email_revert_version, pending_email,
+          sign_in_version;

@@ -121,8 +121,13 @@ _BODY_DESCRIPTIONS = {
     " address (422 password_required) and replaces the signup's password when given.",
     PASSWORD_RESET_CONFIRM.name: _CONFIRM_FORMS,
     EMAIL_CHANGE.name: "`email` and `password` open the account (as `checkCredentials`);"
+    " an account with no password (signed up by email) sends `sign_in_code`, a current"
+    " sign-in code, instead (exactly one of the two, else 400 invalid_request)."
     " `new_email` is where the confirmation link and code go, and must differ from"
     " `email` (400 invalid_request).",
+    ACCOUNT_DELETION.name: "`email` and `password` open the account (as `checkCredentials`);"
+    " an account with no password sends `sign_in_code`, a current sign-in code, instead"
+    " (exactly one of the two, else 400 invalid_request).",
     EMAIL_CHANGE_CONFIRM.name: _CONFIRM_FORMS + " `email` is the new address the code"
     " was sent to.",
     EMAIL_CHANGE_UNDO.name: "`token` from the undo link sent to the old address (undo"
@@ -314,7 +319,8 @@ _LINK_PROBLEMS = {400: ["redirect_not_allowed"]}
 _SIGN_IN_REQUIRED = (
     " `email` and `password` are checked as `checkCredentials` checks them: a wrong"
     " password, an unknown or an unconfirmed account answer 401 invalid_credentials alike"
-    " and count against the address's login limit (429)."
+    " and count against the address's login limit (429). A `sign_in_code` is used up; a"
+    " wrong one, or one sent for an account that has a password, answers the same 401."
 )
 OPERATIONS: dict[str, Operation] = {
     "/signups": Operation(

@@ -85,10 +85,14 @@ SESSION = BodySpec("SessionRequest", (EMAIL, PASSWORD))
 # An address over its life (SPEC §12).
 NEW_EMAIL = Field("new_email", "email")
 LOCALE = Field("locale", "locale", required=False)
-EMAIL_CHANGE = BodySpec("EmailChangeRequest", (EMAIL, PASSWORD, NEW_EMAIL, REDIRECT_URL, LOCALE))
+# An account with no password proves itself with a current sign-in code instead (SPEC §12).
+OPTIONAL_PASSWORD = Field("password", "password", required=False)
+SIGN_IN_CODE = Field("sign_in_code", "code", required=False)
+EMAIL_CHANGE = BodySpec("EmailChangeRequest", (EMAIL, OPTIONAL_PASSWORD, SIGN_IN_CODE, NEW_EMAIL,
+                                               REDIRECT_URL, LOCALE))
 EMAIL_CHANGE_CONFIRM = BodySpec("EmailChangeConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
 EMAIL_CHANGE_UNDO = BodySpec("EmailChangeUndo", (TOKEN, CHOSEN_PASSWORD))
-ACCOUNT_DELETION = BodySpec("AccountDeletionRequest", (EMAIL, PASSWORD))
+ACCOUNT_DELETION = BodySpec("AccountDeletionRequest", (EMAIL, OPTIONAL_PASSWORD, SIGN_IN_CODE))
 ACCOUNT_DELETION_CONFIRM = BodySpec("AccountDeletionConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
 # Sign in by email (SPEC §13).
 SIGN_IN_REQUEST = BodySpec("SignInLinkRequest", (EMAIL, REDIRECT_URL, LOCALE))
@@ -196,6 +200,17 @@ def token_or_code(values: dict[str, str | None]) -> CodeRedemption | None:
     if code is None:
         raise invalid_request("/code", "is required with email")
     return CodeRedemption(email, code)
+
+
+def password_or_sign_in_code(values: dict[str, str | None]) -> tuple[str | None, str | None]:
+    """The proof an account-changing body carries: `password`, or `sign_in_code` (an
+    account with no password); exactly one, else 400."""
+    password, code = values["password"], values["sign_in_code"]
+    if password is not None and code is not None:
+        raise invalid_request("/sign_in_code", "send either password or sign_in_code")
+    if password is None and code is None:
+        raise invalid_request("/password", "is required (or sign_in_code)")
+    return password, code
 
 
 def allowed_redirect(app: App, url: str | None) -> str | None:

@@ -30,6 +30,7 @@ from authsvc.web.api.requests import (
     BodySpec,
     allowed_redirect,
     parse_body,
+    password_or_sign_in_code,
     read_idempotency_key,
     token_or_code,
 )
@@ -164,11 +165,12 @@ def email_changes() -> Response:
     email, new_email = str(values["email"]), str(values["new_email"])
     if new_email == email:  # refused before it runs, like any malformed body
         raise invalid_request("/new_email", "is the account's own address")
+    password, sign_in_code = password_or_sign_in_code(values)
     redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
 
     def request_email_change(conn: Connection) -> Reply:
         email_change.request_email_change(
-            conn, services(), email=email, password=str(values["password"]),
+            conn, services(), email=email, password=password, sign_in_code=sign_in_code,
             new_email=new_email, redirect_url=redirect_url, app=current_caller().app,
         )
         # The same answer whether or not the new address is taken (SPEC §12).
@@ -213,11 +215,12 @@ def email_changes_undo() -> Response:
 @bp.post("/account-deletions")
 def account_deletions() -> Response:
     values, document = parse_body(ACCOUNT_DELETION)
+    password, sign_in_code = password_or_sign_in_code(values)
 
     def request_account_deletion(conn: Connection) -> Reply:
         deletion.request_account_deletion(
-            conn, services(), email=str(values["email"]), password=str(values["password"]),
-            app=current_caller().app,
+            conn, services(), email=str(values["email"]), password=password,
+            sign_in_code=sign_in_code, app=current_caller().app,
         )
         return json_reply(202, {"status": "confirmation_sent"})
 

@@ -6,6 +6,7 @@ import functools
 import logging
 import re
 from collections.abc import Callable
+from typing import TypeVar
 
 from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
@@ -35,6 +36,36 @@ from authsvc.web.plumbing import db, services
 
 logger = logging.getLogger(__name__)
 NOT_YOUR_PASSWORD = "That is not your current password."  # noqa: S105 (a message)
+SIGN_IN_AGAIN = (
+    "Your account has no password, so this needs a sign-in by email from the last 10 minutes:"
+    " email yourself a sign-in link, use it, and ask again."
+)
+ProofForm = TypeVar("ProofForm", ChangeEmailForm, DeleteAccountForm)
+
+
+def proof_form(form: ProofForm, signed_in: SessionUser) -> ProofForm:
+    """An address-change or deletion form as this account proves itself: the current
+    password, or, with no password, nothing typed (the session's recent sign-in by email
+    is the proof: actions.confirm_identity)."""
+    if not signed_in.user.has_password:
+        del form.current
+    return form
+
+
+def proof_of(form: ChangeEmailForm | DeleteAccountForm,
+             signed_in: SessionUser) -> tuple[str | None, SessionUser | None]:
+    """The proof a submitted proof_form carries: (password, session), one of them set."""
+    if signed_in.user.has_password:
+        return form.current.data, None
+    return None, signed_in
+
+
+def refused_proof(form: ChangeEmailForm | DeleteAccountForm, signed_in: SessionUser) -> None:
+    """Say why the proof was refused, on the form."""
+    if signed_in.user.has_password:
+        form.current.errors = [NOT_YOUR_PASSWORD]
+    else:
+        flash(SIGN_IN_AGAIN, "error")
 
 
 def login() -> ResponseReturnValue:

@@ -19,7 +19,13 @@ from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.account import NOT_YOUR_PASSWORD, account_page, signed_in_only
+from authsvc.web.pages.account import (
+    account_page,
+    proof_form,
+    proof_of,
+    refused_proof,
+    signed_in_only,
+)
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import ConfirmDeletionForm, DeleteAccountForm, DeletionCodeForm
 from authsvc.web.pages.link_problem import link_page, link_problem
@@ -33,16 +39,17 @@ logger = logging.getLogger(__name__)
 @signed_in_only
 def request_deletion(signed_in: SessionUser) -> ResponseReturnValue:
     """Send the deletion link; nothing is deleted until it is used."""
-    form = DeleteAccountForm()
+    form = proof_form(DeleteAccountForm(), signed_in)
     if not form.validate_on_submit():
         return account_page(422, delete_form=form)
+    password, session = proof_of(form, signed_in)
     try:
         deletion.request_account_deletion(db(), services(), email=signed_in.user.email,
-                                          password=form.current.data)
+                                          password=password, session=session)
     except actions.TooManyAttempts as exc:
         return too_many_requests(exc.retry_after)
     except actions.InvalidCredentials:
-        form.current.errors = [NOT_YOUR_PASSWORD]
+        refused_proof(form, signed_in)
         return account_page(422, delete_form=form)
     log_event(logger, "deletion_requested", user_id=signed_in.user.id)
     flash("We sent a link to confirm the deletion to your address (or, if it was changed"

@@ -24,7 +24,13 @@ from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.account import NOT_YOUR_PASSWORD, account_page, signed_in_only
+from authsvc.web.pages.account import (
+    account_page,
+    proof_form,
+    proof_of,
+    refused_proof,
+    signed_in_only,
+)
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import (
     ChangeCodeForm,
@@ -43,21 +49,22 @@ logger = logging.getLogger(__name__)
 @signed_in_only
 def request_change(signed_in: SessionUser) -> ResponseReturnValue:
     """Send a confirmation link to the new address; nothing changes until it is used."""
-    form = ChangeEmailForm()
+    form = proof_form(ChangeEmailForm(), signed_in)
     if not form.validate_on_submit():
         return account_page(422, change_email_form=form)
     if form.new_email.data == signed_in.user.email:
         form.new_email.errors = ["This is already your address."]
         return account_page(422, change_email_form=form)
+    password, session = proof_of(form, signed_in)
     try:
         email_change.request_email_change(
-            db(), services(), email=signed_in.user.email, password=form.current.data,
-            new_email=form.new_email.data,
+            db(), services(), email=signed_in.user.email, new_email=form.new_email.data,
+            password=password, session=session,
         )
     except actions.TooManyAttempts as exc:
         return too_many_requests(exc.retry_after)
     except actions.InvalidCredentials:
-        form.current.errors = [NOT_YOUR_PASSWORD]
+        refused_proof(form, signed_in)
         return account_page(422, change_email_form=form)
     log_event(logger, "email_change_requested", user_id=signed_in.user.id)
     # The same words whether or not the address is taken (its holder is told instead).

@@ -63,6 +63,7 @@ def test_no_email_lost_or_stale_link_redeemed_under_faults(tmp_path: Path) -> No
     assert figures["max_duplicates_per_kill"] <= MAX_RESENDS_PER_KILL, report
     assert figures["kills"] >= 6 and figures["db_restarts"] == 1
     assert "stale 410 token_superseded" in run.stderr, "no stale link was delivered and tried"
+    assert "'current sign_in'" in run.stderr, "no sign-in link was redeemed"
     assert not _clusters_running(run.stderr), "the harness left PostgreSQL running"
 
 

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from authsvc.apps import keys
 from authsvc.cli import main as cli_main
+from authsvc.inbox.link_states import link_state
 from testkit.smtp_double import Received, SmtpDouble
 from tests.address_life_support import confirmed, user_id_of
 from tests.api_support import ALLOWED_REDIRECT, ApiCaller, register_shop_app
@@ -146,3 +147,18 @@ def test_apps_create_and_update_set_sign_up_by_email(env, conn):
     runner.invoke(cli_main, ["apps", "update", app_id, "--sign-up-by-email"], env=env)
     assert conn.execute("SELECT sign_up_by_email FROM apps WHERE id = %s",
                         (app_id,)).fetchone() == (True,)
+
+
+def test_the_test_inbox_knows_the_state_of_a_sign_in_link(api, conn, svc, settings):
+    confirmed(api, conn, svc, "ann@example.com")
+    request_sign_in(api, "ann@example.com")
+    old = f"{settings.base_url}/sign-in?token={sign_in_link(conn, svc, 'ann@example.com')}"
+    request_sign_in(api, "ann@example.com")
+    token = sign_in_link(conn, svc, "ann@example.com")
+    new = f"{settings.base_url}/sign-in?token={token}"
+    assert link_state(conn, svc, new).as_json() == {
+        "url": new, "purpose": "sign_in", "state": "would_redeem"}
+    assert link_state(conn, svc, new).state == "would_redeem"  # reading used nothing up
+    assert link_state(conn, svc, old).state == "superseded"
+    assert confirm(api, {"token": token}).status_code == 200
+    assert link_state(conn, svc, new).state == "used"

@@ -85,6 +85,9 @@ _FIELD_DESCRIPTIONS = {
     " account the link and code page are authsvc's own, with the same answer.",
     "code": "The 6-digit code from the email (spaces are ignored); send it with `email`."
     " Anything else is a wrong code (400 invalid_code).",
+    "sign_in_code": "For an account with no password, instead of `password`: the 6-digit"
+    " code of a current sign-in email (`requestSignInLink`; spaces are ignored). It is used"
+    " up; a wrong one answers 401 invalid_credentials, as a wrong password does.",
     "locale": "A BCP 47 language tag (e.g. `de`, `pt-BR`) for the emails this request"
     " sends; a malformed one is 400 invalid_request. Emails are in English for now.",
 }
@@ -94,6 +97,7 @@ _EXAMPLES = {
     "new_password": "correct horse battery",
     "url": "https://app.example.com/welcome",
     "code": "123456",
+    "sign_in_code": "123456",
     "locale": "en",
 }
 

@@ -28,6 +28,7 @@ _MAX_LENGTHS = {
     "new_password": MAX_PASSWORD_LENGTH,
     "url": MAX_REDIRECT_URL_LENGTH,
     "code": MAX_CODE_LENGTH,
+    "sign_in_code": MAX_CODE_LENGTH,
     "locale": 35,  # RFC 5646's longest useful tag
 }
 # A BCP 47 language tag's shape (language, then subtags of 1-8 letters or
@@ -37,7 +38,8 @@ _LOCALE = re.compile(r"[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8})*")
 
 @dataclass(frozen=True)
 class Field:
-    """One body member: `kind` is email, password, new_password, token, code, url or locale."""
+    """One body member: `kind` is email, password, new_password, token, code, sign_in_code,
+    url or locale."""
 
     name: str
     kind: str
@@ -87,7 +89,7 @@ NEW_EMAIL = Field("new_email", "email")
 LOCALE = Field("locale", "locale", required=False)
 # An account with no password proves itself with a current sign-in code instead (SPEC §12).
 OPTIONAL_PASSWORD = Field("password", "password", required=False)
-SIGN_IN_CODE = Field("sign_in_code", "code", required=False)
+SIGN_IN_CODE = Field("sign_in_code", "sign_in_code", required=False)
 EMAIL_CHANGE = BodySpec("EmailChangeRequest", (EMAIL, OPTIONAL_PASSWORD, SIGN_IN_CODE, NEW_EMAIL,
                                                REDIRECT_URL, LOCALE))
 EMAIL_CHANGE_CONFIRM = BodySpec("EmailChangeConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))

@@ -192,7 +192,7 @@ def _redeem_verify(
         links.address_proven(conn, redeemed)
         # Only an unproven address redeems a verify link (redeem_verify_link).
         links.flow_completed(conn, redeemed, "verify", claims.version, "user.verified", now,
-                        first_proof=True)
+                             first_proof=True)
     return redeemed
 
 
@@ -310,7 +310,8 @@ def confirm_identity(
     its password; or, for an account with no password, a current sign-in
     code (used up here) or a web session a sign-in link or code started in
     the last RECENT_SIGN_IN. Anything else fails like a wrong password
-    (InvalidCredentials, counted against the login limit; TooManyAttempts).
+    (InvalidCredentials); a password or a code typed is counted against the
+    login limit first (TooManyAttempts), as at sign-in.
     """
     if password is not None:
         return authenticate(conn, svc, email=email, password=password)

@@ -65,7 +65,7 @@ def refused_proof(form: ChangeEmailForm | DeleteAccountForm, signed_in: SessionU
     if signed_in.user.has_password:
         form.current.errors = [NOT_YOUR_PASSWORD]
     else:
-        flash(SIGN_IN_AGAIN, "error")
+        flash(SIGN_IN_AGAIN, "info")
 
 
 def login() -> ResponseReturnValue:

@@ -6,6 +6,8 @@ under a session id the browser never held before.
 
 from __future__ import annotations
 
+import logging
+
 from flask.testing import FlaskClient
 
 from authsvc.accounts import actions
@@ -86,7 +88,10 @@ def test_a_scanner_consumes_nothing_and_the_button_signs_in_under_a_new_session(
     assert again.status_code == 410 and "already used" in text_of(again)
 
 
-def test_a_discarded_password_is_said_and_a_new_one_may_be_chosen(app, client, conn, svc):
+def test_a_discarded_password_is_said_and_a_new_one_may_be_chosen(
+    app, client, conn, svc, caplog
+):
+    caplog.set_level(logging.INFO, logger="authsvc")  # as in production: every event logged
     ann = make_account(conn, svc, verified=False)
     actions.request_sign_in(conn, svc, email=ann)
     token = latest_link(conn, svc, ann, "sign_in")
@@ -98,6 +103,8 @@ def test_a_discarded_password_is_said_and_a_new_one_may_be_chosen(app, client, c
     assert done.status_code == 303
     account = client.get("/account")
     assert "The password you just chose is the account's now" in text_of(account)
+    [event] = [r for r in caplog.records if r.getMessage() == "signed_in_by_email"]
+    assert (event.by, event.account_created, event.password_discarded) == ("link", True, True)
     other = app.test_client()
     assert submit(other, "/login", {"email": ann, "password": PASSWORD}).status_code == 422
     assert submit(other, "/login", {"email": ann, "password": CHOSEN}).status_code == 303

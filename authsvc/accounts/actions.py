@@ -6,8 +6,9 @@ its idempotency record in the same transaction) and opens its own
 already has one; a link request is a single statement instead, which is a
 transaction of its own or part of the caller's. Email is only ever queued
 here, never sent. What every flow shares (budgets, payloads, the account a
-link or code names) is links.py's; an address change and its undo are
-email_change.py's, a deletion deletion.py's.
+link or code names) is links.py's; redeeming a sign-in link is
+sign_in.py's (its request is here, with the other link requests), an
+address change and its undo are email_change.py's, a deletion deletion.py's.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """What every emailed link and code shares, whatever its purpose: the engine of the flows.
 
-A flow (verify, reset, an address change, its undo, a deletion) is a use
-case that queues a link with this module's helpers and redeems it through
-them: the email budget per purpose, the payload naming the asking app, the
-account whose current link a token or a typed code describes, and why a
-validly signed link no longer redeems. The use cases live in actions.py,
-email_change.py and deletion.py.
+A flow (verify, reset, sign-in, an address change, its undo, a deletion)
+is a use case that queues a link with this module's helpers and redeems it
+through them: the email budget per purpose, the payload naming the asking
+app, the account whose current link a token or a typed code describes, why
+a validly signed link no longer redeems, and what completing a flow tells
+the apps. The use cases live in actions.py, sign_in.py, email_change.py and
+deletion.py.
 """
 
 from __future__ import annotations

@@ -88,8 +88,10 @@ def sign_in_code() -> ResponseReturnValue:
 def _signed_in(signed_in: SignedIn, *, by: str, chose_password: bool) -> ResponseReturnValue:
     assert signed_in.session_token is not None  # the pages always start a session
     adopt_session(signed_in.user, signed_in.session_token)
+    # "account_created": `created` is a LogRecord attribute of its own.
     log_event(logger, "signed_in_by_email", user_id=signed_in.user.id, by=by,
-              created=signed_in.created, password_discarded=signed_in.password_discarded)
+              account_created=signed_in.created,
+              password_discarded=signed_in.password_discarded)
     if signed_in.password_discarded and not chose_password:
         flash(DISCARDED + " To have one, use “Forgot your password?” on the login page.",
               "info")

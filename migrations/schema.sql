@@ -167,7 +167,7 @@ CREATE TABLE token_redemptions (
     redeemed_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT token_redemptions_pkey PRIMARY KEY (user_id, purpose, version),
     CONSTRAINT token_redemptions_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id),
-    CONSTRAINT token_redemptions_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'account_delete'::text, 'sign_in'::text])))
+    CONSTRAINT token_redemptions_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'account_delete'::text, 'sign_in'::text])))
 );
 
 CREATE TABLE code_attempts (
@@ -177,7 +177,7 @@ CREATE TABLE code_attempts (
     created_at     timestamp with time zone NOT NULL,
     CONSTRAINT code_attempts_pkey PRIMARY KEY (purpose, address_digest),
     CONSTRAINT code_attempts_attempts_check CHECK ((attempts >= 0)),
-    CONSTRAINT code_attempts_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'account_delete'::text, 'sign_in'::text])))
+    CONSTRAINT code_attempts_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'account_delete'::text, 'sign_in'::text])))
 );
 CREATE INDEX code_attempts_created ON public.code_attempts USING btree (created_at);
 
@@ -252,9 +252,9 @@ CREATE TABLE email_jobs (
     CONSTRAINT email_jobs_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps(id),
     CONSTRAINT email_jobs_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id),
     CONSTRAINT email_jobs_kind_check CHECK ((kind = ANY (ARRAY['email'::text, 'webhook'::text]))),
-    CONSTRAINT email_jobs_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_revert'::text, 'account_delete'::text, 'sign_in'::text]))),
+    CONSTRAINT email_jobs_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'email_revert'::text, 'account_delete'::text, 'sign_in'::text]))),
     CONSTRAINT email_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'superseded'::text, 'expired'::text, 'suppressed'::text]))),
-    CONSTRAINT email_jobs_template_check CHECK ((((kind = 'email'::text) AND (template = ANY (ARRAY['verify'::text, 'reset'::text, 'account_exists'::text, 'password_changed'::text, 'email_change'::text, 'email_in_use'::text, 'email_changed'::text, 'email_restored'::text, 'account_delete'::text, 'sign_in'::text, 'no_account'::text]))) OR ((kind = 'webhook'::text) AND (app_id IS NOT NULL) AND (template = ANY (ARRAY['user.verified'::text, 'user.password_changed'::text, 'email.delivered'::text, 'email.failed'::text, 'user.email_changed'::text, 'user.email_restored'::text, 'user.deleted'::text]))))),
+    CONSTRAINT email_jobs_template_check CHECK ((((kind = 'email'::text) AND (template = ANY (ARRAY['verify'::text, 'reset'::text, 'account_exists'::text, 'password_changed'::text, 'email_change'::text, 'email_change_approval'::text, 'email_in_use'::text, 'email_changed'::text, 'email_restored'::text, 'account_delete'::text, 'sign_in'::text, 'no_account'::text]))) OR ((kind = 'webhook'::text) AND (app_id IS NOT NULL) AND (template = ANY (ARRAY['user.verified'::text, 'user.password_changed'::text, 'email.delivered'::text, 'email.failed'::text, 'user.email_changed'::text, 'user.email_restored'::text, 'user.deleted'::text]))))),
     CONSTRAINT email_jobs_token_fields CHECK ((((purpose IS NULL) = (token_version IS NULL)) AND ((purpose IS NULL) = (issued_at IS NULL))))
 );
 CREATE INDEX email_jobs_due ON public.email_jobs USING btree (next_attempt_at, id) WHERE (status = 'pending'::text);
@@ -486,7 +486,7 @@ CREATE OR REPLACE FUNCTION public.link_version(account users, purpose text)
  RETURNS integer
  LANGUAGE sql
  STABLE PARALLEL SAFE
-RETURN CASE purpose WHEN 'reset'::text THEN (account).reset_version WHEN 'verify'::text THEN (account).verify_version WHEN 'email_change'::text THEN (account).email_change_version WHEN 'account_delete'::text THEN (account).account_delete_version WHEN 'sign_in'::text THEN (account).sign_in_version ELSE NULL::integer END;
+RETURN CASE purpose WHEN 'reset'::text THEN (account).reset_version WHEN 'verify'::text THEN (account).verify_version WHEN 'email_change'::text THEN (account).email_change_version WHEN 'email_change_approval'::text THEN (account).email_change_version WHEN 'account_delete'::text THEN (account).account_delete_version WHEN 'sign_in'::text THEN (account).sign_in_version ELSE NULL::integer END;
 
 CREATE OR REPLACE FUNCTION public.outbox_counter_totals()
  RETURNS TABLE(name text, total bigint, seconds double precision)

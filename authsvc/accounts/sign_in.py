@@ -5,7 +5,7 @@ version per account, newest only, once, a code beside the link, its own
 email budget. The request is actions.request_sign_in (the link requests'
 one statement); an app registered with --sign-up-by-email gets a link for
 an address with no account too, naming a placeholder account
-(migrations/0030).
+(migrations/0031).
 
 Redeeming proves the address, whatever else happened to it: an unproven
 account is confirmed and loses the password its signups set (whoever

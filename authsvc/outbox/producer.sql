@@ -22,7 +22,7 @@ SELECT pg_notify(%(channel)s, '');
 -- as for a known one. Purposes: verify, reset and sign_in (SPEC §13; like
 -- reset, for any account). An unknown address gets, within the budget, a
 -- sign-in link when %(sign_up)s (the app signs up by email: a placeholder
--- account is inserted for the link to name, migrations/0030, and is the
+-- account is inserted for the link to name, migrations/0031, and is the
 -- app's own), else the "no account uses this address" note when
 -- %(notify_unknown)s (AUTHSVC_NOTIFY_UNKNOWN_ADDRESSES), else nothing.
 -- Returns whether the budget allowed the request and the job id (NULL when

@@ -13,7 +13,7 @@ TEMPLATES = (
     "verify", "reset", "account_exists", "password_changed",
     # An address over its life (SPEC §12, migrations/0027).
     "email_change", "email_in_use", "email_changed", "email_restored", "account_delete",
-    # Sign in by email (SPEC §13, migrations/0030); no_account also answers resets.
+    # Sign in by email (SPEC §13, migrations/0031); no_account also answers resets.
     "sign_in", "no_account",
 )
 # A job payload key: its outcome sends the app no email.* event (authsvc/worker/jobs.sql).

@@ -13,6 +13,10 @@
 -- password meanwhile makes the address contested (users.sql register_signup
 -- counts a second signup). Redeeming its link makes it a confirmed account.
 --
+-- The purpose lists below replace the earlier ones whole, so they name every
+-- purpose and template so far: 0030's email_change_approval (the old
+-- address's approval of a change, which shares the change's version) too.
+--
 -- The file commits part-way (below), and a run stopped there applies it
 -- again from the top: so everything before that line can be repeated.
 ALTER TABLE users ADD COLUMN IF NOT EXISTS sign_in_version integer NOT NULL DEFAULT 0;
@@ -36,29 +40,33 @@ RETURN CASE purpose
     WHEN 'reset' THEN account.reset_version
     WHEN 'verify' THEN account.verify_version
     WHEN 'email_change' THEN account.email_change_version
+    WHEN 'email_change_approval' THEN account.email_change_version
     WHEN 'account_delete' THEN account.account_delete_version
     WHEN 'sign_in' THEN account.sign_in_version
 END;
 
 ALTER TABLE token_redemptions DROP CONSTRAINT IF EXISTS token_redemptions_purpose_check;
 ALTER TABLE token_redemptions ADD CONSTRAINT token_redemptions_purpose_check
-    CHECK (purpose IN ('reset', 'verify', 'email_change', 'account_delete', 'sign_in'));
+    CHECK (purpose IN ('reset', 'verify', 'email_change', 'email_change_approval',
+                       'account_delete', 'sign_in'));
 ALTER TABLE code_attempts DROP CONSTRAINT IF EXISTS code_attempts_purpose_check;
 ALTER TABLE code_attempts ADD CONSTRAINT code_attempts_purpose_check
-    CHECK (purpose IN ('reset', 'verify', 'email_change', 'account_delete', 'sign_in'));
+    CHECK (purpose IN ('reset', 'verify', 'email_change', 'email_change_approval',
+                       'account_delete', 'sign_in'));
 
 -- The outbox's new emails. NOT VALID here and validated after a commit
 -- (authsvc/db/migrate.py COMMIT_LINE), as in 0027.
 ALTER TABLE email_jobs DROP CONSTRAINT IF EXISTS email_jobs_purpose_check;
 ALTER TABLE email_jobs ADD CONSTRAINT email_jobs_purpose_check
-    CHECK (purpose IN ('reset', 'verify', 'email_change', 'email_revert', 'account_delete',
-                       'sign_in'))
+    CHECK (purpose IN ('reset', 'verify', 'email_change', 'email_change_approval',
+                       'email_revert', 'account_delete', 'sign_in'))
     NOT VALID;
 ALTER TABLE email_jobs DROP CONSTRAINT IF EXISTS email_jobs_template_check;
 ALTER TABLE email_jobs ADD CONSTRAINT email_jobs_template_check CHECK (
     (kind = 'email' AND template IN (
         'verify', 'reset', 'account_exists', 'password_changed',
-        'email_change', 'email_in_use', 'email_changed', 'email_restored', 'account_delete',
+        'email_change', 'email_change_approval', 'email_in_use', 'email_changed',
+        'email_restored', 'account_delete',
         'sign_in',     -- the sign-in link and code
         'no_account'   -- AUTHSVC_NOTIFY_UNKNOWN_ADDRESSES: no account uses this address
     ))

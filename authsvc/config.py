@@ -150,6 +150,11 @@ class Settings:
     delete_ttl: int = 3600
     # AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD: the old address must confirm a change too.
     email_change_confirm_old: bool = False
+    # SPEC §13: the sign-in link and code's lifetime.
+    sign_in_ttl: int = 900
+    # AUTHSVC_NOTIFY_UNKNOWN_ADDRESSES: reset and sign-in requests for an address with no
+    # account send its mailbox a "no account uses this address" note.
+    notify_unknown_addresses: bool = False
 
     @property
     def production(self) -> bool:
@@ -542,6 +547,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         email_revert_ttl=parsed("AUTHSVC_EMAIL_REVERT_TTL", "604800", parse_duration),
         delete_ttl=parsed("AUTHSVC_DELETE_TTL", "3600", parse_duration),
         email_change_confirm_old=confirm_old,
+        sign_in_ttl=parsed("AUTHSVC_SIGN_IN_TTL", "900", parse_duration),
+        notify_unknown_addresses=bool(parsed("AUTHSVC_NOTIFY_UNKNOWN_ADDRESSES", "off",
+                                             parse_bool)),
         rate_limit_email=parsed("AUTHSVC_RATE_LIMIT_EMAIL", "5/15m", parse_rate_limit),
         rate_limit_ip=parsed("AUTHSVC_RATE_LIMIT_IP", "30/15m", parse_rate_limit),
         rate_limit_app=parsed("AUTHSVC_RATE_LIMIT_APP", "600/1m", parse_rate_limit),

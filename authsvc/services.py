@@ -42,6 +42,7 @@ def token_codec(settings: Settings, clock: Clock = system_clock) -> TokenCodec:
             "email_change_approval": settings.email_change_ttl,
             "email_revert": settings.email_revert_ttl,
             "account_delete": settings.delete_ttl,
+            "sign_in": settings.sign_in_ttl,
         },
         clock,
     )

@@ -206,9 +206,11 @@ def _load(port: int, path: str, key: str, concurrency: int, seconds: float,
 
 def http_resets(url: str, concurrency: int = 16, seconds: float = 10.0,
                 rounds: int = 1) -> dict[str, Any]:
-    """POST /api/v1/password-resets under `authsvc serve` beside the one-INSERT ceiling.
+    """POST /api/v1/password-resets and /sign-in-links under `authsvc serve`, beside the
+    one-INSERT ceiling.
 
-    Both servers run side by side and take turns, `rounds` times; each
+    Both servers run side by side and the three endpoints take turns,
+    `rounds` times (the two link requests on the one authsvc server); each
     endpoint's figures are its best run's (by req/s), and every run is kept.
     """
     with psycopg.connect(url, autocommit=True) as conn:
@@ -216,15 +218,18 @@ def http_resets(url: str, concurrency: int = 16, seconds: float = 10.0,
                      " PRIMARY KEY, email text NOT NULL, created_at timestamptz DEFAULT now())")
         with conn.transaction():
             _registered, key = register_app(conn, "bench", ["http://127.0.0.1/"])
-    endpoints = (("resets", None, "/api/v1/password-resets"),
-                 ("ceiling", "bench.ceiling:create_app()", "/ceiling"))
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _app, _path in endpoints}
+    # name, server, path: a server named None is `authsvc serve`, else the WSGI app to run.
+    apps = {"authsvc": None, "ceiling": "bench.ceiling:create_app()"}
+    endpoints = (("resets", "authsvc", "/api/v1/password-resets"),
+                 ("sign_ins", "authsvc", "/api/v1/sign-in-links"),
+                 ("ceiling", "ceiling", "/ceiling"))
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _server, _path in endpoints}
     with tempfile.TemporaryDirectory() as data, open(os.devnull, "wb") as sink, \
             contextlib.ExitStack() as servers:
         env = {**worker_env(url, "null://", data), "AUTHSVC_RATE_LIMIT_IP": "100000000/1m",
                "AUTHSVC_RATE_LIMIT_APP": "100000000/1m", "AUTHSVC_RATE_LIMIT_EMAIL": "1000/1m"}
         ports = {}
-        for name, app, _path in endpoints:
+        for name, app in apps.items():
             port = ports[name] = free_port()
             if app is None:
                 argv = [authsvc_script(), "serve", "--bind", f"127.0.0.1:{port}"]
@@ -233,12 +238,14 @@ def http_resets(url: str, concurrency: int = 16, seconds: float = 10.0,
                 argv[-1] = app
             servers.enter_context(_stopping(_serve(argv, env, port, sink)))
         for _round in range(rounds):
-            for name, _app, path in endpoints:
-                runs[name].append(_load(ports[name], path, key, concurrency, seconds, warmup=2.0))
+            for name, server, path in endpoints:
+                runs[name].append(_load(ports[server], path, key, concurrency, seconds,
+                                        warmup=2.0))
     out: dict[str, Any] = {"concurrency": concurrency, "runs": runs}
     for name in runs:
         out[name] = max(runs[name], key=lambda run: run["rps"])
     out["ratio"] = out["resets"]["rps"] / out["ceiling"]["rps"]
+    out["sign_in_ratio"] = out["sign_ins"]["rps"] / out["resets"]["rps"]
     return out
 
 

@@ -217,6 +217,10 @@ def verdicts(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
          f"{http['resets']['rps']:,.0f} req/s vs {http['ceiling']['rps']:,.0f}"
          f" ({http['ratio']:.0%}), p99 {http['resets']['p99_ms']:.1f} ms",
          http["ratio"] >= 0.4 and http["resets"]["p99_ms"] <= 50),
+        *([("6b. HTTP sign-in requests ≥ 90 % of the reset requests' rate, same run",
+            f"{http['sign_ins']['rps']:,.0f} req/s vs resets {http['resets']['rps']:,.0f}"
+            f" ({http['sign_in_ratio']:.0%}), p99 {http['sign_ins']['p99_ms']:.1f} ms",
+            http["sign_in_ratio"] >= 0.9)] if "sign_ins" in http else []),  # runs before it
         ("7. worker RSS ≤ 80 MB after 100k jobs, flat after warm-up",
          f"{rss['after_warmup_mb']:.0f} MB at 20k jobs, {rss['final_mb']:.0f} MB at 100k"
          f" (max {rss['max_mb']:.0f} MB)",
@@ -324,7 +328,8 @@ def write_report(r: dict[str, Any], command: str) -> str:
         lines += ["", f"<details><summary>plan: {case}</summary>", "", "```", *plan, "```",
                   "", "</details>"]
     http = r["http"]
-    lines += ["", f"## HTTP: `POST /api/v1/password-resets`, {http['concurrency']} clients", "",
+    lines += ["", f"## HTTP: `POST /api/v1/password-resets` and `/sign-in-links`,"
+              f" {http['concurrency']} clients", "",
               "`authsvc serve` (gunicorn gthread, 2 workers x 16 threads) and, as the ceiling,",
               "the same server command around a Flask view that does one INSERT",
               "(bench/ceiling.py); load from a separate process (bench/http_load.py),",
@@ -332,7 +337,7 @@ def write_report(r: dict[str, Any], command: str) -> str:
               "turns; each endpoint's verdict figures are its best run's (by req/s).", "",
               "| endpoint | run | req/s | p50 ms | p95 ms | p99 ms | statuses |",
               "|---|---|---|---|---|---|---|"]
-    for name in ("resets", "ceiling"):
+    for name in ("resets", "sign_ins", "ceiling") if "sign_ins" in http else ("resets", "ceiling"):
         for number, h in enumerate(http.get("runs", {}).get(name, [http[name]]), 1):
             best = " (best)" if h == http[name] else ""
             lines.append(f"| {name} | {number}{best} | {h['rps']:,.0f} | {h['p50_ms']:.1f} |"

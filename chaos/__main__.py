@@ -105,7 +105,8 @@ def _environment(
 def _requests(count: int, rng: random.Random) -> tuple[list[str], list[LinkRequest]]:
     """Two requests per address (inside the 5/15m email limit), in random order."""
     emails = [f"chaos-{i}@chaos.test" for i in range((count + 1) // 2)]
-    requests = [LinkRequest(emails[i // 2], rng.choice(["verify", "reset"])) for i in range(count)]
+    requests = [LinkRequest(emails[i // 2], rng.choice(["verify", "reset", "sign_in"]))
+                for i in range(count)]
     rng.shuffle(requests)
     return emails, requests
 

@@ -1,4 +1,5 @@
-"""The load: link requests through the HTTP API, retried safely with Idempotency-Key."""
+"""The load: link requests (verify, reset, sign-in) through the HTTP API, retried safely
+with Idempotency-Key."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-PATHS = {"verify": "/api/v1/verifications", "reset": "/api/v1/password-resets"}
+PATHS = {"verify": "/api/v1/verifications", "reset": "/api/v1/password-resets",
+         "sign_in": "/api/v1/sign-in-links"}
 RETRY_FOR_SECONDS = 90.0
 
 
 @dataclass(frozen=True)
 class LinkRequest:
     email: str
-    purpose: str  # "verify" | "reset"
+    purpose: str  # "verify" | "reset" | "sign_in"
 
 
 @dataclass

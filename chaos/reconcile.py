@@ -18,7 +18,11 @@ _PUBLIC_JOB_ID = re.compile(r"<authsvc-job-([0-9a-f-]{36})@")
 _OUTCOMES = {"sent", "failed", "superseded", "expired", "suppressed", "retry", "ambiguous",
              "released", "lease_lost"}
 CONFIRM_PATHS = {"verify": "/api/v1/verifications/confirm",
-                 "reset": "/api/v1/password-resets/confirm"}
+                 "reset": "/api/v1/password-resets/confirm",
+                 "sign_in": "/api/v1/sign-in-links/confirm"}
+# The order a user's current links are redeemed in: a sign-in proves the address
+# (its verify link dies), and a reset retires both the verify and the sign-in link.
+_REDEEM_ORDER = {"verify": 0, "sign_in": 1, "reset": 2}
 CURRENT_RESET_SAMPLE = 25  # each costs a production-strength argon2 hash
 CONFIRM_TRIES = 10  # a redemption answered 503 is tried again, as a client would
 NEW_PASSWORD = "chaos-survivor-passphrase-42"  # noqa: S105  (set by redeemed reset links)
@@ -224,7 +228,7 @@ def check_redemptions(
         # The mailbox holders check their own links (chaos/life.py).
         if job is None or receipt.token is None or not job.load or job.user_id is None:
             continue
-        assert job.current_version is not None  # verify and reset links
+        assert job.current_version is not None  # verify, reset and sign-in links
         if job.token_version < job.current_version:
             stale.append((job.purpose, receipt.token))
         else:
@@ -238,8 +242,8 @@ def check_redemptions(
         elif body.get("code") != "token_superseded":
             report.problems.append(f"stale {purpose} link answered {status} {body.get('code')}")
     resets = 0
-    # Verify before reset: a completed reset retires the user's verify link (SPEC §4a).
-    ordered = sorted(current.items(), key=lambda item: (item[0][0], item[0][1] != "verify"))
+    ordered = sorted(current.items(),
+                     key=lambda item: (item[0][0], _REDEEM_ORDER[item[0][1]]))
     for (_user_id, purpose), token in ordered:
         if purpose == "reset":
             resets += 1
@@ -248,6 +252,7 @@ def check_redemptions(
         first, _ = _confirm(client, purpose, token)
         again, body = _confirm(client, purpose, token)
         answers[f"current {first} then {again} {body.get('code', '')}"] += 1
+        answers[f"current {purpose}"] += 1
         if first != 200 or body.get("code") != "token_used":
             report.problems.append(f"current {purpose} link: {first}, then {again} {body}")
     report.details["redemptions"] = dict(answers)
@@ -255,8 +260,11 @@ def check_redemptions(
 
 def _confirm(client: ApiClient, purpose: str, token: str) -> tuple[int, dict]:
     # The mailbox's holder chooses the password: required for a reset, and
-    # for a verify link after a resend (a contested address, SPEC §4a).
-    body: dict[str, object] = {"token": token, "password": NEW_PASSWORD}
+    # for a verify link after a resend (a contested address, SPEC §4a). A
+    # sign-in takes none (it discards an unproven account's password).
+    body: dict[str, object] = {"token": token}
+    if purpose != "sign_in":
+        body["password"] = NEW_PASSWORD
     # A 503 (Retry-After) changed nothing, and a client tries again: after the
     # database restart, a web process's first request may meet a dead pooled
     # connection (docs/OPERATIONS.md). The answer that counts is the final one.

@@ -135,6 +135,7 @@ CREATE TABLE users (
     account_delete_version integer DEFAULT 0 NOT NULL,
     email_revert_version   integer DEFAULT 0 NOT NULL,
     pending_email          text,
+    sign_in_version        integer DEFAULT 0 NOT NULL,
     CONSTRAINT users_pkey PRIMARY KEY (id),
     CONSTRAINT users_email_length CHECK (((length(email) >= 3) AND (length(email) <= 254))),
     CONSTRAINT users_email_normalised CHECK ((email = lower(btrim(email)))),
@@ -150,9 +151,11 @@ CREATE TABLE web_sessions (
     created_at   timestamp with time zone NOT NULL,
     last_seen_at timestamp with time zone NOT NULL,
     user_agent   text DEFAULT ''::text NOT NULL,
+    started_by   text DEFAULT 'password'::text NOT NULL,
     CONSTRAINT web_sessions_pkey PRIMARY KEY (id),
     CONSTRAINT web_sessions_token_hash_key UNIQUE (token_hash),
     CONSTRAINT web_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE,
+    CONSTRAINT web_sessions_started_by_check CHECK ((started_by = ANY (ARRAY['password'::text, 'sign_in'::text]))),
     CONSTRAINT web_sessions_user_agent_check CHECK ((length(user_agent) <= 300))
 );
 CREATE INDEX web_sessions_user ON public.web_sessions USING btree (user_id, created_at);
@@ -164,7 +167,7 @@ CREATE TABLE token_redemptions (
     redeemed_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT token_redemptions_pkey PRIMARY KEY (user_id, purpose, version),
     CONSTRAINT token_redemptions_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id),
-    CONSTRAINT token_redemptions_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'account_delete'::text])))
+    CONSTRAINT token_redemptions_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'account_delete'::text, 'sign_in'::text])))
 );
 
 CREATE TABLE code_attempts (
@@ -174,7 +177,7 @@ CREATE TABLE code_attempts (
     created_at     timestamp with time zone NOT NULL,
     CONSTRAINT code_attempts_pkey PRIMARY KEY (purpose, address_digest),
     CONSTRAINT code_attempts_attempts_check CHECK ((attempts >= 0)),
-    CONSTRAINT code_attempts_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'account_delete'::text])))
+    CONSTRAINT code_attempts_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'account_delete'::text, 'sign_in'::text])))
 );
 CREATE INDEX code_attempts_created ON public.code_attempts USING btree (created_at);
 
@@ -186,15 +189,16 @@ CREATE TABLE rate_limit_counters (
 );
 
 CREATE TABLE apps (
-    id             uuid DEFAULT gen_random_uuid() NOT NULL,
-    name           text NOT NULL,
-    key_hash       bytea NOT NULL,
-    redirect_urls  text[] DEFAULT '{}'::text[] NOT NULL,
-    created_at     timestamp with time zone DEFAULT now() NOT NULL,
-    webhook_url    text,
-    webhook_secret bytea,
-    revoked_at     timestamp with time zone,
-    delivery_url   text,
+    id               uuid DEFAULT gen_random_uuid() NOT NULL,
+    name             text NOT NULL,
+    key_hash         bytea NOT NULL,
+    redirect_urls    text[] DEFAULT '{}'::text[] NOT NULL,
+    created_at       timestamp with time zone DEFAULT now() NOT NULL,
+    webhook_url      text,
+    webhook_secret   bytea,
+    revoked_at       timestamp with time zone,
+    delivery_url     text,
+    sign_up_by_email boolean DEFAULT false NOT NULL,
     CONSTRAINT apps_pkey PRIMARY KEY (id),
     CONSTRAINT apps_key_hash_key UNIQUE (key_hash),
     CONSTRAINT apps_delivery_has_secret CHECK (((delivery_url IS NULL) OR (webhook_secret IS NOT NULL))),
@@ -248,9 +252,9 @@ CREATE TABLE email_jobs (
     CONSTRAINT email_jobs_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps(id),
     CONSTRAINT email_jobs_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id),
     CONSTRAINT email_jobs_kind_check CHECK ((kind = ANY (ARRAY['email'::text, 'webhook'::text]))),
-    CONSTRAINT email_jobs_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'email_revert'::text, 'account_delete'::text]))),
+    CONSTRAINT email_jobs_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'email_revert'::text, 'account_delete'::text, 'sign_in'::text]))),
     CONSTRAINT email_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'superseded'::text, 'expired'::text, 'suppressed'::text]))),
-    CONSTRAINT email_jobs_template_check CHECK ((((kind = 'email'::text) AND (template = ANY (ARRAY['verify'::text, 'reset'::text, 'account_exists'::text, 'password_changed'::text, 'email_change'::text, 'email_change_approval'::text, 'email_in_use'::text, 'email_changed'::text, 'email_restored'::text, 'account_delete'::text]))) OR ((kind = 'webhook'::text) AND (app_id IS NOT NULL) AND (template = ANY (ARRAY['user.verified'::text, 'user.password_changed'::text, 'email.delivered'::text, 'email.failed'::text, 'user.email_changed'::text, 'user.email_restored'::text, 'user.deleted'::text]))))),
+    CONSTRAINT email_jobs_template_check CHECK ((((kind = 'email'::text) AND (template = ANY (ARRAY['verify'::text, 'reset'::text, 'account_exists'::text, 'password_changed'::text, 'email_change'::text, 'email_change_approval'::text, 'email_in_use'::text, 'email_changed'::text, 'email_restored'::text, 'account_delete'::text, 'sign_in'::text, 'no_account'::text]))) OR ((kind = 'webhook'::text) AND (app_id IS NOT NULL) AND (template = ANY (ARRAY['user.verified'::text, 'user.password_changed'::text, 'email.delivered'::text, 'email.failed'::text, 'user.email_changed'::text, 'user.email_restored'::text, 'user.deleted'::text]))))),
     CONSTRAINT email_jobs_token_fields CHECK ((((purpose IS NULL) = (token_version IS NULL)) AND ((purpose IS NULL) = (issued_at IS NULL))))
 );
 CREATE INDEX email_jobs_due ON public.email_jobs USING btree (next_attempt_at, id) WHERE (status = 'pending'::text);
@@ -482,7 +486,7 @@ CREATE OR REPLACE FUNCTION public.link_version(account users, purpose text)
  RETURNS integer
  LANGUAGE sql
  STABLE PARALLEL SAFE
-RETURN CASE purpose WHEN 'reset'::text THEN (account).reset_version WHEN 'verify'::text THEN (account).verify_version WHEN 'email_change'::text THEN (account).email_change_version WHEN 'email_change_approval'::text THEN (account).email_change_version WHEN 'account_delete'::text THEN (account).account_delete_version ELSE NULL::integer END;
+RETURN CASE purpose WHEN 'reset'::text THEN (account).reset_version WHEN 'verify'::text THEN (account).verify_version WHEN 'email_change'::text THEN (account).email_change_version WHEN 'email_change_approval'::text THEN (account).email_change_version WHEN 'account_delete'::text THEN (account).account_delete_version WHEN 'sign_in'::text THEN (account).sign_in_version ELSE NULL::integer END;
 
 CREATE OR REPLACE FUNCTION public.outbox_counter_totals()
  RETURNS TABLE(name text, total bigint, seconds double precision)

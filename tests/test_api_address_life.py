@@ -47,9 +47,11 @@ NEW = "a brand new passphrase"
                         "new_email": "b@example.com", "locale": "not a tag!"}, "/locale"),
     ("/email-changes", {"email": "a@example.com", "password": PASSWORD,
                         "new_email": "b@example.com", "locale": 7}, "/locale"),
-    # Sign-in codes (SPEC §13) do not exist yet: the member is unknown.
+    # A sign-in code stands in for a missing password (SPEC §13): one or the other.
     ("/email-changes", {"email": "a@example.com", "sign_in_code": "123456",
-                        "new_email": "b@example.com"}, "/sign_in_code"),
+                        "password": PASSWORD, "new_email": "b@example.com"}, "/sign_in_code"),
+    ("/account-deletions", {"email": "a@example.com", "sign_in_code": "123456",
+                            "password": PASSWORD}, "/sign_in_code"),
     ("/email-changes", {"email": "a@example.com", "password": PASSWORD,
                         "new_email": "b@example.com", "extra": 1}, "/extra"),
     ("/email-changes/confirm", {}, "/token"),

@@ -60,7 +60,8 @@ def test_every_documented_answer_is_given_and_no_other(
     posts = ["/signups", "/verifications", "/verifications/confirm", "/password-resets",
              "/password-resets/confirm", "/email-changes", "/email-changes/confirm",
              "/email-changes/approve", "/email-changes/undo", "/account-deletions",
-             "/account-deletions/confirm", "/sessions"]
+             "/account-deletions/confirm", "/sign-in-links", "/sign-in-links/confirm",
+             "/sessions"]
     counter = iter(range(10_000))
 
     def fresh(prefix: str = "u") -> str:
@@ -117,6 +118,8 @@ def test_every_documented_answer_is_given_and_no_other(
             "/email-changes/undo": {"token": f"nope{n}"},
             "/account-deletions": {"email": fresh(), "password": PASSWORD},
             "/account-deletions/confirm": {"token": f"nope{n}"},
+            "/sign-in-links": {"email": fresh()},
+            "/sign-in-links/confirm": {"token": f"nope{n}"},
         }[path]
 
     for path in posts[:-1]:  # all but /sessions
@@ -129,7 +132,7 @@ def test_every_documented_answer_is_given_and_no_other(
     # --- each operation's own answers -----------------------------------
     post("/signups", {"email": fresh(), "password": PASSWORD})  # 202
     post("/signups", {"email": fresh(), "password": "password"})  # 422 weak
-    for path in ("/signups", "/verifications", "/password-resets"):
+    for path in ("/signups", "/verifications", "/password-resets", "/sign-in-links"):
         body = {"email": fresh(), "redirect_url": "https://evil.example/"}
         if path == "/signups":
             body["password"] = PASSWORD
@@ -183,6 +186,7 @@ def test_every_documented_answer_is_given_and_no_other(
     assert response.status_code == 429  # the address's login limit, documented as 429 too
     _record(seen, "POST", "/sessions", response)
 
+    _sign_in_answers(post, signed_up, fresh, conn, svc, clock)
     _address_life_answers(post, signed_up, fresh, conn, svc, clock)
     strict = ApiCaller(app_with(AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="on").test_client(), app, key)
 
@@ -194,6 +198,36 @@ def test_every_documented_answer_is_given_and_no_other(
     documented = _documented(client.get("/api/v1/openapi.json").get_json())
     assert sorted(documented - seen) == [], "documented but never given (invented?)"
     assert sorted(seen - documented) == [], "given but not documented"
+
+
+def _sign_in_answers(
+    post: Callable[..., TestResponse], signed_up: Callable[[str], str],
+    fresh: Callable[..., str], conn: psycopg.Connection, svc: Any, clock: Any,
+) -> None:
+    """Each answer of the sign-in by email operations (SPEC §13)."""
+
+    def issued() -> str:
+        email = signed_up(fresh("si"))
+        assert post("/sign-in-links", {"email": email}).status_code == 202  # 202
+        return email
+
+    ann = issued()
+    token = latest_link(conn, svc, ann, "sign_in")
+    post("/sign-in-links/confirm", {"token": "nope"})  # 400 invalid_token
+    post("/sign-in-links/confirm", {"email": ann, "code": "x"})  # 400 invalid_code
+    post("/sign-in-links/confirm", {"token": token})  # 200
+    post("/sign-in-links/confirm", {"token": token})  # 410 token_used
+    bo = issued()
+    old = latest_link(conn, svc, bo, "sign_in")
+    post("/sign-in-links", {"email": bo})
+    post("/sign-in-links/confirm", {"token": old})  # 410 token_superseded
+    cy = issued()
+    for _ in range(MAX_ATTEMPTS + 1):
+        post("/sign-in-links/confirm", {"email": cy, "code": "x"})  # 410 code_exhausted
+    eve = issued()
+    clock.advance(svc.tokens.ttl("sign_in"))
+    post("/sign-in-links/confirm",
+         {"token": latest_link(conn, svc, eve, "sign_in")})  # 410 token_expired
 
 
 def _address_life_answers(

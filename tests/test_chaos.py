@@ -68,6 +68,7 @@ def test_no_email_lost_or_stale_link_redeemed_under_faults(tmp_path: Path) -> No
     assert lives, report
     assert set(ast.literal_eval(lives.group(1))) == set(SCENARIOS), report
     assert "stale 410 token_superseded" in run.stderr, "no stale link was delivered and tried"
+    assert "'current sign_in'" in run.stderr, "no sign-in link was redeemed"
     assert not _clusters_running(run.stderr), "the harness left PostgreSQL running"
 
 

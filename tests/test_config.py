@@ -208,6 +208,17 @@ def test_the_address_life_settings_take_durations_and_a_boolean(tmp_path):
     assert settings.email_change_confirm_old is False
 
 
+def test_the_sign_in_settings_have_the_documented_defaults_and_take_values(tmp_path):
+    settings = _load(tmp_path)
+    assert (settings.sign_in_ttl, settings.notify_unknown_addresses) == (900, False)
+    settings = _load(tmp_path, AUTHSVC_SIGN_IN_TTL="5m", AUTHSVC_NOTIFY_UNKNOWN_ADDRESSES="on")
+    assert (settings.sign_in_ttl, settings.notify_unknown_addresses) == (300, True)
+    with pytest.raises(ConfigError, match="AUTHSVC_NOTIFY_UNKNOWN_ADDRESSES"):
+        _load(tmp_path, AUTHSVC_NOTIFY_UNKNOWN_ADDRESSES="maybe")
+    with pytest.raises(ConfigError, match="AUTHSVC_SIGN_IN_TTL"):
+        _load(tmp_path, AUTHSVC_SIGN_IN_TTL="soon")
+
+
 def test_confirming_at_the_old_address_too_can_be_turned_on(tmp_path):
     assert _load(tmp_path, AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="on").email_change_confirm_old
 

@@ -205,6 +205,22 @@ def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
         assert said[10].endswith("Confirm deleting your account"), said
         assert said[11:] == ['{"deleted":true}', "invalid_credentials"], said
 
+        # docs/api.md's sign-in by email, as written.
+        sign_in = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", _block(REPO / "docs" / "api.md", "sign-in")],
+            cwd=tmp_path, env={**os.environ, "AUTHSVC": dev.url},
+            capture_output=True, text=True, timeout=120,
+        )
+        assert sign_in.returncode == 0, sign_in.stdout + sign_in.stderr
+        said = sign_in.stdout.splitlines()
+        assert said[0] == '{"status":"verification_sent"}', said
+        assert said[1].endswith("Confirm your email address"), said
+        assert said[2] == '{"status":"accepted"}' and said[3].endswith("Your sign-in link"), said
+        assert said[4].startswith('{"created":true,"user":{"email":"ann+'), said
+        assert said[5] == "invalid_credentials", said
+        assert said[6] == '{"status":"accepted"}' and said[7].endswith("Your sign-in link"), said
+        assert said[8].startswith('{"created":false,"user":{"email":"ann+'), said
+
         # /metrics counts what both gunicorn workers answered, as under `authsvc serve`.
         before = _healthz_count(dev)
         for _ in range(12):  # a new connection each: either worker may answer

@@ -2,8 +2,8 @@
 
 Two parties race for one address. The owner holds the mailbox, so every
 link queued for it lands with the owner; the attacker never sees one.
-Hypothesis interleaves signups by either party, resends and reset requests
-by either party, a tight email budget (so some emails are suppressed), the
+Hypothesis interleaves signups by either party, resends, reset and sign-in
+requests (SPEC §13) by either party, a tight email budget (so some emails are suppressed), the
 owner clicking any link ever sent or typing its code (with or without
 choosing a password), and clock jumps. After every step:
 
@@ -36,7 +36,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from authsvc.accounts import actions
+from authsvc.accounts import actions, sign_in
 from authsvc.accounts.tokens import TokenClaims, TokenError
 from authsvc.clock import FrozenClock
 from authsvc.services import Services
@@ -123,6 +123,11 @@ def test_only_the_mailbox_holder_ever_decides_the_password(
             actions.request_password_reset(conn, svc, email=ADDRESS)
             return self._new_mail()
 
+        @rule(target=mailbox)
+        def someone_asks_for_a_sign_in_link(self):
+            actions.request_sign_in(conn, svc, email=ADDRESS)
+            return self._new_mail()
+
         @rule(seconds=st.sampled_from([60, 901, 3600]))
         def time_passes(self, seconds: int):
             clock.advance(seconds)
@@ -147,7 +152,14 @@ def test_only_the_mailbox_holder_ever_decides_the_password(
             # The same email's code, typed with the address (SPEC §4 "Codes").
             code = {"email": ADDRESS, "code": svc.tokens.mint_code(mail.claims)}
             try:
-                if purpose == "reset":
+                if purpose == "sign_in":
+                    # Proves the address: a password set before is discarded, and
+                    # `password`, if any, is the owner's own choice.
+                    if by_code:
+                        sign_in.sign_in_with_code(conn, svc, **code, password=password)
+                    else:
+                        sign_in.sign_in_with_link(conn, svc, token=mail.token, password=password)
+                elif purpose == "reset":
                     if password is None:
                         return  # a reset always sets a password
                     if by_code:

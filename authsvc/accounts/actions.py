@@ -6,26 +6,26 @@ its idempotency record in the same transaction) and opens its own
 already has one; a link request is a single statement instead, which is a
 transaction of its own or part of the caller's. Email is only ever queued
 here, never sent. What every flow shares (budgets, payloads, the account a
-link or code names) is links.py's; an address change and its undo are
-email_change.py's, a deletion deletion.py's.
+link or code names) is links.py's; redeeming a sign-in link is
+sign_in.py's (its request is here, with the other link requests), an
+address change and its undo are email_change.py's, a deletion deletion.py's.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import datetime
+from datetime import timedelta
 from functools import partial
 
 from psycopg import Connection
 
 from authsvc import ratelimit
-from authsvc.accounts import code_tries, links, sessions, users
+from authsvc.accounts import code_tries, links, sessions, sign_in, users
 from authsvc.accounts.passwords import check_policy
 from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenClaims
 from authsvc.accounts.users import User
-from authsvc.app_events.producer import FlowApp, flow_app, queue_event, user_data
 from authsvc.apps import account_apps
 from authsvc.apps.keys import App
 from authsvc.outbox import NO_OUTCOME_EVENTS, count_and_queue_link, enqueue_email
@@ -114,11 +114,18 @@ def request_link(
     redirect_url: str | None = None,
     app: App | None = None,
 ) -> bool:
-    """Queue a fresh `purpose` link: reset for any account, verify for an unverified one.
+    """Queue a fresh `purpose` link: reset and sign_in for any account, verify for an
+    unverified one.
 
-    Silent otherwise. False when the address's email limit held it back
-    (callers must not tell the requester: the answer would then differ for
-    known and unknown addresses). `redirect_url` applies only when the
+    An address with no account gets nothing, except a sign-in link when the
+    app signs up by email (SPEC §13: a placeholder account holds its
+    version), or else, with AUTHSVC_NOTIFY_UNKNOWN_ADDRESSES, a reset or
+    sign-in request's "no account uses this address" note, within the same
+    budget: only the mailbox holder learns it. Silent otherwise.
+
+    False when the address's email limit held it back (callers must not
+    tell the requester: the answer would then differ for known and unknown
+    addresses). `redirect_url` applies only when the
     account belongs to `app` (queue_link decides, in the same statement, and
     marks the email as the app's own).
     """
@@ -139,36 +146,18 @@ def request_link(
         code_digest=code_tries.address_digest(email),
         payload={**links.email_payload(app, redirect_url), NO_OUTCOME_EVENTS: True},
         app_id=app.id if app else None,
+        sign_up=purpose == "sign_in" and app is not None and app.sign_up_by_email,
+        notify_unknown=svc.settings.notify_unknown_addresses and purpose != "verify",
     ).allowed
 
 
-# The two flows' requests differ only by purpose.
+# The three flows' requests differ only by purpose.
 request_verification = partial(request_link, purpose="verify")
 request_password_reset = partial(request_link, purpose="reset")
-
-
-def _flow_completed(
-    conn: Connection, user: User, purpose: str, version: int, event_type: str, now: datetime,
-    *, first_proof: bool,
-) -> FlowApp | None:
-    """A redeemed link or code: settle whose account it is, and tell the app that sent it.
-
-    Returns the app whose call sent the link, if one did. A flow is through
-    that app only if its email was queued while the account was already the
-    app's (`own_account`); so completing a flow never adds an app, and at
-    the address's first proof (`first_proof`) the signup's app keeps the
-    account only when this was its own email (SPEC §14, account_apps). The
-    app that started the flow hears `event_type` either way (SPEC §9).
-    """
-    flow = flow_app(conn, user_id=user.id, purpose=purpose, version=version)
-    if first_proof:
-        own_app = flow.id if flow is not None and flow.own_account else None
-        account_apps.note_first_proof(conn, user_id=user.id, own_app=own_app)
-    queue_event(
-        conn, app_id=flow.id if flow else None, event_type=event_type,
-        data=user_data(user.id, user.email), user_id=user.id, now=now,
-    )
-    return flow
+request_sign_in = partial(request_link, purpose="sign_in")
+# The purposes a person may ask again by address alone (the pages' "send a new link").
+LINK_REQUESTS = {"verify": request_verification, "reset": request_password_reset,
+                 "sign_in": request_sign_in}
 
 
 def confirm_verification(
@@ -203,8 +192,8 @@ def _redeem_verify(
         users.record_redemption(conn, redeemed.id, "verify", claims.version, now)
         links.address_proven(conn, redeemed)
         # Only an unproven address redeems a verify link (redeem_verify_link).
-        _flow_completed(conn, redeemed, "verify", claims.version, "user.verified", now,
-                        first_proof=True)
+        links.flow_completed(conn, redeemed, "verify", claims.version, "user.verified", now,
+                             first_proof=True)
     return redeemed
 
 
@@ -231,7 +220,7 @@ def _redeem_reset(
         links.address_proven(conn, redeemed)
         # Whether the address was unproven comes from the row the redemption
         # locked, not from `user` (read before a concurrent verify could commit).
-        flow = _flow_completed(
+        flow = links.flow_completed(
             conn, redeemed, "reset", claims.version, "user.password_changed", now,
             first_proof=result.first_proof,
         )
@@ -300,6 +289,44 @@ def authenticate(conn: Connection, svc: Services, *, email: str, password: str) 
         if not users.update_password_hash(conn, user.id, user.password_hash, rehashed):
             raise InvalidCredentials()
         user = replace(user, password_hash=rehashed)
+    return user
+
+
+# SPEC §12 "Pages": how lately a session must have been started by a sign-in
+# link or code for an account with no password to change its address or delete itself.
+RECENT_SIGN_IN = timedelta(minutes=10)
+
+
+def confirm_identity(
+    conn: Connection,
+    svc: Services,
+    *,
+    email: str,
+    password: str | None = None,
+    sign_in_code: str | None = None,
+    session: SessionUser | None = None,
+) -> User:
+    """The account that may ask for an address change or a deletion (SPEC §12), by one proof:
+
+    its password; or, for an account with no password, a current sign-in
+    code (used up here) or a web session a sign-in link or code started in
+    the last RECENT_SIGN_IN. Anything else fails like a wrong password
+    (InvalidCredentials); a password or a code typed is counted against the
+    login limit first (TooManyAttempts), as at sign-in.
+    """
+    if password is not None:
+        return authenticate(conn, svc, email=email, password=password)
+    if session is not None:
+        since = svc.clock() - RECENT_SIGN_IN
+        if session.user.email != email or session.user.has_password \
+                or not session.signed_in_by_email_since(since):
+            raise InvalidCredentials()
+        return session.user
+    _count_password_attempt(conn, svc, email)
+    user = sign_in.use_sign_in_code(conn, svc, email=email, code=sign_in_code)
+    if user is None:
+        raise InvalidCredentials()
+    ratelimit.refund(conn, "login", email, svc.settings.rate_limit_login, svc.clock())
     return user
 
 

@@ -4,8 +4,8 @@
 -- purpose that was sent to this address and carries its account's current
 -- version (none: the code is used, superseded, or was never sent; for
 -- verify, also none once the address is proven). The accounts a code typed
--- with an address can be for: the one holding it (verify, reset, a change's
--- approval, and a deletion confirmed at the account's own address), one changing to it
+-- with an address can be for: the one holding it (verify, reset, sign-in, a
+-- change's approval, and a deletion confirmed at the account's own address), one changing to it
 -- (email_change, SPEC §12: the code goes to the new address) and one whose
 -- standing change moved it away from it (a deletion confirmed at the oldest
 -- address holding an undo link); of these, the newest such email counts.
@@ -24,7 +24,7 @@
 WITH candidate AS (
     SELECT id FROM users
     WHERE email = %(email)s
-      AND %(purpose)s IN ('reset', 'verify', 'account_delete', 'email_change_approval')
+      AND %(purpose)s IN ('reset', 'verify', 'account_delete', 'email_change_approval', 'sign_in')
     UNION ALL
     SELECT id FROM users
     WHERE pending_email = %(email)s AND %(purpose)s = 'email_change'

@@ -26,6 +26,7 @@ from psycopg import Connection
 
 from authsvc import ratelimit
 from authsvc.accounts import actions, change_records, code_tries, links, users
+from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenClaims
 from authsvc.accounts.users import User
 from authsvc.app_events.producer import queue_account_event
@@ -58,14 +59,18 @@ def deletion_recipient(conn: Connection, svc: Services, user: User, now: datetim
 
 
 def request_account_deletion(
-    conn: Connection, svc: Services, *, email: str, password: str, app: App | None = None
+    conn: Connection, svc: Services, *, email: str, password: str | None = None,
+    sign_in_code: str | None = None, session: SessionUser | None = None, app: App | None = None,
 ) -> None:
-    """Send a deletion link and code for the account `email` and `password` open.
+    """Send a deletion link and code for the account `email` and one proof open (its
+    password, or for an account with none a sign-in code or a recent sign-in session:
+    actions.confirm_identity).
 
     InvalidCredentials or TooManyAttempts as at sign-in; over the recipient's
     budget the earlier links are retired all the same and nothing is sent.
     """
-    user = actions.authenticate(conn, svc, email=email, password=password)
+    user = actions.confirm_identity(conn, svc, email=email, password=password,
+                                    sign_in_code=sign_in_code, session=session)
     now = svc.clock()
     with conn.transaction():
         recipient = deletion_recipient(conn, svc, user, now)

@@ -37,6 +37,7 @@ from psycopg.types.json import Jsonb
 
 from authsvc import ratelimit
 from authsvc.accounts import actions, change_records, code_tries, deletion, links, sessions, users
+from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenClaims, TokenError
 from authsvc.accounts.users import User
 from authsvc.app_events.producer import queue_account_event, user_data
@@ -82,12 +83,16 @@ def request_email_change(
     svc: Services,
     *,
     email: str,
-    password: str,
     new_email: str,
+    password: str | None = None,
+    sign_in_code: str | None = None,
+    session: SessionUser | None = None,
     redirect_url: str | None = None,
     app: App | None = None,
 ) -> None:
-    """Send a change link and code to `new_email`, for the account `email` and `password` open.
+    """Send a change link and code to `new_email`, for the account `email` and one proof
+    open: its password, or for an account with none a sign-in code or a recent sign-in
+    session (actions.confirm_identity).
 
     InvalidCredentials (a wrong password, an unknown or unconfirmed account,
     counted against the login limit) or TooManyAttempts, as at sign-in.
@@ -96,7 +101,8 @@ def request_email_change(
     """
     if new_email == email:
         raise SameAddress("the new address is the account's own")
-    user = actions.authenticate(conn, svc, email=email, password=password)
+    user = actions.confirm_identity(conn, svc, email=email, password=password,
+                                    sign_in_code=sign_in_code, session=session)
     now = svc.clock()
     payload = {**links.email_payload(app, redirect_url), NO_OUTCOME_EVENTS: True}
     approval = links.email_budget(svc, email, "email_change_approval", now).params()

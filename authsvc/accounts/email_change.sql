@@ -77,13 +77,14 @@ WITH before AS (
         reset_version = u.reset_version + 1,
         verify_version = u.verify_version + 1,
         account_delete_version = u.account_delete_version + 1,
+        sign_in_version = u.sign_in_version + 1,
         email_revert_version = u.email_revert_version + 1
     FROM before
     WHERE u.id = before.id AND u.email_change_version = %(version)s
       AND u.pending_email IS NOT NULL
     RETURNING u.id, u.email, u.password_hash, u.email_verified_at, u.reset_version,
               u.verify_version, u.signup_count, u.email_change_version,
-              u.account_delete_version, u.email_revert_version, u.pending_email,
+              u.account_delete_version, u.email_revert_version, u.pending_email, u.sign_in_version,
               before.email AS previous_email
 ), recorded AS (
     INSERT INTO email_changes (user_id, version, old_email, new_email, changed_at)
@@ -117,7 +118,8 @@ SET email = %(email)s,
     reset_version = reset_version + 1,
     verify_version = verify_version + 1,
     email_change_version = email_change_version + 1,
-    account_delete_version = account_delete_version + 1
+    account_delete_version = account_delete_version + 1,
+    sign_in_version = sign_in_version + 1
 WHERE id = %(user_id)s
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
-          email_change_version, account_delete_version, email_revert_version, pending_email;
+          email_change_version, account_delete_version, email_revert_version, pending_email, sign_in_version;

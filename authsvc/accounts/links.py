@@ -1,11 +1,12 @@
 """What every emailed link and code shares, whatever its purpose: the engine of the flows.
 
-A flow (verify, reset, an address change, its undo, a deletion) is a use
-case that queues a link with this module's helpers and redeems it through
-them: the email budget per purpose, the payload naming the asking app, the
-account whose current link a token or a typed code describes, and why a
-validly signed link no longer redeems. The use cases live in actions.py,
-email_change.py and deletion.py.
+A flow (verify, reset, sign-in, an address change, its undo, a deletion)
+is a use case that queues a link with this module's helpers and redeems it
+through them: the email budget per purpose, the payload naming the asking
+app, the account whose current link a token or a typed code describes, why
+a validly signed link no longer redeems, and what completing a flow tells
+the apps. The use cases live in actions.py, sign_in.py, email_change.py and
+deletion.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from authsvc.accounts import change_records, code_tries, sessions, users
 from authsvc.accounts.passwords import check_policy
 from authsvc.accounts.tokens import TokenClaims, TokenError, is_code_shaped
 from authsvc.accounts.users import User
+from authsvc.app_events.producer import FlowApp, flow_app, queue_event, user_data
 from authsvc.apps import account_apps
 from authsvc.apps.keys import App
 from authsvc.observability.logs import log_event
@@ -163,3 +165,27 @@ def matching_code(
     if user is None or user.version(purpose) != claims.version:
         raise TokenError("invalid_code")  # redeemed or replaced since the try was counted
     return attempt, user
+
+
+def flow_completed(
+    conn: Connection, user: User, purpose: str, version: int, event_type: str, now: datetime,
+    *, first_proof: bool,
+) -> FlowApp | None:
+    """A redeemed link or code: settle whose account it is, and tell the app that sent it.
+
+    Returns the app whose call sent the link, if one did. A flow is through
+    that app only if its email was queued while the account was already the
+    app's (`own_account`); so completing a flow never adds an app, and at
+    the address's first proof (`first_proof`) the signup's app keeps the
+    account only when this was its own email (SPEC §14, account_apps). The
+    app that started the flow hears `event_type` either way (SPEC §9).
+    """
+    flow = flow_app(conn, user_id=user.id, purpose=purpose, version=version)
+    if first_proof:
+        own_app = flow.id if flow is not None and flow.own_account else None
+        account_apps.note_first_proof(conn, user_id=user.id, own_app=own_app)
+    queue_event(
+        conn, app_id=flow.id if flow else None, event_type=event_type,
+        data=user_data(user.id, user.email), user_id=user.id, now=now,
+    )
+    return flow

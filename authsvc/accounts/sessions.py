@@ -38,13 +38,23 @@ class SessionUser:
 
     session_id: int
     user: User
+    started_by: str = "password"  # or "sign_in": a sign-in link or code opened it
+    started_at: datetime | None = None
+
+    def signed_in_by_email_since(self, since: datetime) -> bool:
+        """Whether a sign-in link or code opened this session at `since` or later: what an
+        account with no password shows instead of a current password (SPEC §12 "Pages")."""
+        return (self.started_by == "sign_in" and self.started_at is not None
+                and self.started_at >= since)
 
 
 def _hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
-def start_session(conn: Connection, user: User, user_agent: str, now: datetime) -> str | None:
+def start_session(
+    conn: Connection, user: User, user_agent: str, now: datetime, *, started_by: str = "password"
+) -> str | None:
     """Open a session; returns the token the cookie carries (never stored).
 
     None when the account's password is no longer `user.password_hash` (changed
@@ -64,6 +74,7 @@ def start_session(conn: Connection, user: User, user_agent: str, now: datetime) 
                 "verified_hash": user.password_hash,
                 "now": now,
                 "user_agent": user_agent[:MAX_USER_AGENT],
+                "started_by": started_by,
             },
         ).fetchone()
     return token if started is not None else None
@@ -75,7 +86,7 @@ def find_session(conn: Connection, token: str, now: datetime) -> SessionUser | N
     row = conn.execute(Q["touch_session"], params).fetchone()
     if row is None:
         return None
-    return SessionUser(row[0], User(*row[1:]))
+    return SessionUser(row[0], User(*row[3:]), started_by=row[1], started_at=row[2])
 
 
 def list_sessions(conn: Connection, user_id: int, now: datetime) -> list[WebSession]:

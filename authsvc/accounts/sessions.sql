@@ -3,8 +3,8 @@
 -- Only while the password is still the one just verified and the address is
 -- proven: a reset or password change that committed during the login's
 -- argon2 run has ended every session, and this one must not outlive it.
-INSERT INTO web_sessions (token_hash, user_id, created_at, last_seen_at, user_agent)
-SELECT %(token_hash)s, id, %(now)s, %(now)s, %(user_agent)s FROM users
+INSERT INTO web_sessions (token_hash, user_id, created_at, last_seen_at, user_agent, started_by)
+SELECT %(token_hash)s, id, %(now)s, %(now)s, %(user_agent)s, %(started_by)s FROM users
 WHERE id = %(user_id)s AND password_hash = %(verified_hash)s AND email_verified_at IS NOT NULL
 RETURNING id;
 
@@ -16,15 +16,15 @@ DELETE FROM web_sessions WHERE user_id = %(user_id)s AND created_at <= %(expired
 -- The live session for a token hash, with its account; refreshes last_seen_at
 -- at most once a minute so browsing is not a write per request.
 WITH live AS (
-    SELECT s.id, s.user_id FROM web_sessions s
+    SELECT s.id, s.user_id, s.started_by, s.created_at FROM web_sessions s
     WHERE s.token_hash = %(token_hash)s AND s.created_at > %(expired_before)s
 ), touched AS (
     UPDATE web_sessions s SET last_seen_at = %(now)s
     FROM live WHERE s.id = live.id AND s.last_seen_at < %(now)s::timestamptz - interval '60 seconds'
 )
-SELECT live.id AS session_id, u.id, u.email, u.password_hash, u.email_verified_at,
+SELECT live.id AS session_id, live.started_by, live.created_at, u.id, u.email, u.password_hash, u.email_verified_at,
        u.reset_version, u.verify_version, u.signup_count, u.email_change_version,
-       u.account_delete_version, u.email_revert_version, u.pending_email
+       u.account_delete_version, u.email_revert_version, u.pending_email, u.sign_in_version
 FROM live JOIN users u ON u.id = live.user_id;
 
 -- list_sessions --

@@ -23,10 +23,11 @@ from itsdangerous import BadSignature, URLSafeSerializer
 from authsvc.clock import Clock, system_clock
 
 PURPOSES = ("reset", "verify", "email_change", "email_change_approval", "email_revert",
-            "account_delete")
+            "account_delete", "sign_in")
 # Purposes whose emails carry a code beside the link. The undo link has none:
 # a week-long code that restores an account would be worth guessing (SPEC §12).
-CODED_PURPOSES = ("reset", "verify", "email_change", "email_change_approval", "account_delete")
+CODED_PURPOSES = ("reset", "verify", "email_change", "email_change_approval", "account_delete",
+                  "sign_in")
 MAX_TOKEN_LENGTH = 512
 CODE_DIGITS = 6
 # Room for a code typed with spaces ("123 456"); anything that is not six

@@ -29,6 +29,7 @@ class User:
     account_delete_version: int
     email_revert_version: int  # changes confirmed so far: the newest undo link's version
     pending_email: str | None  # the new address of a change not yet confirmed
+    sign_in_version: int  # SPEC §13's sign-in links and codes
 
     def version(self, purpose: str) -> int:
         """The current version of a newest-only purpose (SQL link_version, migrations/0030):
@@ -39,11 +40,18 @@ class User:
             "email_change": self.email_change_version,
             "email_change_approval": self.email_change_version,
             "account_delete": self.account_delete_version,
+            "sign_in": self.sign_in_version,
         }[purpose]
 
     @property
     def verified(self) -> bool:
         return self.email_verified_at is not None
+
+    @property
+    def has_password(self) -> bool:
+        """False for an account created by a sign-in link, or whose password was discarded
+        or cleared ('' matches no password)."""
+        return self.password_hash != ""
 
     @property
     def contested(self) -> bool:

@@ -1,13 +1,13 @@
 -- find_user_by_email --
 -- The account for a canonical address, if any.
 SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
-       email_change_version, account_delete_version, email_revert_version, pending_email
+       email_change_version, account_delete_version, email_revert_version, pending_email, sign_in_version
 FROM users WHERE email = %(email)s;
 
 -- find_user_by_id --
 -- The account with this id, if any.
 SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
-       email_change_version, account_delete_version, email_revert_version, pending_email
+       email_change_version, account_delete_version, email_revert_version, pending_email, sign_in_version
 FROM users WHERE id = %(user_id)s;
 
 -- register_signup --
@@ -25,7 +25,7 @@ ON CONFLICT (email) DO UPDATE SET
     signup_count = users.signup_count + (users.email_verified_at IS NULL)::int,
     verify_version = users.verify_version + (users.email_verified_at IS NULL)::int
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
-          email_change_version, account_delete_version, email_revert_version, pending_email;
+          email_change_version, account_delete_version, email_revert_version, pending_email, sign_in_version;
 
 -- redeem_verify_link --
 -- Mark verified only if the link is still current; zero rows = stale, used,
@@ -41,7 +41,7 @@ WHERE id = %(user_id)s AND verify_version = %(version)s
   AND email_verified_at IS NULL
   AND (%(password_hash)s::text IS NOT NULL OR signup_count <= 1)
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
-          email_change_version, account_delete_version, email_revert_version, pending_email;
+          email_change_version, account_delete_version, email_revert_version, pending_email, sign_in_version;
 
 -- redeem_reset_link --
 -- Set the password only if the link is still current; also verifies the
@@ -59,6 +59,7 @@ UPDATE users AS u
 SET reset_version = u.reset_version + 1,
     verify_version = u.verify_version + 1,  -- no older verify link may set a password now
     email_change_version = u.email_change_version + 1,
+    sign_in_version = u.sign_in_version + 1,  -- a reset after a break-in ends its sign-in links
     pending_email = NULL,
     password_hash = %(password_hash)s,
     password_changed_at = %(now)s,
@@ -67,7 +68,7 @@ FROM before
 WHERE u.id = before.id AND u.reset_version = %(version)s
 RETURNING u.id, u.email, u.password_hash, u.email_verified_at, u.reset_version,
           u.verify_version, u.signup_count, u.email_change_version, u.account_delete_version,
-          u.email_revert_version, u.pending_email, before.unproven AS first_proof;
+          u.email_revert_version, u.pending_email, u.sign_in_version, before.unproven AS first_proof;
 
 -- change_password --
 -- Password change from a signed-in session, only while that session lives
@@ -79,13 +80,14 @@ UPDATE users
 SET reset_version = reset_version + 1,
     verify_version = verify_version + 1,
     email_change_version = email_change_version + 1,
+    sign_in_version = sign_in_version + 1,
     pending_email = NULL,
     password_hash = %(password_hash)s,
     password_changed_at = %(now)s
 WHERE id = %(user_id)s AND password_hash = %(verified_hash)s
   AND EXISTS (SELECT 1 FROM web_sessions WHERE id = %(session_id)s AND user_id = %(user_id)s)
 RETURNING id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
-          email_change_version, account_delete_version, email_revert_version, pending_email;
+          email_change_version, account_delete_version, email_revert_version, pending_email, sign_in_version;
 
 -- update_password_hash --
 -- Store a rehash with current parameters after a successful login, only if the
@@ -111,13 +113,13 @@ SELECT EXISTS (
 -- it while it decides, so concurrent redemptions of the same account queue up
 -- and each sees what the one before it committed.
 SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
-       email_change_version, account_delete_version, email_revert_version, pending_email
+       email_change_version, account_delete_version, email_revert_version, pending_email, sign_in_version
 FROM users WHERE id = %(user_id)s
 FOR UPDATE;
 
 -- lock_user_by_email --
 -- The account holding an address, locked until the caller's transaction ends.
 SELECT id, email, password_hash, email_verified_at, reset_version, verify_version, signup_count,
-       email_change_version, account_delete_version, email_revert_version, pending_email
+       email_change_version, account_delete_version, email_revert_version, pending_email, sign_in_version
 FROM users WHERE email = %(email)s
 FOR UPDATE;

@@ -30,6 +30,9 @@ class App:
     id: UUID
     name: str
     redirect_urls: list[str]
+    # `--sign-up-by-email`: a sign-in request for an unknown address creates the
+    # account when its link is redeemed (SPEC §13).
+    sign_up_by_email: bool = False
 
     def allows_redirect(self, url: str) -> bool:
         return is_allowed_redirect(url, self.redirect_urls)
@@ -141,8 +144,8 @@ def find_app_counting_call(
                        {"key_hash": key_hash, **counted.params()}).fetchone()
     if row is None:
         return None
-    app_id, name, redirect_urls, within = row
-    return App(app_id, name, redirect_urls), counted.decision(within)
+    app_id, name, redirect_urls, sign_up_by_email, within = row
+    return App(app_id, name, redirect_urls, sign_up_by_email), counted.decision(within)
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ class AppListing:
     redirect_urls: list[str]
     webhook_url: str | None
     delivery_url: str | None  # where the app takes its own mail (SPEC §10 hook://)
+    sign_up_by_email: bool
     created_at: datetime
     revoked_at: datetime | None
 
@@ -186,6 +190,11 @@ def update_redirect_urls(conn: Connection, app_id: UUID, redirect_urls: list[str
     return _updated(
         conn, "update_redirect_urls", {"app_id": app_id, "redirect_urls": redirect_urls}
     )
+
+
+def set_sign_up_by_email(conn: Connection, app_id: UUID, on: bool) -> bool:
+    """Whether a live app's sign-in links create accounts; False when no live app has this id."""
+    return _updated(conn, "set_sign_up_by_email", {"app_id": app_id, "on": on})
 
 
 def set_webhook(

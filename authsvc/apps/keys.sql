@@ -1,29 +1,31 @@
 -- insert_app --
 -- Register an embedding app with the hash of its API key.
 INSERT INTO apps (name, key_hash, redirect_urls) VALUES (%(name)s, %(key_hash)s, %(redirect_urls)s)
-RETURNING id, name, redirect_urls;
+RETURNING id, name, redirect_urls, sign_up_by_email;
 
 -- find_app_by_key_hash --
 -- The app an API key belongs to; a revoked app's key matches nothing.
-SELECT id, name, redirect_urls FROM apps WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
+SELECT id, name, redirect_urls, sign_up_by_email FROM apps WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
 
 -- find_app_counting_call --
 -- find_app_by_key_hash, and the call counted against the key's budget in the
 -- same round trip (SQL rate_limit_hit()): only a live key's calls
 -- count (the select list runs for matching rows only), and the count commits
 -- without waiting for the disk (authsvc/ratelimit.py check_own_transaction).
-SELECT id, name, redirect_urls,
+SELECT id, name, redirect_urls, sign_up_by_email,
        rate_limit_hit(%(bucket)s, %(window_start)s, %(limit)s, false) AS within_budget
 FROM apps WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
 
 -- list_apps --
 -- Every app, oldest first, for `authsvc apps list`.
-SELECT id, name, redirect_urls, webhook_url, delivery_url, created_at, revoked_at
+SELECT id, name, redirect_urls, webhook_url, delivery_url, sign_up_by_email, created_at,
+       revoked_at
 FROM apps ORDER BY created_at, id;
 
 -- find_app_listing --
 -- One app as `apps list` shows it.
-SELECT id, name, redirect_urls, webhook_url, delivery_url, created_at, revoked_at
+SELECT id, name, redirect_urls, webhook_url, delivery_url, sign_up_by_email, created_at,
+       revoked_at
 FROM apps WHERE id = %(app_id)s;
 
 -- lock_app_names --
@@ -36,6 +38,11 @@ SELECT EXISTS (SELECT 1 FROM apps WHERE lower(name) = lower(%(name)s) AND revoke
 
 -- update_redirect_urls --
 UPDATE apps SET redirect_urls = %(redirect_urls)s WHERE id = %(app_id)s AND revoked_at IS NULL
+RETURNING id;
+
+-- set_sign_up_by_email --
+-- Whether a live app's sign-in requests for an unknown address create the account (SPEC §13).
+UPDATE apps SET sign_up_by_email = %(on)s WHERE id = %(app_id)s AND revoked_at IS NULL
 RETURNING id;
 
 -- set_webhook --

@@ -78,7 +78,14 @@ def _print_secret(secret: str) -> None:
     help="Allowed link target (repeatable); links may point here or below it.",
 )
 @click.option("--webhook-url", help="Where events are POSTed (https in production).")
-def apps_create(name: str, redirect_urls: list[str], webhook_url: str | None) -> None:
+@click.option(
+    "--sign-up-by-email", is_flag=True,
+    help="A sign-in link requested for an address with no account creates the account"
+    " (confirmed, no password) when it is used.",
+)
+def apps_create(
+    name: str, redirect_urls: list[str], webhook_url: str | None, sign_up_by_email: bool
+) -> None:
     """Register an app; prints its id, API key and webhook secret once (the key stored hashed)."""
     name = _check_name(name)
     settings = settings_or_exit()
@@ -89,6 +96,8 @@ def apps_create(name: str, redirect_urls: list[str], webhook_url: str | None) ->
         if keys.name_taken(conn, name):
             raise click.ClickException(f"an app named {name!r} already exists (see `apps list`)")
         app, key = register_app(conn, name, redirect_urls)
+        if sign_up_by_email:
+            keys.set_sign_up_by_email(conn, app.id, True)
         if webhook_url is not None:
             secret = keys.set_webhook(conn, app.id, webhook_url, settings.secret_keys)
     click.echo(f"app id:  {app.id}")
@@ -111,6 +120,7 @@ def apps_list() -> None:
         click.echo(
             f"{app.id}  {app.name}  {state}  redirect: {', '.join(app.redirect_urls) or '-'}"
             f"  webhook: {app.webhook_url or '-'}  delivery: {app.delivery_url or '-'}"
+            f"  sign-up by email: {'on' if app.sign_up_by_email else 'off'}"
         )
 
 
@@ -134,6 +144,10 @@ def apps_list() -> None:
     " (a Standard Webhook signed with the webhook secret; https in production).",
 )
 @click.option("--no-delivery-url", is_flag=True, help="Send its mail through authsvc again.")
+@click.option(
+    "--sign-up-by-email/--no-sign-up-by-email", default=None,
+    help="Whether a sign-in link requested for an address with no account creates the account.",
+)
 def apps_update(
     app_id: UUID,
     redirect_urls: list[str],
@@ -142,17 +156,19 @@ def apps_update(
     new_webhook_secret: bool,
     delivery_url: str | None,
     no_delivery_url: bool,
+    sign_up_by_email: bool | None,
 ) -> None:
-    """Change an app's redirect URLs, webhook or mail delivery URL."""
+    """Change an app's redirect URLs, webhook, mail delivery URL or sign-up by email."""
     if webhook_url is not None and no_webhook:
         raise click.UsageError("--webhook-url and --no-webhook contradict each other")
     if delivery_url is not None and no_delivery_url:
         raise click.UsageError("--delivery-url and --no-delivery-url contradict each other")
     if not (redirect_urls or webhook_url is not None or no_webhook or new_webhook_secret
-            or delivery_url is not None or no_delivery_url):
+            or delivery_url is not None or no_delivery_url or sign_up_by_email is not None):
         raise click.UsageError(
             "nothing to change: give --redirect-url, --webhook-url, --no-webhook,"
-            " --new-webhook-secret, --delivery-url or --no-delivery-url"
+            " --new-webhook-secret, --delivery-url, --no-delivery-url or"
+            " --[no-]sign-up-by-email"
         )
     settings = settings_or_exit()
     if webhook_url is not None:
@@ -173,6 +189,8 @@ def apps_update(
                 conn, app_id, delivery_url, settings.secret_keys) or secret
         if no_delivery_url:
             keys.clear_delivery_url(conn, app_id)
+        if sign_up_by_email is not None:
+            keys.set_sign_up_by_email(conn, app_id, sign_up_by_email)
         if new_webhook_secret:
             try:
                 secret = keys.replace_webhook_secret(conn, app_id, settings.secret_keys)

@@ -87,7 +87,7 @@ class HttpMetrics:
             '"Send a new link" requests the per-address email limit held back.',
             ["purpose"], registry=registry,
         )
-        for purpose in ("verify", "reset"):
+        for purpose in ("verify", "reset", "sign_in"):  # pages/link_problem.py RESENDABLE
             self.resends_suppressed.labels(purpose)  # shown as 0 before the first
 
     def observe(self, method: str, route: str | None, status: int, seconds: float) -> None:

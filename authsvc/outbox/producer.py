@@ -81,15 +81,19 @@ def count_and_queue_link(
     code_digest: bytes,
     payload: dict[str, Any] | None = None,
     app_id: UUID | None = None,
+    sign_up: bool = False,
+    notify_unknown: bool = False,
 ) -> QueuedLink:
     """Count a link request; within `budget`, bump `email`'s `purpose` version and queue its link.
 
     One statement, one commit, whatever the address (queue_link). Within the
     budget the address also gets fresh code tries (`code_digest`:
-    codes.address_digest). Nothing is queued when the address has no
-    account, or (for verify) is already verified.
+    codes.address_digest). Nothing is queued when the address is (for
+    verify) already verified, or has no account; then, for sign_in with
+    `sign_up`, a placeholder account gets the link, and otherwise, with
+    `notify_unknown` (reset and sign_in), the mailbox gets the no_account note.
     """
-    if purpose not in ("reset", "verify"):
+    if purpose not in ("reset", "verify", "sign_in"):
         raise ValueError(f"unknown link purpose {purpose!r}")
     params = {
         "email": email,
@@ -99,6 +103,8 @@ def count_and_queue_link(
         "channel": NOTIFY_CHANNEL,
         "app_id": app_id,
         "digest": code_digest,
+        "sign_up": sign_up,
+        "notify_unknown": notify_unknown,
         **budget.params(),
     }
     row = conn.execute(Q["queue_link"], params).fetchone()

@@ -15,6 +15,8 @@ TEMPLATES = (
     "email_change", "email_in_use", "email_changed", "email_restored", "account_delete",
     # The old address's approval of a change (AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD, migrations/0030).
     "email_change_approval",
+    # Sign in by email (SPEC §13, migrations/0031); no_account also answers resets.
+    "sign_in", "no_account",
 )
 # A job payload key: its outcome sends the app no email.* event (authsvc/worker/jobs.sql).
 NO_OUTCOME_EVENTS = "no_outcome_events"

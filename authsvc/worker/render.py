@@ -41,6 +41,8 @@ SUBJECTS = {
     "email_changed": "Your account's email address was changed",
     "email_restored": "This address no longer signs in to your account",
     "account_delete": "Confirm deleting your account",
+    "sign_in": "Your sign-in link",
+    "no_account": "No account uses this address",
 }
 LINK_PATHS = {
     "verify": "/verify",
@@ -49,6 +51,7 @@ LINK_PATHS = {
     "email_change_approval": "/email-change/approve",
     "email_revert": "/email-change/undo",
     "account_delete": "/account/delete",
+    "sign_in": "/sign-in",
 }
 # Where a code is typed; the undo link has no code (CODED_PURPOSES).
 CODE_PATHS = {
@@ -57,6 +60,7 @@ CODE_PATHS = {
     "email_change": "/email-change/code",
     "email_change_approval": "/email-change/approve/code",
     "account_delete": "/account/delete/code",
+    "sign_in": "/sign-in/code",
 }
 # Addresses a notice shows masked (n•••@example.com), from the job's payload.
 MASKED = {"new_email": "new_email_masked", "restored_email": "restored_email_masked"}

@@ -18,6 +18,8 @@ from authsvc.web.api.requests import (
     LINK_REQUEST,
     PASSWORD_RESET_CONFIRM,
     SESSION,
+    SIGN_IN_CONFIRM,
+    SIGN_IN_REQUEST,
     SIGNUP,
     VERIFICATION_CONFIRM,
     BodySpec,
@@ -85,6 +87,9 @@ _FIELD_DESCRIPTIONS = {
     " account the link and code page are authsvc's own, with the same answer.",
     "code": "The 6-digit code from the email (spaces are ignored); send it with `email`."
     " Anything else is a wrong code (400 invalid_code).",
+    "sign_in_code": "For an account with no password, instead of `password`: the 6-digit"
+    " code of a current sign-in email (`requestSignInLink`; spaces are ignored). It is used"
+    " up; a wrong one answers 401 invalid_credentials, as a wrong password does.",
     "locale": "A BCP 47 language tag (e.g. `de`, `pt-BR`) for the emails this request"
     " sends; a malformed one is 400 invalid_request. Emails are in English for now.",
 }
@@ -94,6 +99,7 @@ _EXAMPLES = {
     "new_password": "correct horse battery",
     "url": "https://app.example.com/welcome",
     "code": "123456",
+    "sign_in_code": "123456",
     "locale": "en",
 }
 
@@ -121,8 +127,13 @@ _BODY_DESCRIPTIONS = {
     " address (422 password_required) and replaces the signup's password when given.",
     PASSWORD_RESET_CONFIRM.name: _CONFIRM_FORMS,
     EMAIL_CHANGE.name: "`email` and `password` open the account (as `checkCredentials`);"
+    " an account with no password (signed up by email) sends `sign_in_code`, a current"
+    " sign-in code, instead (exactly one of the two, else 400 invalid_request)."
     " `new_email` is where the confirmation link and code go, and must differ from"
     " `email` (400 invalid_request).",
+    ACCOUNT_DELETION.name: "`email` and `password` open the account (as `checkCredentials`);"
+    " an account with no password sends `sign_in_code`, a current sign-in code, instead"
+    " (exactly one of the two, else 400 invalid_request).",
     EMAIL_CHANGE_CONFIRM.name: _CONFIRM_FORMS + " `email` is the address the code was"
     " sent to: the new one to confirm, the old one to approve.",
     EMAIL_CHANGE_UNDO.name: "`token` from the undo link sent to the old address (undo"
@@ -130,6 +141,7 @@ _BODY_DESCRIPTIONS = {
     " without, the password is cleared and a reset link goes to the restored address.",
     ACCOUNT_DELETION_CONFIRM.name: _CONFIRM_FORMS + " `email` is the address the"
     " deletion email was sent to.",
+    SIGN_IN_CONFIRM.name: _CONFIRM_FORMS,
 }
 
 
@@ -291,6 +303,20 @@ _RESPONSE_SCHEMAS: dict[str, Any] = {
         "required": ["deleted"],
         "properties": {"deleted": {"type": "boolean", "enum": [True]}},
     },
+    "SignedIn": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["user", "created"],
+        "properties": {
+            "user": {"$ref": "#/components/schemas/SessionUser"},
+            "created": {
+                "type": "boolean",
+                "description": "The address was unproven until now: a confirmed account came"
+                " to be (an app with --sign-up-by-email created it, or a signup's account was"
+                " confirmed by signing in, its password discarded).",
+            },
+        },
+    },
     "CredentialsChecked": {
         "type": "object",
         "additionalProperties": False,
@@ -306,7 +332,8 @@ _LINK_PROBLEMS = {400: ["redirect_not_allowed"]}
 _SIGN_IN_REQUIRED = (
     " `email` and `password` are checked as `checkCredentials` checks them: a wrong"
     " password, an unknown or an unconfirmed account answer 401 invalid_credentials alike"
-    " and count against the address's login limit (429)."
+    " and count against the address's login limit (429). A `sign_in_code` is used up; a"
+    " wrong one, or one sent for an account that has a password, answers the same 401."
 )
 OPERATIONS: dict[str, Operation] = {
     "/signups": Operation(
@@ -434,6 +461,27 @@ OPERATIONS: dict[str, Operation] = {
         {400: ["invalid_token", "invalid_code"],
          410: ["token_expired", "token_superseded", "code_exhausted"]},
     ),
+    "/sign-in-links": Operation(
+        "requestSignInLink", "sign-in-links", "Send a sign-in email (a link and a code)",
+        "A known address gets a link and a 6-digit code that sign the person in; it retires"
+        " every earlier sign-in link and code of the address. An unknown address gets"
+        " nothing, unless the app was registered with `--sign-up-by-email`: then its link,"
+        " used, creates a confirmed account with no password. Answers 202 for any address.",
+        SIGN_IN_REQUEST,
+        (202, "Accepted, whether or not the email is known", "Accepted"),
+        _LINK_PROBLEMS,
+    ),
+    "/sign-in-links/confirm": Operation(
+        "confirmSignInLink", "sign-in-links", "Sign in with a sign-in token or code",
+        "Redeems the link's token, or the address with the emailed code: once, only the"
+        " newest, within its lifetime; five wrong codes retire the code, never the link."
+        " It proves the address: an unconfirmed account is confirmed, and a password set"
+        " before that is discarded (the person may choose one with a reset). A login"
+        " lockout does not apply, and the address's failed-login count is cleared.",
+        SIGN_IN_CONFIRM,
+        (200, "Signed in: the account, and whether it was created now", "SignedIn"),
+        _TOKEN_PROBLEMS,
+    ),
 }
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -469,7 +517,7 @@ _FIELD_PROBLEM_SCHEMA = {
 }
 _DESCRIPTION = f"""\
 JSON API for apps that embed signup verification, password resets, address
-changes and account deletion.
+changes, account deletion and sign-in by email.
 
 Every call except this document needs `Authorization: Bearer <app key>`.
 Errors are `application/problem+json` (RFC 9457) whose `code` member is
@@ -486,7 +534,7 @@ after `Retry-After`). 429 and 5xx outcomes, and requests rejected before they
 ran (401, 400 `invalid_request`, `redirect_not_allowed`, 413, 415) are not stored.
 `checkCredentials` validates the key but never stores or replays its answer.
 
-**Codes.** Every verification and reset email carries a link and a 6-digit code
+**Codes.** Every verification, reset and sign-in email carries a link and a 6-digit code
 for the same request. The confirm calls take either `{{token}}` or `{{email, code}}`.
 """
 
@@ -515,7 +563,7 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
     }
     specs = (SIGNUP, LINK_REQUEST, VERIFICATION_CONFIRM, PASSWORD_RESET_CONFIRM, SESSION,
              EMAIL_CHANGE, EMAIL_CHANGE_CONFIRM, EMAIL_CHANGE_UNDO, ACCOUNT_DELETION,
-             ACCOUNT_DELETION_CONFIRM)
+             ACCOUNT_DELETION_CONFIRM, SIGN_IN_REQUEST, SIGN_IN_CONFIRM)
     problem_schemas = {
         problem_schema_name(codes): _problem_schema(codes)
         for item in paths.values() for operation in item.values()
@@ -534,6 +582,7 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
             {"name": "sessions", "description": "Checking credentials"},
             {"name": "email-changes", "description": "Changing an address, and undoing it"},
             {"name": "account-deletions", "description": "Deleting an account"},
+            {"name": "sign-in-links", "description": "Signing in by email"},
             {"name": "meta", "description": "About this API"},
         ],
         "paths": paths,

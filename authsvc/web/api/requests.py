@@ -28,6 +28,7 @@ _MAX_LENGTHS = {
     "new_password": MAX_PASSWORD_LENGTH,
     "url": MAX_REDIRECT_URL_LENGTH,
     "code": MAX_CODE_LENGTH,
+    "sign_in_code": MAX_CODE_LENGTH,
     "locale": 35,  # RFC 5646's longest useful tag
 }
 # A BCP 47 language tag's shape (language, then subtags of 1-8 letters or
@@ -37,7 +38,8 @@ _LOCALE = re.compile(r"[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8})*")
 
 @dataclass(frozen=True)
 class Field:
-    """One body member: `kind` is email, password, new_password, token, code, url or locale."""
+    """One body member: `kind` is email, password, new_password, token, code, sign_in_code,
+    url or locale."""
 
     name: str
     kind: str
@@ -85,11 +87,18 @@ SESSION = BodySpec("SessionRequest", (EMAIL, PASSWORD))
 # An address over its life (SPEC §12).
 NEW_EMAIL = Field("new_email", "email")
 LOCALE = Field("locale", "locale", required=False)
-EMAIL_CHANGE = BodySpec("EmailChangeRequest", (EMAIL, PASSWORD, NEW_EMAIL, REDIRECT_URL, LOCALE))
+# An account with no password proves itself with a current sign-in code instead (SPEC §12).
+OPTIONAL_PASSWORD = Field("password", "password", required=False)
+SIGN_IN_CODE = Field("sign_in_code", "sign_in_code", required=False)
+EMAIL_CHANGE = BodySpec("EmailChangeRequest", (EMAIL, OPTIONAL_PASSWORD, SIGN_IN_CODE, NEW_EMAIL,
+                                               REDIRECT_URL, LOCALE))
 EMAIL_CHANGE_CONFIRM = BodySpec("EmailChangeConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
 EMAIL_CHANGE_UNDO = BodySpec("EmailChangeUndo", (TOKEN, CHOSEN_PASSWORD))
-ACCOUNT_DELETION = BodySpec("AccountDeletionRequest", (EMAIL, PASSWORD))
+ACCOUNT_DELETION = BodySpec("AccountDeletionRequest", (EMAIL, OPTIONAL_PASSWORD, SIGN_IN_CODE))
 ACCOUNT_DELETION_CONFIRM = BodySpec("AccountDeletionConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
+# Sign in by email (SPEC §13).
+SIGN_IN_REQUEST = BodySpec("SignInLinkRequest", (EMAIL, REDIRECT_URL, LOCALE))
+SIGN_IN_CONFIRM = BodySpec("SignInLinkConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
 
 
 def _reject_constant(name: str) -> Any:
@@ -193,6 +202,17 @@ def token_or_code(values: dict[str, str | None]) -> CodeRedemption | None:
     if code is None:
         raise invalid_request("/code", "is required with email")
     return CodeRedemption(email, code)
+
+
+def password_or_sign_in_code(values: dict[str, str | None]) -> tuple[str | None, str | None]:
+    """The proof an account-changing body carries: `password`, or `sign_in_code` (an
+    account with no password); exactly one, else 400."""
+    password, code = values["password"], values["sign_in_code"]
+    if password is not None and code is not None:
+        raise invalid_request("/sign_in_code", "send either password or sign_in_code")
+    if password is None and code is None:
+        raise invalid_request("/password", "is required (or sign_in_code)")
+    return password, code
 
 
 def allowed_redirect(app: App, url: str | None) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from flask import Blueprint, Response, g, jsonify, request
 from psycopg import Connection
 
-from authsvc.accounts import actions, deletion, email_change
+from authsvc.accounts import actions, deletion, email_change, sign_in
 from authsvc.web.api.auth import admit_call, current_caller
 from authsvc.web.api.calls import run_call
 from authsvc.web.api.domain_errors import UseCase
@@ -19,6 +19,7 @@ from authsvc.web.api.replies import Reply, json_reply
 from authsvc.web.api.requests import (
     allowed_redirect,
     parse_body,
+    password_or_sign_in_code,
     read_idempotency_key,
     token_or_code,
 )
@@ -98,7 +99,7 @@ def signups() -> Response:
 
 
 def _link_request(request_link: Callable[..., bool]) -> Response:
-    """A verification or reset request: 202 accepted whatever the account (SPEC §5)."""
+    """A verification, reset or sign-in request: 202 accepted whatever the account (SPEC §5)."""
     values, document = _checked_body()
     redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
 
@@ -178,11 +179,12 @@ def email_changes() -> Response:
     email, new_email = str(values["email"]), str(values["new_email"])
     if new_email == email:  # refused before it runs, like any malformed body
         raise invalid_request("/new_email", "is the account's own address")
+    password, sign_in_code = password_or_sign_in_code(values)
     redirect_url = allowed_redirect(current_caller().app, values["redirect_url"])
 
     def request_email_change(conn: Connection) -> Reply:
         email_change.request_email_change(
-            conn, services(), email=email, password=str(values["password"]),
+            conn, services(), email=email, password=password, sign_in_code=sign_in_code,
             new_email=new_email, redirect_url=redirect_url, app=current_caller().app,
         )
         # The same answer whether or not the new address is taken (SPEC §12).
@@ -225,12 +227,18 @@ def email_changes_undo(conn: Connection, values: Body) -> Reply:
 
 
 @bp.post("/account-deletions")
-@in_one_call
-def account_deletions(conn: Connection, values: Body) -> Reply:
-    deletion.request_account_deletion(
-        conn, services(), email=str(values["email"]), password=str(values["password"]),
-        app=current_caller().app)
-    return json_reply(202, {"status": "confirmation_sent"})
+def account_deletions() -> Response:
+    values, document = _checked_body()
+    password, sign_in_code = password_or_sign_in_code(values)
+
+    def request_account_deletion(conn: Connection) -> Reply:
+        deletion.request_account_deletion(
+            conn, services(), email=str(values["email"]), password=password,
+            sign_in_code=sign_in_code, app=current_caller().app,
+        )
+        return json_reply(202, {"status": "confirmation_sent"})
+
+    return _run(request_account_deletion, document)
 
 
 @bp.post("/account-deletions/confirm")
@@ -238,3 +246,22 @@ def account_deletions_confirm() -> Response:
     return _confirm(
         deletion.confirm_account_deletion,
         deletion.confirm_account_deletion_code, lambda _none: json_reply(200, {"deleted": True}))
+
+
+# --- sign in by email (SPEC §13) ---------------------------------------------------
+
+
+@bp.post("/sign-in-links")
+def sign_in_links() -> Response:
+    # `locale` is accepted and checked; emails are in English for now (SPEC §14).
+    return _link_request(actions.request_sign_in)
+
+
+@bp.post("/sign-in-links/confirm")
+def sign_in_links_confirm() -> Response:
+    def answer(signed_in: sign_in.SignedIn) -> Reply:
+        user = signed_in.user
+        summary = {"id": user.id, "email": user.email, "email_verified": True}
+        return json_reply(200, {"user": summary, "created": signed_in.created})
+
+    return _confirm(sign_in.sign_in_with_link, sign_in.sign_in_with_code, answer)

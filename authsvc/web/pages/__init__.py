@@ -14,6 +14,7 @@ from authsvc.web.pages import (
     rendering,
     resend,
     reset,
+    sign_in,
     signup,
     verify,
 )
@@ -21,5 +22,5 @@ from authsvc.web.pages import (
 bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static/pages")
 rendering.install(bp)
 for module in (signup, verify, reset, resend, check_email, account, codes, email_change,
-               deletion, icon):
+               deletion, sign_in, icon):
     module.register(bp)

@@ -6,6 +6,7 @@ import functools
 import logging
 import re
 from collections.abc import Callable
+from typing import TypedDict, TypeVar
 
 from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
@@ -38,6 +39,35 @@ logger = logging.getLogger(__name__)
 NOT_YOUR_PASSWORD = "That is not your current password."  # noqa: S105 (a message)
 # The forms on /account that the current password allows.
 AccountForm = ChangePasswordForm | ChangeEmailForm | DeleteAccountForm
+SIGN_IN_AGAIN = (
+    "Your account has no password, so this needs a sign-in by email from the last 10 minutes:"
+    " email yourself a sign-in link, use it, and ask again."
+)
+ProofForm = TypeVar("ProofForm", ChangeEmailForm, DeleteAccountForm)
+
+
+def proof_form(form: ProofForm, signed_in: SessionUser) -> ProofForm:
+    """An address-change or deletion form as this account proves itself: the current
+    password, or, with no password, nothing typed (the session's recent sign-in by email
+    is the proof: actions.confirm_identity)."""
+    if not signed_in.user.has_password:
+        del form.current
+    return form
+
+
+class Proof(TypedDict):
+    """Who asks, as the address-change and deletion use cases take it: one of the two."""
+
+    password: str | None
+    session: SessionUser | None  # a session a sign-in link started lately
+
+
+def proof_of(form: ChangeEmailForm | DeleteAccountForm, signed_in: SessionUser) -> Proof:
+    """The proof a submitted proof_form carries: the password, or, for an account with
+    none, the session (its recent sign-in by email)."""
+    if signed_in.user.has_password:
+        return {"password": form.current.data, "session": None}
+    return {"password": None, "session": signed_in}
 
 
 def login() -> ResponseReturnValue:
@@ -159,7 +189,10 @@ def with_current_password(form: AccountForm,
     except actions.TooManyAttempts as exc:
         return too_many_requests(exc.retry_after)
     except actions.InvalidCredentials:
-        form.current.errors = [NOT_YOUR_PASSWORD]
+        if "current" in form:
+            form.current.errors = [NOT_YOUR_PASSWORD]
+        else:  # no password: the proof was a recent sign-in by email, and it is missing
+            flash(SIGN_IN_AGAIN, "info")
         return account_page(422, form)
     except SameAddress:
         assert isinstance(form, ChangeEmailForm)

@@ -13,18 +13,21 @@ from authsvc.durations import describe_duration
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import services
 
-SENT_KINDS = ("signup", "verify", "reset", "resend")
+SENT_KINDS = ("signup", "verify", "reset", "sign_in", "resend")
+LINK_PURPOSES = ("verify", "reset", "sign_in")
 
 
 def check_email() -> ResponseReturnValue:
     sent = request.args.get("sent", "")
+    sent = sent if sent in SENT_KINDS else "resend"
     purpose = request.args.get("purpose", "")
-    ttl = services().tokens.ttl("reset" if sent == "reset" or purpose == "reset" else "verify")
+    # Which link is on its way: the one asked for, or (a resend) the one it replaces.
+    purpose = sent if sent in LINK_PURPOSES else purpose if purpose in LINK_PURPOSES else "verify"
     return render_page(
         "check_email.html",
-        sent=sent if sent in SENT_KINDS else "resend",
-        purpose=purpose if purpose in ("reset", "verify") else "verify",
-        ttl_text=describe_duration(ttl),
+        sent=sent,
+        purpose=purpose,
+        ttl_text=describe_duration(services().tokens.ttl(purpose)),
     )
 
 

@@ -18,7 +18,12 @@ from authsvc.accounts import deletion
 from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenError
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.account import request_from_account, signed_in_only
+from authsvc.web.pages.account import (
+    proof_form,
+    proof_of,
+    request_from_account,
+    signed_in_only,
+)
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import ConfirmDeletionForm, DeleteAccountForm, DeletionCodeForm
 from authsvc.web.pages.link_problem import link_form, link_page, link_problem
@@ -32,10 +37,10 @@ logger = logging.getLogger(__name__)
 @signed_in_only
 def request_deletion(signed_in: SessionUser) -> ResponseReturnValue:
     """Send the deletion link; nothing is deleted until it is used."""
-    form = DeleteAccountForm()
+    form = proof_form(DeleteAccountForm(), signed_in)
     return request_from_account(
         form, lambda: deletion.request_account_deletion(
-            db(), services(), email=signed_in.user.email, password=form.current.data),
+            db(), services(), email=signed_in.user.email, **proof_of(form, signed_in)),
         event="deletion_requested", user_id=signed_in.user.id,
         sent=lambda: "We sent a link to confirm the deletion to your address (or, if it was"
         " changed lately, to the address it was changed from). Nothing is deleted until it"

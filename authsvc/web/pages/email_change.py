@@ -28,7 +28,12 @@ from authsvc.accounts.sessions import SessionUser
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
-from authsvc.web.pages.account import request_from_account, signed_in_only
+from authsvc.web.pages.account import (
+    proof_form,
+    proof_of,
+    request_from_account,
+    signed_in_only,
+)
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import (
     ApprovalCodeForm,
@@ -54,11 +59,11 @@ logger = logging.getLogger(__name__)
 @signed_in_only
 def request_change(signed_in: SessionUser) -> ResponseReturnValue:
     """Send a confirmation link to the new address; nothing changes until it is used."""
-    form = ChangeEmailForm()
+    form = proof_form(ChangeEmailForm(), signed_in)
     return request_from_account(
         form, lambda: email_change.request_email_change(
-            db(), services(), email=signed_in.user.email, password=form.current.data,
-            new_email=form.new_email.data),
+            db(), services(), email=signed_in.user.email, new_email=form.new_email.data,
+            **proof_of(form, signed_in)),
         event="email_change_requested", user_id=signed_in.user.id,
         # The same words whether or not the address is taken (its holder is told instead).
         sent=lambda: f"We sent a link to {form.new_email.data}. Your address changes only"

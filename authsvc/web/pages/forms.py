@@ -135,6 +135,25 @@ class ResetCodeForm(FlaskForm):
     submit = SubmitField("Set new password")
 
 
+class SignInForm(LinkForm):
+    """The button a person clicks to sign in with an emailed link (SPEC §13).
+
+    When signing in discards a password set before the address was proven,
+    the page also offers to choose one here (optional).
+    """
+
+    password = _chosen_password_field()
+    submit = SubmitField("Sign in")
+
+
+class SignInCodeForm(FlaskForm):
+    """Signs in with the code from a sign-in email, for people reading mail elsewhere."""
+
+    email = _email_field()
+    code = _code_field()
+    submit = SubmitField("Sign in")
+
+
 class ResendForm(LinkForm):
     """Sends a fresh link to whoever an expired or replaced link was for."""
 

@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 # The links a dead one's page offers to send again (POST /links/resend); a
 # change or a deletion is asked again from the account page (it needs the
 # password), and an undo link is never sent again.
-RESENDABLE = ("reset", "verify")
+RESENDABLE = ("reset", "verify", "sign_in")
 
 
 def checked_link(purpose: str) -> tuple[str, User | Response]:

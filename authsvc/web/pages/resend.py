@@ -43,10 +43,7 @@ def resend() -> ResponseReturnValue:
     user = users.find_user_by_id(conn, claims.user_id)
     if user is not None:
         log_event(logger, "link_resend_requested", purpose=purpose, user_id=user.id)
-        request_link = (
-            actions.request_password_reset if purpose == "reset" else actions.request_verification
-        )
-        if not request_link(conn, svc, email=user.email):
+        if not actions.LINK_REQUESTS[purpose](conn, svc, email=user.email):
             log_event(logger, "link_resend_suppressed", purpose=purpose, user_id=user.id,
                       reason="email_rate_limited", token_version=claims.version)
             web_metrics(current_app).resends_suppressed.labels(purpose).inc()

@@ -34,6 +34,16 @@ def sign_in(user: User) -> None:
     log_event(logger, "signed_in", user_id=user.id)
 
 
+def adopt_session(user: User, token: str) -> None:
+    """Hold a session a sign-in link or code started (a new id): the browser's earlier
+    session, if any, ends, so nobody who planted a cookie shares the new one."""
+    end_this_session()
+    session.permanent = True
+    session[_TOKEN] = token
+    forget_cached_session()
+    log_event(logger, "signed_in", user_id=user.id, by="email")
+
+
 def end_this_session() -> None:
     """Logout: the session row goes, so no copy of the cookie opens anything."""
     token = session.get(_TOKEN)

@@ -155,9 +155,14 @@ def _user_events(receiver, secret: str) -> list[dict]:
             if r.path == "/hooks/authsvc"]
 
 
-@pytest.mark.xfail(strict=True, reason="known defect since the providers merge: the three events"
-                   " arrive and no address is left, but the deleted account's stand-in digest is"
-                   " not found in the event rows; under investigation")
+# Not strict: the outcome is a race. The deletion drops the account's pending jobs
+# (deletion.sql drop_pending_jobs), its user.email_changed and user.email_restored
+# deliveries among them, so the test passes only when the webhook worker delivered
+# both before the deletion, which depends on the machine's speed and load.
+@pytest.mark.xfail(strict=False, reason="known defect since the providers merge: a deletion"
+                   " drops the account's events still pending (user.email_changed,"
+                   " user.email_restored), so they arrive only when the worker was quicker;"
+                   " under investigation")
 def test_every_app_the_account_belongs_to_hears_the_change_the_undo_and_the_deletion(
     client, conn, svc, settings, clock, database_url
 ):

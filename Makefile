@@ -41,8 +41,14 @@ browser:
 # Short and per checkout (the server's Unix socket path must stay < 108 bytes).
 TEST_TMP ?= /tmp/authsvc-test-$(shell printf '%s' "$(CURDIR)" | cksum | cut -d' ' -f1)
 
+# Each xdist worker imports the whole suite, and pytest rewrites every test module's
+# asserts on import: with PYTHONDONTWRITEBYTECODE set (as on this machine) neither is
+# cached, which costs each worker seconds of CPU per run. The suites write the usual
+# __pycache__ folders (ignored by git) whatever the environment says.
+BYTECODE := PYTHONDONTWRITEBYTECODE=
+
 test: $(STAMP) browser
-	$(BIN)/pytest -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)
+	$(BYTECODE) $(BIN)/pytest -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)
 
 # The inner loop: the unit and integration tests (markers set in tests/conftest.py),
 # with the two account state machines on their quick profile. It leaves out every
@@ -50,7 +56,7 @@ test: $(STAMP) browser
 # Chromium) and runs 50 and 40 state-machine examples instead of 500 and 150;
 # `make test` runs all of it.
 test-fast: $(STAMP)
-	AUTHSVC_HYPOTHESIS_PROFILE=quick $(BIN)/pytest -m "not e2e and not slow" -n 2 \
+	$(BYTECODE) AUTHSVC_HYPOTHESIS_PROFILE=quick $(BIN)/pytest -m "not e2e and not slow" -n 2 \
 	  --dist loadfile -q --basetemp=$(TEST_TMP)-fast
 
 # The same suite against a normal server (this machine's PostgreSQL 15).

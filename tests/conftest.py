@@ -1,4 +1,4 @@
-"""Shared fixtures: real PostgreSQL per test, the Flask app, a frozen clock."""
+"""Shared fixtures: a real, empty PostgreSQL database per test, the Flask app, a frozen clock."""
 
 from __future__ import annotations
 
@@ -58,10 +58,12 @@ def test_databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestDat
 
 
 @pytest.fixture
-def database_url(test_databases: TestDatabases) -> Iterator[str]:
-    url = test_databases.create()
-    yield url
-    test_databases.drop(url)
+def database_url(request: pytest.FixtureRequest, test_databases: TestDatabases) -> Iterator[str]:
+    """A migrated database with no rows: the worker's own, emptied after the test, or
+    for an e2e test (whose processes may outlive it by a moment) a clone of its own."""
+    own = request.node.get_closest_marker("e2e") is not None
+    with test_databases.lend(own=own) as url:
+        yield url
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import smtplib
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from authsvc.inbox.server import InboxServer
 from authsvc.inbox.smtp import InboxSink
 from authsvc.services import Services, build_services
 from authsvc.web.app import create_app
+from testkit.servers import serve_in_thread
 from testkit.waiting import free_port
 
 
@@ -148,8 +148,7 @@ def serve_front(
     svc = inbox_services({**env, **settings}, pool, passwords, clock=clock)
     app = create_app(svc.settings, pool=pool, passwords=passwords, clock=clock)
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    thread = serve_in_thread(server)
     try:
         with serving_inbox(
             sink, svc, listen_url=env["AUTHSVC_DIRECT_DATABASE_URL"],

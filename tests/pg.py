@@ -1,4 +1,9 @@
-"""Test databases: one migrated template per test session, one clone per test.
+"""Test databases: one migrated template per test session, one database per worker.
+
+Each xdist worker clones the template once and lends that database to every
+integration test, emptied after each (see ReusableDatabase): cloning takes
+0.3-0.5 s, the reset a few milliseconds. e2e tests, and every test behind a
+pooler, still get a clone of their own, dropped afterwards.
 
 Uses AUTHSVC_TEST_DATABASE_URL when set (CI may point it at a normal server),
 otherwise the embedded PostgreSQL from pgserver under a temporary folder.
@@ -39,7 +44,9 @@ class TestDatabases:
     def __init__(self, server_url: str, tag: str, direct_url: str | None = None) -> None:
         self.server_url = server_url
         self.direct_url = direct_url or server_url
+        self.tag = tag
         self.template = f"authsvc_tpl_{tag}_{os.getpid()}"
+        self._reusable: ReusableDatabase | None = None
         with psycopg.connect(self.direct_url, autocommit=True) as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
@@ -49,9 +56,32 @@ class TestDatabases:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.template)))
         upgrade(with_database(self.direct_url, self.template))
 
-    def create(self) -> str:
+    @contextmanager
+    def lend(self, *, own: bool = False) -> Iterator[str]:
+        """A migrated database with no rows, for one test.
+
+        The worker's reusable database, emptied afterwards; a clone of its own
+        when `own` (a test whose processes may outlive it by a moment) or behind
+        a pooler (which keeps server connections to the database open between
+        tests, and so the session state the reset clears by ending them).
+        """
+        if own or self.pooled:
+            url = self.create()
+            try:
+                yield url
+            finally:
+                self.drop(url)
+            return
+        if self._reusable is None:
+            self._reusable = ReusableDatabase(self, f"authsvc_w_{self.tag}_{os.getpid()}")
+        try:
+            yield self._reusable.url
+        finally:
+            self._reusable.reset()
+
+    def create(self, name: str | None = None) -> str:
         """A fresh migrated database; its URL goes through the pooler when there is one."""
-        name = f"authsvc_t_{uuid.uuid4().hex[:12]}"
+        name = name or f"authsvc_t_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(self.direct_url, autocommit=True) as conn:
             conn.execute(
                 sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
@@ -88,7 +118,196 @@ class TestDatabases:
             )
 
     def close(self) -> None:
+        if self._reusable is not None:
+            self.drop(self._reusable.url)
         self.drop(with_database(self.server_url, self.template))
+
+
+# What a test may change in a database beyond its rows, as one digest: the catalog
+# rows of the objects the migrations (or a test) made. initdb's own objects have
+# OIDs below 16384 (FirstNormalObjectId); pg_class leaves out the columns that
+# TRUNCATE, VACUUM and ANALYZE rewrite. Temporary schemas are left out: their
+# objects go with the session that made them, and the reset ends every session.
+SCHEMA_DIGEST = r"""
+WITH ns AS (
+    SELECT n.oid, n.nspname, n.nspowner, n.nspacl FROM pg_namespace n
+    WHERE n.nspname = 'public' OR (n.oid >= 16384 AND n.nspname NOT LIKE 'pg\_%')
+), rel AS (
+    SELECT c.oid, c.relname, c.relnamespace, c.reltype, c.relowner, c.relam,
+           c.reltoastrelid, c.relpersistence, c.relkind, c.relnatts, c.relchecks,
+           c.relhasrules, c.relhastriggers, c.relrowsecurity, c.relforcerowsecurity,
+           c.relreplident, c.relispartition, c.relacl, c.reloptions, c.relpartbound
+    FROM pg_class c WHERE c.relnamespace IN (SELECT oid FROM ns)
+)
+SELECT md5(concat_ws('|',
+    (SELECT array_agg(n ORDER BY n.oid)::text FROM ns n),
+    (SELECT array_agg(r ORDER BY r.oid)::text FROM rel r),
+    (SELECT array_agg((a.attrelid, a.attname, a.atttypid, a.attnum, a.atttypmod,
+                       a.attnotnull, a.atthasdef, a.attidentity, a.attgenerated,
+                       a.attisdropped, a.attcollation, a.attacl, a.attoptions)
+                      ORDER BY a.attrelid, a.attnum)::text
+     FROM pg_attribute a WHERE a.attrelid IN (SELECT oid FROM rel)),
+    (SELECT array_agg(d ORDER BY d.oid)::text
+     FROM pg_attrdef d WHERE d.adrelid IN (SELECT oid FROM rel)),
+    (SELECT array_agg(i ORDER BY i.indexrelid)::text
+     FROM pg_index i WHERE i.indrelid IN (SELECT oid FROM rel)),
+    (SELECT array_agg(t ORDER BY t.oid)::text
+     FROM pg_trigger t WHERE t.tgrelid IN (SELECT oid FROM rel)),
+    (SELECT array_agg(c ORDER BY c.oid)::text
+     FROM pg_constraint c WHERE c.connamespace IN (SELECT oid FROM ns)),
+    (SELECT array_agg(p ORDER BY p.oid)::text
+     FROM pg_proc p WHERE p.pronamespace IN (SELECT oid FROM ns)),
+    (SELECT array_agg(t ORDER BY t.oid)::text
+     FROM pg_type t WHERE t.typnamespace IN (SELECT oid FROM ns)),
+    (SELECT array_agg(e ORDER BY e.oid)::text FROM pg_enum e WHERE e.oid >= 16384),
+    (SELECT array_agg(r ORDER BY r.oid)::text
+     FROM pg_rewrite r WHERE r.ev_class IN (SELECT oid FROM rel)),
+    (SELECT array_agg(p ORDER BY p.oid)::text
+     FROM pg_policy p WHERE p.polrelid IN (SELECT oid FROM rel)),
+    (SELECT array_agg(s ORDER BY s.seqrelid)::text
+     FROM pg_sequence s WHERE s.seqrelid IN (SELECT oid FROM rel)),
+    (SELECT array_agg(i ORDER BY i.inhrelid, i.inhseqno)::text
+     FROM pg_inherits i WHERE i.inhrelid IN (SELECT oid FROM rel)),
+    (SELECT array_agg(d ORDER BY d.objoid, d.classoid, d.objsubid)::text
+     FROM pg_description d WHERE d.objoid >= 16384),
+    (SELECT array_agg(e ORDER BY e.oid)::text FROM pg_extension e),
+    (SELECT array_agg(e ORDER BY e.oid)::text FROM pg_event_trigger e),
+    (SELECT array_agg(a ORDER BY a.oid)::text FROM pg_default_acl a),
+    (SELECT count(*)::text FROM pg_largeobject_metadata),
+    (SELECT array_agg(s ORDER BY s.setrole)::text FROM pg_db_role_setting s
+     JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = current_database()),
+    (SELECT (d.datallowconn, d.datconnlimit, d.datacl)::text
+     FROM pg_database d WHERE d.datname = current_database())
+))
+"""
+TABLES = r"""
+SELECT n.nspname, c.relname,
+       EXISTS (SELECT FROM pg_constraint f WHERE f.conrelid = c.oid AND f.contype = 'f')
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p')
+  AND (n.nspname = 'public' OR (n.oid >= 16384 AND n.nspname NOT LIKE 'pg\_%'))
+ORDER BY 1, 2
+"""
+SEQUENCES = r"""
+SELECT format('%I.%I', schemaname, sequencename), last_value, start_value
+FROM pg_sequences WHERE schemaname = 'public'
+   OR (schemaname <> 'information_schema' AND schemaname NOT LIKE 'pg\_%')
+"""
+
+
+class SchemaChanged(Exception):
+    """A test changed the schema of the reusable database."""
+
+
+class ReusableDatabase:
+    """One worker's test database: cloned from the template once, emptied after each test.
+
+    The reset ends every other session on it (as DROP DATABASE … WITH (FORCE)
+    did: no lock, LISTEN or prepared statement outlives its test), truncates
+    the tables a test left rows in, puts back the rows the migrations wrote
+    (schema_migrations) when a test changed them, and sets each sequence back
+    to where the migrations left it. A test that changed the schema (made,
+    altered or dropped anything) or dropped the database, and any reset that
+    fails, gets the database cloned again from the template.
+    """
+
+    def __init__(self, databases: TestDatabases, name: str) -> None:
+        self.databases = databases
+        self.name = name
+        self.url = databases.create(name)
+        self._admin_url = with_database(databases.direct_url, name)
+        # The migrations' own rows, as COPY text, per table; and which of those
+        # tables a TRUNCATE … CASCADE of others can reach (they reference a table).
+        # Tables by index, as the dirty-tables query names them.
+        self._tables: list[sql.Identifier] = []
+        self._rows: dict[int, bytes] = {}
+        self._referencing: set[int] = set()
+        checks: list[sql.Composable] = []
+        with psycopg.connect(self._admin_url, autocommit=True) as conn:
+            self._schema = _one(conn, sql.SQL(SCHEMA_DIGEST))
+            for schema, name_, references in conn.execute(TABLES).fetchall():
+                index, table = len(self._tables), sql.Identifier(schema, name_)
+                self._tables.append(table)
+                exists = sql.SQL("EXISTS (SELECT FROM {})").format(table)
+                test: sql.Composable = exists
+                if _one(conn, sql.SQL("SELECT {}").format(exists)) == "True":
+                    self._rows[index] = _copy_out(conn, table)
+                    if references:
+                        self._referencing.add(index)
+                    test = sql.SQL("({}) <> {}").format(
+                        _rows_digest(table), sql.Literal(_one(conn, _rows_digest(table)))
+                    )
+                checks.append(sql.SQL("SELECT {} WHERE {}").format(sql.Literal(index), test))
+            self._sequences = {
+                seq: (last, start) for seq, last, start in conn.execute(SEQUENCES)
+            }
+        # One statement names (by index) the tables a test left rows in or changed.
+        self._dirty_query = sql.SQL(" UNION ALL ").join(checks)
+
+    def reset(self) -> None:
+        try:
+            self._empty()
+        except (psycopg.Error, SchemaChanged):
+            # Dropped by the test, held by a lock that outlived it, …: start over.
+            self.databases.drop(self.url)
+            self.databases.create(self.name)
+
+    def _empty(self) -> None:
+        with psycopg.connect(self._admin_url, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            if _one(conn, sql.SQL(SCHEMA_DIGEST)) != self._schema:
+                raise SchemaChanged
+            conn.execute("SET lock_timeout = '5s'")
+            dirty = [row[0] for row in conn.execute(self._dirty_query)]
+            truncate = [self._tables[index] for index in dirty if index not in self._rows]
+            restore = {index for index in dirty if index in self._rows}
+            if truncate:
+                restore |= self._referencing
+            if truncate or restore:
+                with conn.transaction():
+                    # No trigger fires: the reset is no test's doing.
+                    conn.execute("SET LOCAL session_replication_role = replica")
+                    if truncate:
+                        conn.execute(
+                            sql.SQL("TRUNCATE {} CASCADE").format(sql.SQL(", ").join(truncate))
+                        )
+                    for index in sorted(restore):
+                        table = self._tables[index]
+                        conn.execute(sql.SQL("DELETE FROM {}").format(table))
+                        with conn.cursor().copy(
+                            sql.SQL("COPY {} FROM STDIN").format(table)
+                        ) as copy:
+                            copy.write(self._rows[index])
+            for seq, last, start in conn.execute(SEQUENCES).fetchall():
+                if (last, start) != self._sequences[seq]:
+                    was, began = self._sequences[seq]
+                    conn.execute(
+                        "SELECT setval(%s::regclass, %s, %s)",
+                        (seq, began if was is None else was, was is not None),
+                    )
+
+
+def _one(conn: psycopg.Connection, query: sql.SQL | sql.Composed) -> str:
+    row = conn.execute(query).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _rows_digest(table: sql.Identifier) -> sql.Composed:
+    return sql.SQL(
+        "SELECT md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '')) FROM {} t"
+    ).format(table)
+
+
+def _copy_out(conn: psycopg.Connection, table: sql.Identifier) -> bytes:
+    data = bytearray()
+    with conn.cursor().copy(sql.SQL("COPY {} TO STDOUT").format(table)) as copy:
+        for chunk in copy:
+            data += chunk
+    return bytes(data)
 
 
 def direct_server_url() -> str | None:
@@ -102,4 +321,20 @@ def server_url(tmp_root: Path) -> tuple[str, object | None]:
     if configured:
         return configured, None
     handle = start_embedded_postgres(tmp_root)
-    return str(handle.get_uri()), handle
+    url = str(handle.get_uri())
+    with psycopg.connect(url, autocommit=True) as conn:
+        for setting in THROWAWAY_SERVER:
+            conn.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
+        conn.execute("SELECT pg_reload_conf()")
+    return url, handle
+
+
+# The embedded test server's data is thrown away with the run and no test
+# crashes it, so nothing need survive a crash: no flush to disk at commit,
+# CREATE DATABASE, TRUNCATE or checkpoints, nor whole pages in the WAL. With
+# fsync off a commit's WAL flush is a write alone, so synchronous_commit keeps
+# its default (tests/test_ratelimit_commits.py holds the code to restoring it).
+# Set with ALTER SYSTEM in that server's own data folder, and only there:
+# never for `authsvc dev`, a configured AUTHSVC_TEST_DATABASE_URL, or the
+# servers e2e tests start themselves.
+THROWAWAY_SERVER = ("fsync", "full_page_writes")

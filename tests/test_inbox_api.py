@@ -18,6 +18,7 @@ from authsvc.accounts.passwords import Passwords
 from authsvc.inbox.server import InboxServer
 from authsvc.inbox.waiters import AsyncScopeWatcher
 from authsvc.testing import InboxError, ScopedInbox
+from testkit.servers import serve_in_thread
 from tests.inbox_support import (
     HttpClient,
     email,
@@ -280,8 +281,7 @@ def test_requests_with_nothing_to_wait_for_never_park(inbox, sink, monkeypatch):
 
 def test_scoped_inbox_says_the_inbox_may_be_off_on_a_non_json_answer(app):
     server = make_server("127.0.0.1", 0, app, threaded=True)  # the inbox is off in `app`
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    thread = serve_in_thread(server)
     try:
         client = ScopedInbox(f"http://127.0.0.1:{server.server_port}")
         with pytest.raises(InboxError, match=r"answered 404 .*is AUTHSVC_TEST_INBOX on\?"):

@@ -17,6 +17,7 @@ from werkzeug.serving import make_server
 
 from authsvc.inbox.server import DEFAULT_POOL_SIZE
 from authsvc.testing import ScopedInbox
+from testkit.servers import serve_in_thread
 from testkit.waiting import wait_until
 from tests.inbox_support import (
     Answer,
@@ -131,8 +132,7 @@ def _echo_app() -> Flask:
 @pytest.fixture
 def echo_front(sink, env, pool, passwords) -> Iterator[HttpClient]:
     server = make_server("127.0.0.1", 0, _echo_app(), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    thread = serve_in_thread(server)
     try:
         svc = inbox_services(env, pool, passwords)
         upstream = f"http://127.0.0.1:{server.server_port}"

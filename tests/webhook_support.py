@@ -17,6 +17,7 @@ from authsvc.worker.delivery import RetryPolicy
 from authsvc.worker.event_delivery import WebhookDelivery
 from authsvc.worker.loop import Worker, WorkerOptions
 from authsvc.worker.mailers import NullMailer
+from testkit.servers import serve_in_thread
 from tests.worker_support import renderer
 
 
@@ -94,7 +95,7 @@ def webhook_worker(
 def serving(statuses: list[int] | None = None) -> Iterator[Receiver]:
     """A Receiver answering for the length of the block."""
     receiver = Receiver(statuses)
-    threading.Thread(target=receiver.server.serve_forever, daemon=True).start()
+    serve_in_thread(receiver.server)
     try:
         yield receiver
     finally:

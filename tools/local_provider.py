@@ -189,7 +189,10 @@ class LocalProvider:
         self._stopping = threading.Event()
         self._server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
+        # stop() waits for the serving loop to look at its flag, every poll_interval
+        # (0.5 s by default): a short one ends a test's fake at once.
         self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.05},
                                         name=f"local-{self.name}", daemon=True)
 
     # What a provider defines.

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from email.utils import format_datetime
 
 import psycopg
 
@@ -94,8 +93,7 @@ def measure(url: str) -> dict[str, float]:
         "    TokenCodec.mint_code": _per_email(lambda job: codec.mint_code(claims[job.id]),
                                                claimed),
         "  templates (text + HTML)": _per_email(templates, claimed),
-        "  Date (format_datetime(clock()))": _per_email(
-            lambda _job: format_datetime(renderer.clock()), claimed),
+        "  Date header (Renderer._date)": _per_email(lambda _job: renderer._date(), claimed),
         "  headers + text + HTML (Renderer.parts)": _per_email(renderer.parts, claimed),
         "  build_message (MIME bytes)": _per_email(mime, claimed),
         "  OutgoingEmail": _per_email(outgoing, claimed),

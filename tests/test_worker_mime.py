@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from email import policy
 from email.parser import BytesParser
+from email.utils import format_datetime
 from typing import Any
 from uuid import UUID
 
@@ -102,7 +103,7 @@ def test_templates_compiled_once_render_as_jinja_does(name):
     html = name.endswith(".html")
     environment = jinja2.Environment(loader=loader, autoescape=html,  # noqa: S701
                                      undefined=jinja2.StrictUndefined)
-    context = {key: f"<{key}> & \"'x'\"" for key in
+    context = {key: f"<{key}> & \"'x'\" {{0}} {{{key}}}" for key in
                ("recipient", "base_url", "reset_url", "login_url", "link", "expires_at",
                 "valid_for", "code", "code_url", "requested_by")}
     assert compile_template(environment, name)(context) == (
@@ -116,3 +117,16 @@ def test_a_template_with_logic_is_still_rendered_by_jinja():
     loader = jinja2.DictLoader({"t.txt": "{% if x %}yes {{ x|upper }}{% endif %}\n"})
     environment = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined)  # noqa: S701
     assert compile_template(environment, "t.txt")({"x": "a"}) == "yes A"
+
+
+def test_the_date_header_is_what_format_datetime_writes_for_each_moment(env):
+    """Formatted once a second: each moment still gets its own second and zone."""
+    moments = [datetime(2026, 12, 7, 9, 0, 0, 10, tzinfo=UTC),
+               datetime(2026, 12, 7, 9, 0, 0, 999_999, tzinfo=UTC),
+               datetime(2026, 12, 7, 9, 0, 1, tzinfo=UTC),
+               datetime(2026, 12, 7, 10, 0, 1, tzinfo=timezone(timedelta(hours=1))),  # same instant
+               datetime(2026, 12, 7, 9, 0, 1, tzinfo=UTC),
+               datetime(2026, 12, 7, 8, 59, 59, tzinfo=UTC)]  # a clock stepped back
+    now = iter(moments)
+    built = renderer(load_settings(env), lambda: next(now))
+    assert [built._date() for _ in moments] == [format_datetime(m) for m in moments]

@@ -24,7 +24,7 @@ from authsvc.services import token_codec
 from authsvc.worker import jobs
 from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.mailers import OutgoingEmail, needs_smtputf8
-from authsvc.worker.mime import build_message
+from authsvc.worker.mime import boundary_for, build_message
 from authsvc.worker.render import Renderer
 from bench.common import fresh_database, report, worker_env
 from bench.drain import queue_links
@@ -76,7 +76,8 @@ def measure(url: str) -> dict[str, float]:
 
     def mime(job: ClaimedJob) -> bytes:
         headers, text, html = built[job.id]
-        return build_message(headers, text, html, utf8=needs_smtputf8(sender, job.recipient))
+        return build_message(headers, text, html, utf8=needs_smtputf8(sender, job.recipient),
+                             boundary=boundary_for(job.public_id.int))
 
     data = {job.id: mime(job) for job in claimed}
 

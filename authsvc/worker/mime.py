@@ -25,9 +25,13 @@ MAX_LINE = 78
 _BASE64_LINE = 76  # characters per base64 line, 57 bytes each, as email.base64mime writes them
 
 
-def legacy_message(headers: list[tuple[str, str]], text: str, html: str, *, utf8: bool) -> bytes:
-    """The stdlib's email.mime build (compat32; SMTPUTF8 policy for UTF-8 addresses), CRLF."""
-    message = MIMEMultipart("alternative")
+def legacy_message(headers: list[tuple[str, str]], text: str, html: str, *, utf8: bool,
+                   boundary: str | None = None) -> bytes:
+    """The stdlib's email.mime build (compat32; SMTPUTF8 policy for UTF-8 addresses), CRLF.
+
+    `boundary`: the multipart boundary; None lets the stdlib draw a random one.
+    """
+    message = MIMEMultipart("alternative", boundary=boundary)
     for name, value in headers:
         message[name] = value
     message.attach(MIMEText(text, "plain", "utf-8"))
@@ -58,26 +62,36 @@ def _base64_lines(data: bytes) -> list[bytes]:
 _BOUNDARY_DIGITS = len(repr(sys.maxsize - 1))
 
 
-def _boundary() -> str:
-    # The stdlib's own shape and source of randomness (email.generator), so a
-    # seeded comparison gives the same bytes; base64 lines cannot contain it
-    # (no '-' in the alphabet), so it needs no check against the bodies.
-    return "=" * 15 + f"{random.randrange(sys.maxsize):0{_BOUNDARY_DIGITS}d}" + "=="
+def boundary_for(number: int) -> str:
+    """A multipart boundary of the stdlib's shape (email.generator) from `number`.
+
+    base64 lines cannot contain one (no '-' in the alphabet), so it needs no
+    check against the bodies; drawn from the job rather than at random, a
+    retried message is the same bytes as the first but for its Date.
+    """
+    return "=" * 15 + f"{number % 10**_BOUNDARY_DIGITS:0{_BOUNDARY_DIGITS}d}" + "=="
 
 
-def build_message(headers: list[tuple[str, str]], text: str, html: str, *, utf8: bool) -> bytes:
-    """What `legacy_message` would write; built directly when no header needs folding."""
+def build_message(headers: list[tuple[str, str]], text: str, html: str, *, utf8: bool,
+                  boundary: str | None = None) -> bytes:
+    """What `legacy_message` would write; built directly when no header needs folding.
+
+    `boundary`: as for legacy_message; None draws it as the stdlib does, so a
+    seeded comparison of the two gives the same bytes.
+    """
     if utf8 or not _fits_unfolded(headers):
-        return legacy_message(headers, text, html, utf8=utf8)
-    boundary = _boundary().encode("ascii")
-    dashes = b"--" + boundary
+        return legacy_message(headers, text, html, utf8=utf8, boundary=boundary)
+    if boundary is None:
+        boundary = boundary_for(random.randrange(sys.maxsize))
+    mark = boundary.encode("ascii")
+    dashes = b"--" + mark
     lines = [
-        b'Content-Type: multipart/alternative; boundary="' + boundary + b'"',
+        b'Content-Type: multipart/alternative; boundary="' + mark + b'"',
         b"MIME-Version: 1.0",
     ]
     if len(lines[0]) > MAX_LINE:  # what the stdlib folds it to
         lines[0:1] = [b"Content-Type: multipart/alternative;",
-                      b' boundary="' + boundary + b'"']
+                      b' boundary="' + mark + b'"']
     lines += [f"{name}: {value}".encode("ascii") for name, value in headers]
     lines.append(b"")
     for subtype, body in ((b"plain", text), (b"html", html)):

@@ -28,7 +28,7 @@ from authsvc.durations import describe_duration
 from authsvc.resources import templates_dir
 from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.mailers import OutgoingEmail, needs_smtputf8
-from authsvc.worker.mime import build_message
+from authsvc.worker.mime import boundary_for, build_message
 
 SUBJECTS = {
     "verify": "Confirm your email address",
@@ -298,12 +298,14 @@ class Renderer:
         text, html, context = self._bodies(job)
         message_id = message_id_for(job.public_id, self.domain)
         # Same on every attempt (no Date): a provider compares a retried
-        # request's body with the first one under the same idempotency key.
+        # request's body with the first one under the same idempotency key;
+        # the MIME bytes, boundary included, differ only in the Date line.
         extra = self._extra(job)
         headers = self._headers(job, message_id, extra)
         utf8 = needs_smtputf8(self.sender, job.recipient)
         try:
-            data = build_message(headers, text, html, utf8=utf8)
+            data = build_message(headers, text, html, utf8=utf8,
+                                 boundary=boundary_for(job.public_id.int))
         except UnicodeError as exc:
             raise TemplateError(f"{job.template}: cannot encode the message: {exc}") from None
         link, code = context.get("link"), context.get("code")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from email import policy
 from email.parser import BytesParser
+from email.utils import format_datetime
 from typing import Any
 from uuid import UUID
 
@@ -16,7 +17,7 @@ from authsvc.config import load_settings
 from authsvc.inbox.parsing import parse_message
 from authsvc.resources import templates_dir
 from authsvc.worker.jobs import ClaimedJob
-from authsvc.worker.mime import build_message, legacy_message
+from authsvc.worker.mime import boundary_for, build_message, legacy_message
 from authsvc.worker.render import compile_template
 from tests.worker_support import renderer
 
@@ -71,6 +72,9 @@ def test_the_message_matches_the_stdlib_builder(env, template, recipient, mail_f
     random.seed(1234)
     old = legacy_message(headers, text, html, utf8=utf8)
     assert fast == old
+    given = boundary_for(PUBLIC_ID.int)
+    assert build_message(headers, text, html, utf8=utf8, boundary=given) == legacy_message(
+        headers, text, html, utf8=utf8, boundary=given)
     mine, theirs = _structure(email.data), _structure(old)
     assert mine["headers"] == theirs["headers"] and mine["parts"] == theirs["parts"]
     assert mine["type"] == "multipart/alternative" and mine["defects"] == []
@@ -102,7 +106,7 @@ def test_templates_compiled_once_render_as_jinja_does(name):
     html = name.endswith(".html")
     environment = jinja2.Environment(loader=loader, autoescape=html,  # noqa: S701
                                      undefined=jinja2.StrictUndefined)
-    context = {key: f"<{key}> & \"'x'\"" for key in
+    context = {key: f"<{key}> & \"'x'\" {{0}} {{{key}}}" for key in
                ("recipient", "base_url", "reset_url", "login_url", "link", "expires_at",
                 "valid_for", "code", "code_url", "requested_by")}
     assert compile_template(environment, name)(context) == (
@@ -116,3 +120,31 @@ def test_a_template_with_logic_is_still_rendered_by_jinja():
     loader = jinja2.DictLoader({"t.txt": "{% if x %}yes {{ x|upper }}{% endif %}\n"})
     environment = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined)  # noqa: S701
     assert compile_template(environment, "t.txt")({"x": "a"}) == "yes A"
+
+
+def test_the_date_header_is_what_format_datetime_writes_for_each_moment(env):
+    """Formatted once a second: each moment still gets its own second and zone."""
+    moments = [datetime(2026, 12, 7, 9, 0, 0, 10, tzinfo=UTC),
+               datetime(2026, 12, 7, 9, 0, 0, 999_999, tzinfo=UTC),
+               datetime(2026, 12, 7, 9, 0, 1, tzinfo=UTC),
+               datetime(2026, 12, 7, 10, 0, 1, tzinfo=timezone(timedelta(hours=1))),  # same instant
+               datetime(2026, 12, 7, 9, 0, 1, tzinfo=UTC),
+               datetime(2026, 12, 7, 8, 59, 59, tzinfo=UTC)]  # a clock stepped back
+    now = iter(moments)
+    built = renderer(load_settings(env), lambda: next(now))
+    assert [built._date() for _ in moments] == [format_datetime(m) for m in moments]
+
+
+@pytest.mark.parametrize("recipient", ["ann@example.com", LONG, "jörg@exämple.com"])
+def test_a_retried_message_is_the_same_bytes_but_for_its_date(env, recipient):
+    """Same Message-ID, same boundary, same bodies: only the Date line may differ."""
+    moments = iter([datetime(2026, 12, 7, 9, tzinfo=UTC), datetime(2026, 12, 7, 9, 5, tzinfo=UTC)])
+    built = renderer(load_settings(env), lambda: next(moments))
+    job = _job("verify", recipient)
+    first, retry = built.render(job), built.render(job._replace(attempt_count=2))
+
+    def undated(data: bytes) -> list[bytes]:
+        return [line for line in data.split(b"\r\n") if not line.startswith(b"Date: ")]
+
+    assert first.data != retry.data and undated(first.data) == undated(retry.data)
+    assert parse_message(retry.data).message_id == first.message_id

@@ -17,8 +17,9 @@ import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from itsdangerous import BadSignature, URLSafeSerializer
+from itsdangerous import BadSignature, Signer, URLSafeSerializer
 
 from authsvc.clock import Clock, system_clock
 
@@ -71,6 +72,13 @@ class TokenCodec:
         self._serializers = {
             purpose: URLSafeSerializer(ordered, salt=f"authsvc.{purpose}") for purpose in PURPOSES
         }
+        # mint() does what serializer.dumps does, with the signer make_signer() would
+        # build made once per purpose instead of once per token, its key derived once:
+        # the same bytes, about 2 µs less per email (bench/pipeline_parts.py).
+        self._signers = {
+            purpose: _MintingSigner(s.secret_keys, salt=s.salt, **s.signer_kwargs)
+            for purpose, s in self._serializers.items()
+        }
         # One code key per secret, derived so a code's HMAC never shares a key
         # with itsdangerous' signatures; the first still is the one that mints.
         self._code_keys = [
@@ -93,9 +101,9 @@ class TokenCodec:
 
     def mint(self, claims: TokenClaims) -> str:
         issued = int(claims.issued_at.timestamp())
-        return str(
-            self._serializers[claims.purpose].dumps([claims.user_id, claims.version, issued])
-        )
+        payload = self._serializers[claims.purpose].dump_payload(
+            [claims.user_id, claims.version, issued])
+        return self._signers[claims.purpose].sign(payload).decode("utf-8")
 
     def read(self, token: object, purpose: str, *, check_expiry: bool = True) -> TokenClaims:
         """Verify signature, purpose and (unless told not to) lifetime; else TokenError."""
@@ -132,6 +140,21 @@ class TokenCodec:
         for key in self._code_keys:
             matched |= hmac.compare_digest(_code(key, claims).encode(), presented)
         return matched
+
+
+class _MintingSigner(Signer):
+    """itsdangerous' Signer with its signing key derived once, not once per token.
+
+    derive_key() is the documented place to change how the key is made; this
+    one returns the same key (the same signatures), computed in __init__.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._signing_key = super().derive_key()
+
+    def derive_key(self, secret_key: str | bytes | None = None) -> bytes:
+        return self._signing_key if secret_key is None else super().derive_key(secret_key)
 
 
 def _code(key: bytes, claims: TokenClaims) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, tzinfo
 from email.utils import format_datetime, parseaddr
 from functools import lru_cache
-from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote_plus, urlencode, urlsplit, urlunsplit
 from uuid import UUID
 
 import jinja2
@@ -28,7 +28,7 @@ from authsvc.durations import describe_duration
 from authsvc.resources import templates_dir
 from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.mailers import OutgoingEmail, needs_smtputf8
-from authsvc.worker.mime import build_message
+from authsvc.worker.mime import boundary_for, build_message
 
 SUBJECTS = {
     "verify": "Confirm your email address",
@@ -101,24 +101,37 @@ def requested_by(job: ClaimedJob, base_url: str) -> str:
     return f"Requested through the app “{name}”." if name else "Requested through an app."
 
 
+def _minute_utc(moment: datetime) -> str:
+    """`moment` as the emails show it, "2026-12-07 09:30 UTC": strftime's text, without strftime.
+
+    Fields formatted directly: 1.0 µs of CPU against strftime's 1.8.
+    """
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+            f" {moment.hour:02d}:{moment.minute:02d} UTC")
+
+
 class TemplateError(Exception):
     """The job cannot be rendered; retrying will not fix it."""
 
 
 @lru_cache(maxsize=1024)
-def _link_target(url: str) -> tuple[SplitResult, tuple[tuple[str, str], ...]]:
-    # A handful of distinct targets (our pages, each app's redirect URLs):
-    # split each once, not once per message.
+def _link_target(url: str) -> tuple[str, str]:
+    # A handful of distinct targets (our pages, each app's redirect URLs): split
+    # each once into what comes before the token's value ("…?a=1&token=") and
+    # after it (a "#fragment"), not once per message.
     parts = urlsplit(url)
     query = tuple((k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
                   if k != "token")
-    return parts, query
+    head = urlunsplit(parts._replace(query=urlencode((*query, ("token", ""))), fragment=""))
+    return head, f"#{parts.fragment}" if parts.fragment else ""
 
 
 def with_token(url: str, token: str) -> str:
     """`url` with token=… added to its query, keeping what is already there."""
-    parts, query = _link_target(url)
-    return urlunsplit(parts._replace(query=urlencode((*query, ("token", token)))))
+    head, fragment = _link_target(url)
+    # What urlencode writes for the pair, after a head built once per target:
+    # 0.7 µs of CPU a link against 3.2 for urlencode and urlunsplit each time.
+    return head + quote_plus(token) + fragment
 
 
 def message_domain(mail_from: str) -> str:
@@ -127,7 +140,7 @@ def message_domain(mail_from: str) -> str:
     return address.rpartition("@")[2] or "localhost"
 
 
-def message_id_for(public_job_id: UUID, domain: str) -> str:
+def message_id_for(public_job_id: UUID | str, domain: str) -> str:
     """Stable per job, never per attempt: a re-send carries the same Message-ID."""
     return f"<authsvc-job-{public_job_id}@{domain}>"
 
@@ -145,24 +158,31 @@ def compile_template(env: jinja2.Environment, name: str) -> Render:
     """
     source = env.loader.get_source(env, name)[0] if env.loader else ""
     tree = env.parse(source)
-    parts: list[str | tuple[str]] = []
+    pieces: list[str] = []
+    holes: list[tuple[int, str]] = []  # (where in pieces, the name whose value goes there)
     simple = all(isinstance(node, nodes.Output) for node in tree.body)
     for output in tree.body if simple else ():
         for node in output.nodes:  # type: ignore[attr-defined]
             if isinstance(node, nodes.TemplateData):
-                parts.append(node.data)
+                pieces.append(node.data)
             elif isinstance(node, nodes.Name) and node.ctx == "load":
-                parts.append((node.name,))
+                holes.append((len(pieces), node.name))
+                pieces.append("")
             else:
                 simple = False
     if not simple:
         template = env.get_template(name)
         return lambda context: template.render(context)
-    show: Callable[[object], str] = (lambda v: str(escape(v))) if env.autoescape else str
+    show: Callable[[object], str] = escape if env.autoescape else str
 
     def render(context: Mapping[str, object]) -> str:
-        # A missing value raises KeyError, as StrictUndefined would raise.
-        return "".join(p if isinstance(p, str) else show(context[p[0]]) for p in parts)
+        # The static pieces copied, the holes filled in place: about 3 µs less
+        # per email for the two parts than a generator testing each piece's
+        # type (bench/pipeline_parts.py, "templates").
+        out = pieces.copy()
+        for at, hole in holes:
+            out[at] = show(context[hole])  # a missing value raises KeyError, as StrictUndefined
+        return "".join(out)
 
     return render
 
@@ -183,6 +203,7 @@ class Renderer:
         self._text = jinja2.Environment(loader=loader, autoescape=False, undefined=strict)  # noqa: S701
         self._compiled: dict[str, tuple[Render, Render]] = {}
         self._valid_for = {p: describe_duration(codec.ttl(p)) for p in LINK_PATHS}
+        self._last_date: tuple[tuple[float, tzinfo | None], str] = ((-1.0, None), "")
 
     def _templates(self, template: str) -> tuple[Render, Render]:
         """(text, html) renderers for `template`, compiled on first use."""
@@ -207,39 +228,51 @@ class Renderer:
             "login_url": base + "/login",
             "requested_by": requested_by(job, base),
         }
+        payload = job.payload
         for key, shown in MASKED.items():
-            if key in job.payload:
-                context[shown] = masked(str(job.payload[key]))
-        if job.purpose is not None:
+            if key in payload:
+                context[shown] = masked(str(payload[key]))
+        purpose = job.purpose
+        if purpose is not None:
             assert job.user_id is not None and job.token_version is not None
             assert job.issued_at is not None
-            claims = TokenClaims(job.user_id, job.purpose, job.token_version, job.issued_at)
-            redirect_url = job.payload.get("redirect_url")
-            target = redirect_url or base + LINK_PATHS[job.purpose]
-            expires_at = self.codec.expires_at(job.purpose, job.issued_at)
-            context.update(
-                link=with_token(str(target), self.codec.mint(claims)),
-                expires_at=expires_at.strftime("%Y-%m-%d %H:%M UTC"),
-                valid_for=self._valid_for[job.purpose],
-            )
-            if job.purpose in CODE_PATHS:
-                context.update(
-                    # The same claims as the link, typed by hand on another device:
-                    # on the app's own page (its redirect URL, with no token) when
-                    # an app started the flow, else on ours.
-                    code=self.codec.mint_code(claims),
-                    code_url=str(redirect_url or base + CODE_PATHS[job.purpose]),
-                )
+            claims = TokenClaims(job.user_id, purpose, job.token_version, job.issued_at)
+            redirect_url = payload.get("redirect_url")
+            target = redirect_url or base + LINK_PATHS[purpose]
+            context["link"] = with_token(str(target), self.codec.mint(claims))
+            context["expires_at"] = _minute_utc(self.codec.expires_at(purpose, job.issued_at))
+            context["valid_for"] = self._valid_for[purpose]
+            if purpose in CODE_PATHS:
+                # The same claims as the link, typed by hand on another device:
+                # on the app's own page (its redirect URL, with no token) when
+                # an app started the flow, else on ours.
+                context["code"] = self.codec.mint_code(claims)
+                context["code_url"] = str(redirect_url or base + CODE_PATHS[purpose])
         return context
+
+    def _date(self) -> str:
+        """The Date header for now, formatted once a second rather than once a message.
+
+        format_datetime reads only the second and the offset: the same instant
+        to the second in the same zone gives the same text. 0.7 µs of CPU a
+        message, against 4.0 formatting each one (bench/pipeline_parts.py).
+        """
+        now = self.clock()
+        key = (now.timestamp() // 1, now.tzinfo)
+        last_key, last = self._last_date
+        if key != last_key:
+            last = format_datetime(now)
+            self._last_date = (key, last)  # one assignment: threads see either pair whole
+        return last
 
     def parts(self, job: ClaimedJob) -> tuple[list[tuple[str, str]], str, str]:
         """The message's headers (in order, unfolded), text and HTML; TemplateError if it fails."""
-        headers, text, html, _context = self._rendered(job)
-        return headers, text, html
+        text, html, _context = self._bodies(job)
+        job_id = str(job.public_id)
+        message_id = message_id_for(job_id, self.domain)
+        return self._headers(job, message_id, self._extra(job, job_id)), text, html
 
-    def _rendered(
-        self, job: ClaimedJob
-    ) -> tuple[list[tuple[str, str]], str, str, dict[str, object]]:
+    def _bodies(self, job: ClaimedJob) -> tuple[str, str, dict[str, object]]:
         if not is_canonical(job.recipient):
             # Mail goes to exactly the stored address or nowhere: a row the
             # parser would not produce (written before it, or by hand) could
@@ -248,34 +281,44 @@ class Renderer:
         try:
             context = self._context(job)
             render_text, render_html = self._templates(job.template)
-            text = render_text(context)
-            html = render_html(context)
+            return render_text(context), render_html(context), context
         except (jinja2.TemplateError, KeyError, AssertionError) as exc:
             raise TemplateError(f"{job.template}: {type(exc).__name__}: {exc}") from None
-        headers = [
+
+    @staticmethod
+    def _extra(job: ClaimedJob, job_id: str) -> tuple[tuple[str, str], ...]:
+        job_header = ("X-Authsvc-Job", job_id)
+        if job.token_version is None:
+            return (job_header,)
+        return job_header, ("X-Authsvc-Token-Version", str(job.token_version))
+
+    def _headers(self, job: ClaimedJob, message_id: str,
+                 extra: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+        return [
             ("From", self.settings.mail_from),
             ("To", job.recipient),
             ("Subject", SUBJECTS[job.template]),
-            ("Date", format_datetime(self.clock())),
-            ("Message-ID", message_id_for(job.public_id, self.domain)),
-            ("X-Authsvc-Job", str(job.public_id)),
+            ("Date", self._date()),
+            ("Message-ID", message_id),
+            *extra,
         ]
-        if job.token_version is not None:
-            headers.append(("X-Authsvc-Token-Version", str(job.token_version)))
-        return headers, text, html, context
 
     def render(self, job: ClaimedJob) -> OutgoingEmail:
         """The complete message for `job`; TemplateError if it cannot be built."""
-        headers, text, html, context = self._rendered(job)
+        text, html, context = self._bodies(job)
+        job_id = str(job.public_id)  # formatted once for two headers: 0.6 µs of CPU each time
+        message_id = message_id_for(job_id, self.domain)
+        # Same on every attempt (no Date): a provider compares a retried
+        # request's body with the first one under the same idempotency key;
+        # the MIME bytes, boundary included, differ only in the Date line.
+        extra = self._extra(job, job_id)
+        headers = self._headers(job, message_id, extra)
         utf8 = needs_smtputf8(self.sender, job.recipient)
         try:
-            data = build_message(headers, text, html, utf8=utf8)
+            data = build_message(headers, text, html, utf8=utf8,
+                                 boundary=boundary_for(job.public_id.int))
         except UnicodeError as exc:
             raise TemplateError(f"{job.template}: cannot encode the message: {exc}") from None
-        message_id = message_id_for(job.public_id, self.domain)
-        # Same on every attempt (no Date): a provider compares a retried
-        # request's body with the first one under the same idempotency key.
-        extra = tuple((k, v) for k, v in headers if k.startswith("X-Authsvc-"))
         link, code = context.get("link"), context.get("code")
         return OutgoingEmail(job.id, job.public_id, self.sender, job.recipient, message_id, data,
                              from_header=self.settings.mail_from, subject=SUBJECTS[job.template],

@@ -10,6 +10,7 @@ from authsvc.accounts.passwords import Passwords
 from authsvc.accounts.tokens import TokenCodec
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings
+from authsvc.operators import CONSOLE_CODE_TTL
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ def token_codec(settings: Settings, clock: Clock = system_clock) -> TokenCodec:
             "email_change": settings.email_change_ttl,
             "email_revert": settings.email_revert_ttl,
             "account_delete": settings.delete_ttl,
+            "console_login": CONSOLE_CODE_TTL,
         },
         clock,
     )

@@ -22,7 +22,8 @@ from itsdangerous import BadSignature, URLSafeSerializer
 
 from authsvc.clock import Clock, system_clock
 
-PURPOSES = ("reset", "verify", "email_change", "email_revert", "account_delete")
+# console_login: an operator's emailed sign-in code for /admin (SPEC §15), code only.
+PURPOSES = ("reset", "verify", "email_change", "email_revert", "account_delete", "console_login")
 # Purposes whose emails carry a code beside the link. The undo link has none:
 # a week-long code that restores an account would be worth guessing (SPEC §12).
 CODED_PURPOSES = ("reset", "verify", "email_change", "account_delete")

@@ -40,6 +40,7 @@ SUBJECTS = {
     "email_changed": "Your account's email address was changed",
     "email_restored": "This address no longer signs in to your account",
     "account_delete": "Confirm deleting your account",
+    "console_code": "Your operator console sign-in code",
 }
 LINK_PATHS = {
     "verify": "/verify",
@@ -54,6 +55,8 @@ CODE_PATHS = {
     "reset": "/reset/code",
     "email_change": "/email-change/code",
     "account_delete": "/account/delete/code",
+    # The console's code has no link: it is typed on the page that asked for it.
+    "console_login": "/admin/login/code",
 }
 # Addresses a notice shows masked (n•••@example.com), from the job's payload.
 MASKED = {"new_email": "new_email_masked", "restored_email": "restored_email_masked"}
@@ -175,7 +178,7 @@ class Renderer:
         # Plain-text parts are not HTML: escaping would corrupt links with '&'.
         self._text = jinja2.Environment(loader=loader, autoescape=False, undefined=strict)  # noqa: S701
         self._compiled: dict[str, tuple[Render, Render]] = {}
-        self._valid_for = {p: describe_duration(codec.ttl(p)) for p in LINK_PATHS}
+        self._valid_for = {p: describe_duration(codec.ttl(p)) for p in {*LINK_PATHS, *CODE_PATHS}}
 
     def _templates(self, template: str) -> tuple[Render, Render]:
         """(text, html) renderers for `template`, compiled on first use."""
@@ -208,13 +211,14 @@ class Renderer:
             assert job.issued_at is not None
             claims = TokenClaims(job.user_id, job.purpose, job.token_version, job.issued_at)
             redirect_url = job.payload.get("redirect_url")
-            target = redirect_url or base + LINK_PATHS[job.purpose]
             expires_at = self.codec.expires_at(job.purpose, job.issued_at)
             context.update(
-                link=with_token(str(target), self.codec.mint(claims)),
                 expires_at=expires_at.strftime("%Y-%m-%d %H:%M UTC"),
                 valid_for=self._valid_for[job.purpose],
             )
+            if job.purpose in LINK_PATHS:
+                target = redirect_url or base + LINK_PATHS[job.purpose]
+                context.update(link=with_token(str(target), self.codec.mint(claims)))
             if job.purpose in CODE_PATHS:
                 context.update(
                     # The same claims as the link, typed by hand on another device:

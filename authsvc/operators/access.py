@@ -1,0 +1,168 @@
+"""Signing in to the console: the password, then a one-time code by email, then a session.
+
+Apart from user logins on purpose (SPEC §15): failures count per IP in their
+own bucket (`console`), so the user login limit, which anyone can fill for
+an address, cannot lock an operator out, and a guesser at /admin/login is
+held back wherever the address is. Console sessions are their own table:
+a user's session never opens the console. The code is minted by the worker
+from (operator, console_login, version, issued_at) and never stored; the
+password step and a used code each move the operator's version on, so only
+the newest code works, and only once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from psycopg import Connection
+
+from authsvc import ratelimit
+from authsvc.accounts import links, users
+from authsvc.accounts.tokens import TokenClaims, is_code_shaped
+from authsvc.db.queries import load_queries
+from authsvc.operators import CONSOLE_CODE_TTL
+from authsvc.operators.log import Actor, write_entry
+from authsvc.outbox import enqueue_email
+from authsvc.services import Services
+
+Q = load_queries(Path(__file__).with_suffix(".sql"))
+PURPOSE = "console_login"
+IDLE_LIFETIME = timedelta(minutes=30)
+TOTAL_LIFETIME = timedelta(hours=8)
+# Wrong codes one sign-in may take before it must start again from the password.
+MAX_WRONG_CODES = 5
+RATE_KIND = "console"
+MAX_USER_AGENT = 300
+
+
+class InvalidCredentials(Exception):
+    """Wrong address or password, or not an operator: one answer for all."""
+
+
+class TooManyAttempts(Exception):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(retry_after)
+        self.retry_after = retry_after
+
+
+class SignInEnded(Exception):
+    """The sign-in waiting for a code is gone: used, expired, replaced or out of tries."""
+
+
+class WrongCode(Exception):
+    """Not this sign-in's code; it may be tried again."""
+
+
+@dataclass(frozen=True)
+class ConsoleSession:
+    session_id: int
+    user_id: int
+    email: str
+
+
+def _hash(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+def _count_attempt(conn: Connection, svc: Services, ip: str) -> None:
+    # Counted before checking, like user logins: concurrent guesses cannot all
+    # pass while argon2 runs. A success gives its count back.
+    decision = ratelimit.hit(conn, RATE_KIND, ip, svc.settings.rate_limit_login, svc.clock())
+    if not decision.allowed:
+        raise TooManyAttempts(decision.retry_after)
+
+
+def _refund(conn: Connection, svc: Services, ip: str) -> None:
+    ratelimit.refund(conn, RATE_KIND, ip, svc.settings.rate_limit_login, svc.clock())
+
+
+def check_password(conn: Connection, svc: Services, *, email: str, password: str, ip: str) -> str:
+    """The password step: an operator's right password queues a code; returns the sign-in token.
+
+    Every other case (unknown address, wrong password, unproven address, not
+    an operator) raises InvalidCredentials after the same argon2 work.
+    """
+    _count_attempt(conn, svc, ip)
+    user = users.find_user_by_email(conn, email)
+    matches = svc.passwords.verify(user.password_hash if user else None, password)
+    if user is None or not matches or not user.verified:
+        raise InvalidCredentials()
+    now = svc.clock()
+    token = secrets.token_urlsafe(32)
+    issued = links.issued_at(now)
+    with conn.transaction():
+        row = conn.execute(Q["issue_code"], {"user_id": user.id, "token_hash": _hash(token),
+                                             "issued_at": issued}).fetchone()
+        if row is None:
+            raise InvalidCredentials()
+        enqueue_email(conn, template="console_code", recipient=user.email, user_id=user.id,
+                      purpose=PURPOSE, token_version=int(row[0]), issued_at=issued)
+    _refund(conn, svc, ip)
+    return token
+
+
+def pending_address(conn: Connection, sign_in_token: str) -> str | None:
+    """The address a waiting sign-in sent its code to, for the code page; None if none waits."""
+    row = conn.execute(Q["find_sign_in"], {"token_hash": _hash(sign_in_token)}).fetchone()
+    return str(row[4]) if row else None
+
+
+def check_code(
+    conn: Connection, svc: Services, *, sign_in_token: str, code: str, ip: str, user_agent: str
+) -> str:
+    """The code step: the right code, once, within its lifetime, starts a console session.
+
+    Returns the session's token (the cookie's). WrongCode lets the person try
+    again; SignInEnded sends them back to the password.
+    """
+    _count_attempt(conn, svc, ip)
+    token_hash = _hash(sign_in_token)
+    row = conn.execute(Q["find_sign_in"], {"token_hash": token_hash}).fetchone()
+    if row is None:
+        raise SignInEnded()
+    user_id, version, issued_at = int(row[0]), int(row[1]), row[2]
+    now = svc.clock()
+    if now >= issued_at + timedelta(seconds=CONSOLE_CODE_TTL):
+        conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
+        raise SignInEnded()
+    claims = TokenClaims(user_id, PURPOSE, version, issued_at)
+    typed = "".join(code.split())
+    if not (is_code_shaped(typed) and svc.tokens.code_matches(claims, typed)):
+        counted = conn.execute(Q["count_wrong_code"], {"token_hash": token_hash}).fetchone()
+        if counted is None or int(counted[0]) >= MAX_WRONG_CODES:
+            conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
+            raise SignInEnded()
+        raise WrongCode()
+    session_token = secrets.token_urlsafe(32)
+    with conn.transaction():
+        conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
+        if conn.execute(Q["use_code"], {"user_id": user_id, "code_version": version}).fetchone() \
+                is None:
+            raise SignInEnded()
+        conn.execute(Q["prune_console_sessions"], _lifetimes(now))
+        conn.execute(Q["start_console_session"], {
+            "token_hash": _hash(session_token), "user_id": user_id, "now": now,
+            "user_agent": user_agent[:MAX_USER_AGENT]})
+        write_entry(conn, Actor(user_id, str(row[4])), "console.sign_in",
+                    f"account {user_id}", now)
+    _refund(conn, svc, ip)
+    return session_token
+
+
+def _lifetimes(now: datetime) -> dict[str, datetime]:
+    return {"started_before": now - TOTAL_LIFETIME, "idle_before": now - IDLE_LIFETIME}
+
+
+def find_console_session(conn: Connection, token: str, now: datetime) -> ConsoleSession | None:
+    """The live console session for this token, seen now; None when ended, idle or too old."""
+    row = conn.execute(Q["touch_console_session"],
+                       {"token_hash": _hash(token), "now": now, **_lifetimes(now)}).fetchone()
+    return ConsoleSession(int(row[0]), int(row[1]), str(row[2])) if row else None
+
+
+def end_console_session(conn: Connection, token: str) -> None:
+    conn.execute(Q["end_console_session"], {"token_hash": _hash(token)})

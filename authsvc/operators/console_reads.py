@@ -63,8 +63,16 @@ def outcomes_per_minute(conn: Connection, now: datetime) -> list[Minute]:
         return cur.execute(Q["outcomes_per_minute"], {"since": now - timedelta(hours=1)}).fetchall()
 
 
-def oldest_due_seconds(conn: Connection, now: datetime) -> float:
-    row = conn.execute(Q["oldest_due_seconds"], {"now": now}).fetchone()
+def database_now(conn: Connection) -> datetime:
+    """The database's time: what the outbox's due times and trail rows are written in."""
+    row = conn.execute(Q["database_now"]).fetchone()
+    assert row is not None
+    now: datetime = row[0]
+    return now
+
+
+def oldest_due_seconds(conn: Connection) -> float:
+    row = conn.execute(Q["oldest_due_seconds"]).fetchone()
     return float(row[0]) if row else 0.0
 
 

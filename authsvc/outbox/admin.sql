@@ -133,7 +133,9 @@ WITH target AS (
     SELECT id, status FROM email_jobs
     WHERE id = %(job_id)s
       AND (status = 'failed'
-           OR (status = 'pending' AND NOT outbox_job_leased(status, lease_expires_at)))
+           -- Never leased: lease_expires_at is null, and so is outbox_job_leased().
+           OR (status = 'pending'
+               AND NOT coalesce(outbox_job_leased(status, lease_expires_at), false)))
     FOR UPDATE
 ), cancelled AS (
     UPDATE email_jobs AS j

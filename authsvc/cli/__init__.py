@@ -26,6 +26,7 @@ COMMANDS = {
     "suppressions": "authsvc.cli.suppressions:suppressions",
     "users": "authsvc.cli.users:users_group",
     "operators": "authsvc.cli.operators:operators_group",
+    "check": "authsvc.cli.check:check",
 }
 
 

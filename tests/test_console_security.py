@@ -234,7 +234,8 @@ def test_an_action_without_its_csrf_token_is_refused(app, conn, svc):
 
 
 @pytest.mark.parametrize("headers", [{"Origin": "https://evil.example"},
-                                     {"Sec-Fetch-Site": "cross-site"}])
+                                     {"Sec-Fetch-Site": "cross-site"},
+                                     {"Sec-Fetch-Site": "same-site", "Origin": "null"}])
 def test_an_action_from_another_origin_is_refused_even_with_a_token(app, conn, svc, headers):
     make_operator(conn, svc)
     ann = stored_user(conn, make_account(conn, svc, "ann@example.com"))

@@ -60,11 +60,12 @@ def _same_origin() -> None:
     # any work even if a token leaked, and any POST a browser marks cross-site.
     if request.method not in ("POST", "PUT", "PATCH", "DELETE"):
         return
+    # Origin is "null" under our Referrer-Policy: no-referrer, so browsers are
+    # judged by Sec-Fetch-Site, which they always send; a named origin must be ours.
     origin = request.headers.get("Origin")
-    if origin is not None and origin != request.host_url.rstrip("/"):
-        log_event(logger, "console_cross_origin_refused", path=request.path)
-        raise Forbidden("This form was sent from another site.")
-    if request.headers.get("Sec-Fetch-Site") == "cross-site":
+    named_elsewhere = origin not in (None, "null") and origin != request.host_url.rstrip("/")
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if named_elsewhere or fetch_site not in (None, "same-origin", "none"):
         log_event(logger, "console_cross_origin_refused", path=request.path)
         raise Forbidden("This form was sent from another site.")
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from authsvc.accounts import actions as account_actions
-from authsvc.accounts import users
+from authsvc.accounts import deletion, users
 from authsvc.apps.keys import register_app
 from authsvc.bounces import suppressions
 from authsvc.cli import main
@@ -147,7 +147,7 @@ def test_redrive_a_failed_job_and_refuse_one_whose_link_was_replaced(
 
 
 def test_cancel_only_pending_or_failed_jobs(app, database_url, conn, svc, settings, smtp):
-    make_operator(conn, svc)
+    operator = make_operator(conn, svc)
     make_account(conn, svc, "ann@example.com")
     account_actions.request_password_reset(conn, svc, email="ann@example.com")
     sent = one_number(conn, "SELECT id FROM email_jobs WHERE template = 'reset'")
@@ -163,7 +163,7 @@ def test_cancel_only_pending_or_failed_jobs(app, database_url, conn, svc, settin
     assert statuses == {failed: "cancelled", pending: "cancelled", sent: "sent"}
     assert conn.execute("SELECT event, error FROM email_job_events WHERE job_id = %s"
                         " ORDER BY id DESC LIMIT 1", (pending,)).fetchone() \
-        == ("cancelled", f"cancelled by operator {OPERATOR}")
+        == ("cancelled", f"cancelled by operator {operator.id}")
     # A cancelled job is never claimed.
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
     assert len([m for m in smtp.messages if m.subject == "Reset your password"]) == 1  # `sent`
@@ -292,3 +292,12 @@ def test_operators_cli_add_list_remove(conn, svc, env):
     ann = stored_user(conn, "ann@example.com").id
     assert [(a, t) for _, a, t in _log(conn)] == [("operator.add", f"account {ann}"),
                                                   ("operator.remove", f"account {ann}")]
+
+
+def test_a_deleted_operators_address_leaves_the_log(app, conn, svc, settings):
+    operator = make_operator(conn, svc)
+    signed_in_console(app, conn, svc)
+    deletion.delete_account_by_address(conn, settings.secret_keys, email=OPERATOR,
+                                       now=svc.clock())
+    [entry] = log.list_entries(conn)
+    assert entry.operator_id == operator.id and OPERATOR not in entry.operator_email

@@ -1,5 +1,8 @@
 """The console's actions: one function each, one transaction each, its log entry inside it.
 
+A job's trail names the operator by account id, not address: trails outlive
+accounts, and an address must not (SPEC §12).
+
 Each takes the acting operator (`Actor`) and writes the operator log in the
 same `conn.transaction()` as the change, so the log holds exactly the
 actions that happened. Returns False (or None) when there was nothing to do;
@@ -38,7 +41,7 @@ def redrive_job(conn: Connection, svc: Services, actor: Actor, job_id: int) -> N
         if current is None or not current[0]:
             reason = "its link was replaced by a newer one" if current else "no such job"
             raise NotRedrivable(reason)
-        if not admin.redrive_job(conn, job_id, note=f"redriven by operator {actor.email}"):
+        if not admin.redrive_job(conn, job_id, note=f"redriven by operator {actor.user_id}"):
             raise NotRedrivable("only failed jobs are redriven")
         write_entry(conn, actor, "job.redrive", f"job {job_id}", svc.clock())
 
@@ -50,7 +53,7 @@ class NotCancellable(Exception):
 def cancel_job(conn: Connection, svc: Services, actor: Actor, job_id: int) -> None:
     """Stop a pending or failed job for good: it is never sent, and no redrive brings it back."""
     with conn.transaction():
-        if not admin.cancel_job(conn, job_id, note=f"cancelled by operator {actor.email}"):
+        if not admin.cancel_job(conn, job_id, note=f"cancelled by operator {actor.user_id}"):
             found = admin.find_job(conn, job_id)
             if found is None:
                 raise NotCancellable("no such job")

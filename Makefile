@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# `make run PORT=8200 SMTP_PORT=2725 DATA_DIR=/tmp/second` runs a second stack beside the first.
 run: $(STAMP)
-	$(BIN)/authsvc dev
+	$(if $(DATA_DIR),AUTHSVC_DATA_DIR=$(DATA_DIR) )$(BIN)/authsvc dev$(if $(PORT), --port $(PORT))$(if $(SMTP_PORT), --smtp-port $(SMTP_PORT))
 
 # Page tests drive Debian's Chromium; install it when missing and we may.
 browser:

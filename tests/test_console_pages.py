@@ -110,6 +110,10 @@ def test_jobs_filter_page_and_show_a_timeline(app, database_url, conn, svc, sett
     assert re.search(r'class="event event-claimed".*class="event event-superseded"', html,
                      re.DOTALL)
     assert console.get("/admin/jobs/999999999").status_code == 404
+    # Past PostgreSQL's bigint: not found, not a database error.
+    assert console.get(f"/admin/jobs/{2**63}").status_code == 404
+    assert console.get(f"/admin/accounts/{2**63}").status_code == 404
+    assert console.get("/admin/jobs?before=99999999999999999999999").status_code == 200
 
 
 def test_paging_walks_every_job_once(app, conn, svc):

@@ -12,6 +12,7 @@ from authsvc.accounts.addresses import InvalidAddress, parse_address
 from authsvc.operators import actions, console_reads
 from authsvc.web.console.forms import ActionForm
 from authsvc.web.console.guard import actor
+from authsvc.web.console.jobs import ROW_ID
 from authsvc.web.console.sign_in import render
 from authsvc.web.pages.user_agents import describe_user_agent
 from authsvc.web.plumbing import db, services
@@ -100,8 +101,8 @@ def delete(user_id: int) -> ResponseReturnValue:
 
 def register(bp: Blueprint) -> None:
     bp.add_url_rule("/accounts", view_func=find, methods=["GET"])
-    bp.add_url_rule("/accounts/<int:user_id>", view_func=account, methods=["GET"])
+    bp.add_url_rule(f"/accounts/<{ROW_ID}:user_id>", view_func=account, methods=["GET"])
     for name, view in (("end-sessions", end_sessions), ("send-reset", send_reset),
                        ("lift-lockout", lift_lockout), ("void-undo-links", void_undo_links),
                        ("delete", delete)):
-        bp.add_url_rule(f"/accounts/<int:user_id>/{name}", view_func=view, methods=["POST"])
+        bp.add_url_rule(f"/accounts/<{ROW_ID}:user_id>/{name}", view_func=view, methods=["POST"])

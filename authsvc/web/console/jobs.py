@@ -16,6 +16,8 @@ from authsvc.web.plumbing import db, services
 PAGE = 50
 KINDS = ("email", "webhook")
 MAX_ID = 2**63 - 1
+# Ids in paths stop at PostgreSQL's bigint: a larger one is not found, not a database error.
+ROW_ID = f"int(max={MAX_ID})"
 
 
 def _id(text: str | None) -> int | None:
@@ -86,6 +88,6 @@ def cancel(job_id: int) -> ResponseReturnValue:
 
 def register(bp: Blueprint) -> None:
     bp.add_url_rule("/jobs", view_func=jobs, methods=["GET"])
-    bp.add_url_rule("/jobs/<int:job_id>", view_func=job, methods=["GET"])
-    bp.add_url_rule("/jobs/<int:job_id>/redrive", view_func=redrive, methods=["POST"])
-    bp.add_url_rule("/jobs/<int:job_id>/cancel", view_func=cancel, methods=["POST"])
+    bp.add_url_rule(f"/jobs/<{ROW_ID}:job_id>", view_func=job, methods=["GET"])
+    bp.add_url_rule(f"/jobs/<{ROW_ID}:job_id>/redrive", view_func=redrive, methods=["POST"])
+    bp.add_url_rule(f"/jobs/<{ROW_ID}:job_id>/cancel", view_func=cancel, methods=["POST"])

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from authsvc.operators.console_reads import Minute
 
 WIDTH = 600
-HEIGHT = 160
+HEIGHT = 160  # the bars'; the time labels sit below
+LABELS = 18
 MINUTES = 60
 SLOT = WIDTH / MINUTES
 
@@ -32,10 +33,17 @@ class Bar:
 class Chart:
     width: int
     height: int
+    labels_y: int
+    start: str  # the first minute's label
+    end: str
     bars: list[Bar]
     peak: int
     sent: int
     failed: int
+
+    @property
+    def total_height(self) -> int:
+        return self.height + LABELS
 
 
 def per_minute_chart(minutes: list[Minute], now: datetime) -> Chart:
@@ -61,5 +69,5 @@ def per_minute_chart(minutes: list[Minute], now: datetime) -> Chart:
         if found.failed:
             bars.append(Bar(x, round(HEIGHT - sent_h - failed_h, 1), round(SLOT - 2, 1),
                             round(failed_h, 1), "failed", label))
-    return Chart(WIDTH, HEIGHT, bars, peak, sum(m.sent for m in minutes),
-                 sum(m.failed for m in minutes))
+    return Chart(WIDTH, HEIGHT, HEIGHT + LABELS - 4, f"{first:%H:%M}", f"{last:%H:%M} UTC", bars,
+                 peak, sum(m.sent for m in minutes), sum(m.failed for m in minutes))

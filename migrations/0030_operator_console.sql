@@ -6,10 +6,16 @@
 -- carry: each password step bumps it (so only the newest code works), and a
 -- used code bumps it again (so no code works twice). The account's deletion
 -- ends the role with it.
+-- An operator who set up TOTP (`authsvc operators totp`) signs in with their
+-- authenticator's code instead of an emailed one: totp_secret is the shared
+-- secret sealed under AUTHSVC_SECRET_KEYS (authsvc/operators/totp.py), and
+-- totp_last_step the last 30-second step accepted, so no code works twice.
 CREATE TABLE operators (
-    user_id      bigint PRIMARY KEY REFERENCES users (id) ON DELETE CASCADE,
-    code_version integer NOT NULL DEFAULT 0,
-    added_at     timestamptz NOT NULL DEFAULT now()
+    user_id        bigint PRIMARY KEY REFERENCES users (id) ON DELETE CASCADE,
+    code_version   integer NOT NULL DEFAULT 0,
+    added_at       timestamptz NOT NULL DEFAULT now(),
+    totp_secret    bytea,
+    totp_last_step bigint NOT NULL DEFAULT 0
 );
 
 -- The step between the password and the code: the browser holds a random

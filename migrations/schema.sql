@@ -380,9 +380,11 @@ CREATE TABLE inbox_faults (
 );
 
 CREATE TABLE operators (
-    user_id      bigint NOT NULL,
-    code_version integer DEFAULT 0 NOT NULL,
-    added_at     timestamp with time zone DEFAULT now() NOT NULL,
+    user_id        bigint NOT NULL,
+    code_version   integer DEFAULT 0 NOT NULL,
+    added_at       timestamp with time zone DEFAULT now() NOT NULL,
+    totp_secret    bytea,
+    totp_last_step bigint DEFAULT 0 NOT NULL,
     CONSTRAINT operators_pkey PRIMARY KEY (user_id),
     CONSTRAINT operators_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE
 );

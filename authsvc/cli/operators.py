@@ -1,4 +1,4 @@
-"""`authsvc operators add|remove|list ADDRESS` and `operators log [--json]` (SPEC §15).
+"""`authsvc operators add|remove|list|totp ADDRESS` and `operators log [--json]` (SPEC §15).
 
 Adding and removing are logged like console actions, by "command line".
 """
@@ -15,7 +15,7 @@ from authsvc.accounts.addresses import InvalidAddress, parse_address
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.clock import system_clock
 from authsvc.db.connections import connect
-from authsvc.operators import log, roles
+from authsvc.operators import log, roles, totp
 
 
 @click.group("operators")
@@ -67,6 +67,32 @@ def operators_remove(address: str) -> None:
     click.echo(f"{email} is no longer an operator; their console sessions ended")
 
 
+@operators_group.command("totp")
+@click.argument("address")
+@click.option("--remove", is_flag=True, help="Go back to codes by email.")
+def operators_totp(address: str, remove: bool) -> None:
+    """Set up TOTP for ADDRESS: prints the secret once, for an authenticator app."""
+    email = _address(address)
+    settings = settings_or_exit()
+    now = system_clock()
+    secret = totp.new_secret()
+    with _connect() as conn, conn.transaction():
+        user = users.find_user_by_email(conn, email)
+        sealed = None if remove or user is None else totp.seal(settings.secret_keys, user.id,
+                                                               secret)
+        if user is None or not roles.set_totp(conn, user.id, sealed):
+            raise click.ClickException(f"{email} is not an operator")
+        action = "operator.totp_remove" if remove else "operator.totp_set"
+        log.write_entry(conn, log.CLI_ACTOR, action, f"account {user.id}", now)
+    if remove:
+        click.echo(f"{email} signs in with codes by email again")
+        return
+    # Printed once, here on the host, and never shown by the console.
+    click.echo(f"secret: {totp.base32(secret)}")
+    click.echo(f"uri:    {totp.provisioning_uri(secret, email)}")
+    click.echo(f"{email} now signs in with the authenticator's code; emailed codes stop")
+
+
 @operators_group.command("list")
 def operators_list() -> None:
     """Every operator, oldest first."""
@@ -78,8 +104,9 @@ def operators_list() -> None:
     for operator in found:
         seen = operator.last_seen_at.strftime("%Y-%m-%d %H:%M UTC") if operator.last_seen_at \
             else "never signed in"
+        how = "totp" if operator.totp else "email code"
         click.echo(f"{operator.email}  added {operator.added_at:%Y-%m-%d %H:%M UTC}  "
-                   f"last seen {seen}")
+                   f"{how}  last seen {seen}")
 
 
 @operators_group.command("log")

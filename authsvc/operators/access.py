@@ -3,7 +3,8 @@
 Apart from user logins on purpose (SPEC §15): failures count per IP in their
 own bucket (`console`), so the user login limit, which anyone can fill for
 an address, cannot lock an operator out, and a guesser at /admin/login is
-held back wherever the address is. Console sessions are their own table:
+held back wherever the address is. An operator who set up TOTP types their
+authenticator's code instead, and gets no email. Console sessions are their own table:
 a user's session never opens the console. The code is minted by the worker
 from (operator, console_login, version, issued_at) and never stored; the
 password step and a used code each move the operator's version on, so only
@@ -24,7 +25,7 @@ from authsvc import ratelimit
 from authsvc.accounts import links, users
 from authsvc.accounts.tokens import TokenClaims, is_code_shaped
 from authsvc.db.queries import load_queries
-from authsvc.operators import CONSOLE_CODE_TTL
+from authsvc.operators import CONSOLE_CODE_TTL, totp
 from authsvc.operators.log import Actor, write_entry
 from authsvc.outbox import enqueue_email
 from authsvc.services import Services
@@ -95,20 +96,30 @@ def check_password(conn: Connection, svc: Services, *, email: str, password: str
     token = secrets.token_urlsafe(32)
     issued = links.issued_at(now)
     with conn.transaction():
+        totp_row = conn.execute(Q["operator_totp"], {"user_id": user.id}).fetchone()
         row = conn.execute(Q["issue_code"], {"user_id": user.id, "token_hash": _hash(token),
                                              "issued_at": issued}).fetchone()
-        if row is None:
+        if totp_row is None or row is None:
             raise InvalidCredentials()
-        enqueue_email(conn, template="console_code", recipient=user.email, user_id=user.id,
-                      purpose=PURPOSE, token_version=int(row[0]), issued_at=issued)
+        # With TOTP set up, the authenticator gives the code: no email. The
+        # version still moves on, so any emailed code still unused dies.
+        if totp_row[0] is None:
+            enqueue_email(conn, template="console_code", recipient=user.email, user_id=user.id,
+                          purpose=PURPOSE, token_version=int(row[0]), issued_at=issued)
     _refund(conn, svc, ip)
     return token
 
 
-def pending_address(conn: Connection, sign_in_token: str) -> str | None:
-    """The address a waiting sign-in sent its code to, for the code page; None if none waits."""
+@dataclass(frozen=True)
+class PendingSignIn:
+    address: str
+    totp: bool  # the code comes from an authenticator, not an email
+
+
+def pending_sign_in(conn: Connection, sign_in_token: str) -> PendingSignIn | None:
+    """What the code page says of a waiting sign-in; None if none waits."""
     row = conn.execute(Q["find_sign_in"], {"token_hash": _hash(sign_in_token)}).fetchone()
-    return str(row[4]) if row else None
+    return PendingSignIn(str(row[4]), row[5] is not None) if row else None
 
 
 def check_code(
@@ -129,9 +140,17 @@ def check_code(
     if now >= issued_at + timedelta(seconds=CONSOLE_CODE_TTL):
         conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
         raise SignInEnded()
-    claims = TokenClaims(user_id, PURPOSE, version, issued_at)
     typed = "".join(code.split())
-    if not (is_code_shaped(typed) and svc.tokens.code_matches(claims, typed)):
+    sealed_totp, last_step = row[5], int(row[6])
+    totp_step = None
+    if sealed_totp is not None:
+        secret = totp.open_sealed(svc.settings.secret_keys, user_id, sealed_totp)
+        totp_step = totp.matching_step(secret, typed, now) if is_code_shaped(typed) else None
+        right = totp_step is not None and totp_step > last_step
+    else:
+        claims = TokenClaims(user_id, PURPOSE, version, issued_at)
+        right = is_code_shaped(typed) and svc.tokens.code_matches(claims, typed)
+    if not right:
         counted = conn.execute(Q["count_wrong_code"], {"token_hash": token_hash}).fetchone()
         if counted is None or int(counted[0]) >= MAX_WRONG_CODES:
             conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
@@ -140,8 +159,9 @@ def check_code(
     session_token = secrets.token_urlsafe(32)
     with conn.transaction():
         conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
-        if conn.execute(Q["use_code"], {"user_id": user_id, "code_version": version}).fetchone() \
-                is None:
+        used = conn.execute(Q["use_code"], {"user_id": user_id, "code_version": version,
+                                            "totp_step": totp_step}).fetchone()
+        if used is None:
             raise SignInEnded()
         conn.execute(Q["prune_console_sessions"], _lifetimes(now))
         conn.execute(Q["start_console_session"], {

@@ -15,10 +15,16 @@ SELECT %(token_hash)s, user_id, code_version, %(issued_at)s FROM bumped
 RETURNING code_version;
 
 -- find_sign_in --
--- A sign-in waiting for its code, with the operator's address.
-SELECT s.user_id, s.code_version, s.issued_at, s.wrong_codes, u.email
+-- A sign-in waiting for its code, with the operator's address and TOTP, if set.
+SELECT s.user_id, s.code_version, s.issued_at, s.wrong_codes, u.email, o.totp_secret,
+       o.totp_last_step
 FROM console_sign_ins AS s JOIN users AS u ON u.id = s.user_id
+JOIN operators AS o ON o.user_id = s.user_id
 WHERE s.token_hash = %(token_hash)s;
+
+-- operator_totp --
+-- An operator's sealed TOTP secret; no row for someone who is not an operator.
+SELECT totp_secret FROM operators WHERE user_id = %(user_id)s;
 
 -- count_wrong_code --
 -- One more wrong code typed for this sign-in; returns the count.
@@ -33,8 +39,12 @@ DELETE FROM console_sign_ins WHERE token_hash = %(token_hash)s;
 -- use_code --
 -- The single-use guard: the code's version moves on only if it is still the
 -- current one, so a second use of the same code (or a race of two) matches nothing.
-UPDATE operators SET code_version = code_version + 1
+-- A TOTP code's step must also be later than the last one accepted.
+UPDATE operators
+SET code_version = code_version + 1,
+    totp_last_step = coalesce(%(totp_step)s::bigint, totp_last_step)
 WHERE user_id = %(user_id)s AND code_version = %(code_version)s
+  AND (%(totp_step)s::bigint IS NULL OR totp_last_step < %(totp_step)s::bigint)
 RETURNING user_id;
 
 -- start_console_session --

@@ -19,6 +19,7 @@ class Operator:
     user_id: int
     email: str
     added_at: datetime
+    totp: bool  # signs in with an authenticator's code, not an emailed one
     last_seen_at: datetime | None
 
 
@@ -35,3 +36,9 @@ def remove_operator(conn: Connection, user_id: int) -> bool:
 def list_operators(conn: Connection) -> list[Operator]:
     with conn.cursor(row_factory=class_row(Operator)) as cur:
         return cur.execute(Q["list_operators"]).fetchall()
+
+
+def set_totp(conn: Connection, user_id: int, sealed: bytes | None) -> bool:
+    """Store the operator's sealed TOTP secret (None: remove it); False if not an operator."""
+    params = {"user_id": user_id, "sealed": sealed}
+    return conn.execute(Q["set_totp"], params).fetchone() is not None

@@ -9,9 +9,15 @@ RETURNING user_id;
 -- Take the role away; their console sessions and pending sign-ins go with it.
 DELETE FROM operators WHERE user_id = %(user_id)s RETURNING user_id;
 
+-- set_totp --
+-- Set (or with null, remove) an operator's sealed TOTP secret; its steps start afresh.
+UPDATE operators SET totp_secret = %(sealed)s, totp_last_step = 0
+WHERE user_id = %(user_id)s
+RETURNING user_id;
+
 -- list_operators --
 -- Every operator with their current address, oldest first.
-SELECT o.user_id, u.email, o.added_at,
+SELECT o.user_id, u.email, o.added_at, o.totp_secret IS NOT NULL AS totp,
        (SELECT max(s.last_seen_at) FROM console_sessions AS s WHERE s.user_id = o.user_id)
            AS last_seen_at
 FROM operators AS o JOIN users AS u ON u.id = o.user_id

@@ -82,8 +82,8 @@ def login() -> ResponseReturnValue:
 
 def login_code() -> ResponseReturnValue:
     token = request.cookies.get(SIGN_IN_COOKIE)
-    address = access.pending_address(db(), token) if token else None
-    if token is None or address is None:
+    pending = access.pending_sign_in(db(), token) if token else None
+    if token is None or pending is None:
         flash("Sign in with your password first; the code is emailed after it.", "info")
         response = redirect(url_for("console.login"), 303)
         if token:
@@ -104,14 +104,17 @@ def login_code() -> ResponseReturnValue:
             forget_cookie(response, SIGN_IN_COOKIE)
             return response
         except access.WrongCode:
-            form.code.errors = ["That is not the code we sent. Check the newest email."]
+            form.code.errors = ["That is not the code from your authenticator app."
+                                if pending.totp else
+                                "That is not the code we sent. Check the newest email."]
         else:
             log_event(logger, "console_signed_in")
             response = redirect(url_for("console.overview"), 303)
             forget_cookie(response, SIGN_IN_COOKIE)
             set_cookie(response, SESSION_COOKIE, session_token)
             return response
-    return render("login_code.html", 422 if form.errors else 200, form=form, address=address)
+    return render("login_code.html", 422 if form.errors else 200, form=form,
+                  address=pending.address, totp=pending.totp)
 
 
 def logout() -> ResponseReturnValue:

@@ -1,5 +1,9 @@
 -- The operator console (SPEC §15): who may open it, its sign-ins and sessions,
 -- and the log of what operators did there.
+--
+-- Everything before the commit line may run twice (IF NOT EXISTS, DROP ... IF
+-- EXISTS): a runner that stopped after that part commits, or a second runner
+-- beside it, runs it again before the part that records the migration.
 
 -- An operator is a confirmed account given the role (`authsvc operators add`).
 -- code_version is the version the emailed sign-in code of this operator must
@@ -10,7 +14,7 @@
 -- authenticator's code instead of an emailed one: totp_secret is the shared
 -- secret sealed under AUTHSVC_SECRET_KEYS (authsvc/operators/totp.py), and
 -- totp_last_step the last 30-second step accepted, so no code works twice.
-CREATE TABLE operators (
+CREATE TABLE IF NOT EXISTS operators (
     user_id        bigint PRIMARY KEY REFERENCES users (id) ON DELETE CASCADE,
     code_version   integer NOT NULL DEFAULT 0,
     added_at       timestamptz NOT NULL DEFAULT now(),
@@ -21,20 +25,20 @@ CREATE TABLE operators (
 -- The step between the password and the code: the browser holds a random
 -- token, the row its SHA-256, the code's claims (operator, version, issued_at)
 -- and how many wrong codes were typed for it. Gone once used or replaced.
-CREATE TABLE console_sign_ins (
+CREATE TABLE IF NOT EXISTS console_sign_ins (
     token_hash   bytea PRIMARY KEY,
     user_id      bigint NOT NULL REFERENCES operators (user_id) ON DELETE CASCADE,
     code_version integer NOT NULL,
     issued_at    timestamptz NOT NULL,
     wrong_codes  integer NOT NULL DEFAULT 0
 );
-CREATE INDEX console_sign_ins_user ON console_sign_ins (user_id);
+CREATE INDEX IF NOT EXISTS console_sign_ins_user ON console_sign_ins (user_id);
 
 -- Console sessions, apart from web_sessions: a user's session never opens the
 -- console, and removing an operator ends theirs (the foreign key). The row
 -- keeps only the token's SHA-256; idle and total lifetimes are checked
 -- against last_seen_at and created_at at every request.
-CREATE TABLE console_sessions (
+CREATE TABLE IF NOT EXISTS console_sessions (
     id           bigint PRIMARY KEY DEFAULT unordered_id(),
     token_hash   bytea NOT NULL UNIQUE,
     user_id      bigint NOT NULL REFERENCES operators (user_id) ON DELETE CASCADE,
@@ -42,13 +46,13 @@ CREATE TABLE console_sessions (
     last_seen_at timestamptz NOT NULL,
     user_agent   text NOT NULL DEFAULT ''
 );
-CREATE INDEX console_sessions_user ON console_sessions (user_id);
+CREATE INDEX IF NOT EXISTS console_sessions_user ON console_sessions (user_id);
 
 -- Every console action, written in the action's own transaction: who (the
 -- operator's account id and address then, kept when the operator goes), what,
 -- on what, when. Targets name accounts by id, never by address, so a deleted
 -- account leaves no address here.
-CREATE TABLE operator_log (
+CREATE TABLE IF NOT EXISTS operator_log (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     operator_id    bigint,
     operator_email text NOT NULL,
@@ -57,7 +61,7 @@ CREATE TABLE operator_log (
     detail         text NOT NULL DEFAULT '',
     created_at     timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX operator_log_created ON operator_log (created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS operator_log_created ON operator_log (created_at DESC, id DESC);
 
 -- The console's sign-in code goes through the outbox like every other email:
 -- minted by the worker at send time from (operator, console_login, version,
@@ -98,7 +102,7 @@ ALTER TABLE email_job_events ADD CONSTRAINT email_job_events_event_check CHECK (
 
 -- The overview's chart: sends and failures per minute over the last hour,
 -- read from the trail's newest rows only.
-CREATE INDEX email_job_events_outcomes ON email_job_events (created_at)
+CREATE INDEX IF NOT EXISTS email_job_events_outcomes ON email_job_events (created_at)
     WHERE event IN ('sent', 'failed');
 -- migrate: commit
 ALTER TABLE email_jobs VALIDATE CONSTRAINT email_jobs_purpose_check;

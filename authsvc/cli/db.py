@@ -17,7 +17,7 @@ def db() -> None:
 @db.command("upgrade")
 def db_upgrade() -> None:
     """Apply pending migrations (idempotent; safe to run concurrently)."""
-    url = database_url_or_exit(settings_or_exit())
+    url = database_url_or_exit(settings_or_exit(), create=True)
     try:
         applied = upgrade(url)
     except psycopg.OperationalError:

@@ -192,7 +192,7 @@ def dev(port: int, smtp_port: int) -> None:
             click.echo(f"starting the embedded PostgreSQL in {pgdata}", err=True)
         # The embedded server, if started here, stops when this process exits
         # and no other process uses it (pgserver's own exit hook).
-        url = database_url_or_exit(settings)
+        url = database_url_or_exit(settings, create=True)
         if not settings.database_url:
             # No pooler in front of the embedded server: the children may LISTEN on it.
             env["AUTHSVC_DIRECT_DATABASE_URL"] = url

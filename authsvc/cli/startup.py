@@ -19,6 +19,7 @@ import psycopg
 
 from authsvc.config import ConfigError, Settings, load_settings
 from authsvc.db.connections import connect, resolve_database_url
+from authsvc.db.embedded import has_embedded_database
 from authsvc.db.migrate import OlderThanBaseline
 
 
@@ -30,8 +31,19 @@ def settings_or_exit() -> Settings:
         raise click.ClickException(str(exc)) from None
 
 
-def database_url_or_exit(settings: Settings) -> str:
-    """The configured URL, or the embedded server's (started now), or a clean exit."""
+def database_url_or_exit(settings: Settings, *, create: bool = False) -> str:
+    """The configured URL, or the embedded server's (started now), or a clean exit.
+
+    Without a URL, only `create` (`authsvc dev`, `db upgrade`) may make a new
+    embedded database: any other command pointed at a data dir that has none
+    (a typo, another working directory) says so instead of starting an empty
+    server there and failing on a missing schema.
+    """
+    if not settings.database_url and not create and not has_embedded_database(settings.data_dir):
+        raise click.ClickException(
+            f"no database in {settings.data_dir}: `authsvc dev` or `authsvc db upgrade` creates "
+            "one there; or set AUTHSVC_DATA_DIR to the folder that has one, or "
+            "AUTHSVC_DATABASE_URL")
     try:
         return resolve_database_url(settings)
     except Exception as exc:  # pgserver failing to start is an operator problem

@@ -25,6 +25,11 @@ def start_embedded_postgres(data_dir: Path) -> Any:
         return pgserver.get_server(data_dir / "pgdata", cleanup_mode="stop")
 
 
+def has_embedded_database(data_dir: Path) -> bool:
+    """Whether `data_dir` holds an embedded server's cluster (PG_VERSION marks an initdb'd one)."""
+    return (data_dir / "pgdata" / "PG_VERSION").is_file()
+
+
 def embedded_database_url(data_dir: Path) -> str:
     """The libpq URL of the embedded server, starting it when needed."""
     return str(start_embedded_postgres(data_dir).get_uri())

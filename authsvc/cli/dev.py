@@ -16,7 +16,7 @@ from urllib.request import urlopen
 import click
 
 from authsvc.apps.keys import find_app_by_key, register_app
-from authsvc.cli.serve import gunicorn_argv
+from authsvc.cli.serve import gunicorn_argv, prepare_multiprocess_dir
 from authsvc.cli.startup import database_url_or_exit
 from authsvc.config import ConfigError, Settings, load_settings
 from authsvc.db.connections import connect
@@ -93,11 +93,12 @@ class Stack:
         self.env = env
         self.children: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str, argv: list[str]) -> None:
+    def start(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
         # A new session per child: Ctrl-C in the terminal reaches only this
         # process, which then stops the children in order and waits for them.
         self.children[name] = subprocess.Popen(
-            argv, env=self.env, start_new_session=True, preexec_fn=_terminate_with_parent
+            argv, env={**self.env, **(extra_env or {})}, start_new_session=True,
+            preexec_fn=_terminate_with_parent,
         )
 
     def exited(self) -> list[tuple[str, int]]:
@@ -206,7 +207,12 @@ def dev(port: int, smtp_port: int) -> None:
         # (a long poll is a parked coroutine, not a gunicorn thread) and forwards
         # every other path to gunicorn.
         web_port = _free_port()
-        stack.start("web", gunicorn_argv(f"127.0.0.1:{web_port}", workers=2, threads=16))
+        # As `authsvc serve` does: every gunicorn worker writes its metrics
+        # where any worker's /metrics reads them all, so a scrape is the sum.
+        # The web app's alone: the worker and the inbox keep their own.
+        metrics_dir = settings.metrics_multiproc_dir or settings.data_dir / "prometheus-multiproc"
+        stack.start("web", gunicorn_argv(f"127.0.0.1:{web_port}", workers=2, threads=16),
+                    {"PROMETHEUS_MULTIPROC_DIR": str(prepare_multiprocess_dir(metrics_dir))})
         stack.start(
             "inbox",
             [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import socket
@@ -21,11 +22,14 @@ from authsvc.cli.startup import database_url_or_exit
 from authsvc.config import ConfigError, Settings, load_settings
 from authsvc.db.connections import connect
 from authsvc.db.migrate import upgrade
+from authsvc.observability.logs import configure_logging, log_event
 
 READY_TIMEOUT_SECONDS = 60.0
 STOP_GRACE_SECONDS = 15.0
 DEV_APP_NAME = "dev"
 DEV_RETRY_SECONDS = 1.0  # the dev worker's first retry: 1-1.5 s, then doubling
+
+logger = logging.getLogger(__name__)
 
 
 def ensure_dev_app(database_url: str, settings: Settings) -> str:
@@ -176,6 +180,8 @@ def dev(port: int, smtp_port: int) -> None:
     for taken in (p for p in (port, smtp_port) if _port_taken(p)):
         flag = "--port" if taken == port else "--smtp-port"
         raise click.ClickException(f"port {taken} is already in use; pick another with {flag}")
+    # Its own lines are JSON on stderr like every child's; the banner is stdout.
+    configure_logging()
     env = _dev_environment(port, smtp_port)
     try:
         settings = load_settings(env)
@@ -189,8 +195,8 @@ def dev(port: int, smtp_port: int) -> None:
     stack = Stack(env)
     try:
         if not settings.database_url:
-            pgdata = settings.data_dir / "pgdata"
-            click.echo(f"starting the embedded PostgreSQL in {pgdata}", err=True)
+            pgdata = str(settings.data_dir / "pgdata")
+            log_event(logger, "embedded_postgres_starting", pgdata=pgdata)
         # The embedded server, if started here, stops when this process exits
         # and no other process uses it (pgserver's own exit hook).
         url = database_url_or_exit(settings, create=True)
@@ -231,6 +237,6 @@ def dev(port: int, smtp_port: int) -> None:
                 name, code = stack.exited()[0]
                 raise click.ClickException(f"the {name} process exited with code {code}; stopping")
     finally:
-        click.echo("stopping authsvc dev", err=True)
+        log_event(logger, "dev_stopping")
         stack.stop()
-    click.echo("stopped", err=True)
+    log_event(logger, "dev_stopped")

@@ -14,8 +14,10 @@ from authsvc.db.connections import connect, create_pool, is_direct, resolve_list
 from authsvc.inbox.messages import DEFAULT_MAX_PER_SCOPE
 from authsvc.inbox.server import DEFAULT_POOL_SIZE, InboxServer
 from authsvc.inbox.smtp import DEFAULT_MAX_MESSAGE_BYTES, InboxSink
-from authsvc.observability.logs import configure_logging
+from authsvc.observability.logs import configure_logging, log_event
 from authsvc.services import build_services
+
+logger = logging.getLogger(__name__)
 
 
 @click.command()
@@ -79,10 +81,8 @@ def inbox(
             sink.start()
         except OSError as exc:
             raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
-        click.echo(
-            f"test inbox: SMTP on {host}:{port}, accepting mail for @{settings.test_inbox_domain}",
-            err=True,
-        )
+        log_event(logger, "inbox_smtp_listening", host=host, port=port,
+                  domain=settings.test_inbox_domain)
         server = None
         if http_port is not None:
             listen_url = resolve_listen_url(settings)
@@ -103,8 +103,8 @@ def inbox(
                 raise click.ClickException(
                     f"cannot listen on {http_host}:{http_port}: {exc}"
                 ) from None
-            forwarding = f", the rest to {upstream}" if upstream else ""
-            click.echo(f"test inbox: HTTP on {http_host}:{http_port}{forwarding}", err=True)
+            log_event(logger, "inbox_http_listening", host=http_host, port=http_port,
+                      upstream=upstream)
         _wait_for_stop_signal()
         if server is not None:
             asyncio.run_coroutine_threadsafe(server.stop(), sink.loop).result(timeout=20)

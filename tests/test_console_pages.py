@@ -240,7 +240,7 @@ def test_apps_show_health_and_revoke_never_a_key(app, conn, svc):
     assert _log(conn)[-1] == (OPERATOR, "app.revoke", f"app {shop.id}")
 
 
-def test_no_console_page_shows_a_usable_link_code_or_key(app, api, conn, svc):
+def test_no_console_page_shows_a_usable_link_code_or_key(app, api, conn, svc, env):
     make_operator(conn, svc)
     email = confirmed(api, conn, svc, "ann@example.com")
     changed(api, conn, svc, email, SIGNUP_PASSWORD, "second@example.com")
@@ -254,11 +254,18 @@ def test_no_console_page_shows_a_usable_link_code_or_key(app, api, conn, svc):
              "/admin/log", "/admin/suppressions"]
     job_ids = [row[0] for row in conn.execute("SELECT id FROM email_jobs")]
     pages += [f"/admin/jobs/{j}" for j in job_ids]
+    # Act on the account too, so the log and the trails have entries to show.
+    for action in ("send-reset", "end-sessions", "void-undo-links"):
+        post(console, f"/admin/accounts/{user.id}/{action}", form_page=f"/admin/accounts/{user.id}")
+    secrets.append(latest_link(conn, svc, "second@example.com", "reset"))
     for path in pages:
         html = console.get(path).get_data(as_text=True)
         for secret in secrets:
             assert secret not in html, path
         assert "whsec_" not in html and "token=" not in html, path
+    export = CliRunner().invoke(main, ["operators", "log", "--json"], env=env).output
+    assert export.count("\n") == 4  # the sign-in and the three actions
+    assert not any(secret in export for secret in secrets) and "whsec_" not in export
 
 
 def test_the_log_page_and_the_cli_export(app, conn, svc, env):

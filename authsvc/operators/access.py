@@ -41,7 +41,7 @@ MAX_USER_AGENT = 300
 
 
 class InvalidCredentials(Exception):
-    """Wrong address or password, or not an operator: one answer for all."""
+    """Wrong address or password, or not an operator (never leaves this module)."""
 
 
 class TooManyAttempts(Exception):
@@ -50,12 +50,8 @@ class TooManyAttempts(Exception):
         self.retry_after = retry_after
 
 
-class SignInEnded(Exception):
-    """The sign-in waiting for a code is gone: used, expired, replaced or out of tries."""
-
-
 class WrongCode(Exception):
-    """Not this sign-in's code; it may be tried again."""
+    """Not a code that opens anything: wrong, or its sign-in ended or never was."""
 
 
 @dataclass(frozen=True)
@@ -82,18 +78,36 @@ def _refund(conn: Connection, svc: Services, ip: str) -> None:
 
 
 def check_password(conn: Connection, svc: Services, *, email: str, password: str, ip: str) -> str:
-    """The password step: an operator's right password queues a code; returns the sign-in token.
+    """The password step; returns a sign-in token whatever the password was.
 
-    Every other case (unknown address, wrong password, unproven address, not
-    an operator) raises InvalidCredentials after the same argon2 work.
+    Only an operator's right password records the sign-in and queues a code
+    (or expects their authenticator's); every other case (unknown address,
+    wrong password, unproven address, not an operator) returns a token that
+    names nothing, after the same argon2 work. Both go on to the code page,
+    so the step tells nobody whether a password was right: guessing an
+    operator's password here from many addresses, past the per-address login
+    limit that /login applies, learns nothing. A failure still counts against
+    that address's login limit, as a wrong password at /login would.
     """
     _count_attempt(conn, svc, ip)
+    token = secrets.token_urlsafe(32)
+    try:
+        _record_sign_in(conn, svc, email=email, password=password, token=token)
+    except InvalidCredentials:
+        ratelimit.hit(conn, "login", email, svc.settings.rate_limit_login, svc.clock())
+        return token
+    _refund(conn, svc, ip)
+    return token
+
+
+def _record_sign_in(
+    conn: Connection, svc: Services, *, email: str, password: str, token: str
+) -> None:
     user = users.find_user_by_email(conn, email)
     matches = svc.passwords.verify(user.password_hash if user else None, password)
     if user is None or not matches or not user.verified:
         raise InvalidCredentials()
     now = svc.clock()
-    token = secrets.token_urlsafe(32)
     issued = links.issued_at(now)
     with conn.transaction():
         totp_row = conn.execute(Q["operator_totp"], {"user_id": user.id}).fetchone()
@@ -106,20 +120,6 @@ def check_password(conn: Connection, svc: Services, *, email: str, password: str
         if totp_row[0] is None:
             enqueue_email(conn, template="console_code", recipient=user.email, user_id=user.id,
                           purpose=PURPOSE, token_version=int(row[0]), issued_at=issued)
-    _refund(conn, svc, ip)
-    return token
-
-
-@dataclass(frozen=True)
-class PendingSignIn:
-    address: str
-    totp: bool  # the code comes from an authenticator, not an email
-
-
-def pending_sign_in(conn: Connection, sign_in_token: str) -> PendingSignIn | None:
-    """What the code page says of a waiting sign-in; None if none waits."""
-    row = conn.execute(Q["find_sign_in"], {"token_hash": _hash(sign_in_token)}).fetchone()
-    return PendingSignIn(str(row[4]), row[5] is not None) if row else None
 
 
 def check_code(
@@ -127,19 +127,20 @@ def check_code(
 ) -> str:
     """The code step: the right code, once, within its lifetime, starts a console session.
 
-    Returns the session's token (the cookie's). WrongCode lets the person try
-    again; SignInEnded sends them back to the password.
+    Returns the session's token (the cookie's). Every failure is WrongCode,
+    one answer: a sign-in that never was (a wrong password), one that ended
+    (used, expired, replaced, five wrong codes) and a wrong code look alike.
     """
     _count_attempt(conn, svc, ip)
     token_hash = _hash(sign_in_token)
     row = conn.execute(Q["find_sign_in"], {"token_hash": token_hash}).fetchone()
     if row is None:
-        raise SignInEnded()
+        raise WrongCode()
     user_id, version, issued_at = int(row[0]), int(row[1]), row[2]
     now = svc.clock()
     if now >= issued_at + timedelta(seconds=CONSOLE_CODE_TTL):
         conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
-        raise SignInEnded()
+        raise WrongCode()
     typed = "".join(code.split())
     sealed_totp, last_step = row[5], int(row[6])
     totp_step = None
@@ -154,15 +155,14 @@ def check_code(
         counted = conn.execute(Q["count_wrong_code"], {"token_hash": token_hash}).fetchone()
         if counted is None or int(counted[0]) >= MAX_WRONG_CODES:
             conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
-            raise SignInEnded()
         raise WrongCode()
     session_token = secrets.token_urlsafe(32)
     with conn.transaction():
         conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
         used = conn.execute(Q["use_code"], {"user_id": user_id, "code_version": version,
                                             "totp_step": totp_step}).fetchone()
-        if used is None:
-            raise SignInEnded()
+        if used is None:  # used or replaced since it was read
+            raise WrongCode()
         conn.execute(Q["prune_console_sessions"], _lifetimes(now))
         conn.execute(Q["start_console_session"], {
             "token_hash": _hash(session_token), "user_id": user_id, "now": now,

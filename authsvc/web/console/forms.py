@@ -22,8 +22,9 @@ class ConsoleLoginForm(FlaskForm):
 
 
 class ConsoleCodeForm(FlaskForm):
-    code = StringField("Code from the email", validators=[InputRequired("Enter the code."),
-                                                          Length(max=MAX_CODE_LENGTH)],
+    code = StringField("Code from the email or your authenticator app",
+                       validators=[InputRequired("Enter the code."),
+                                   Length(max=MAX_CODE_LENGTH)],
                        render_kw={"autocomplete": "one-time-code", "inputmode": "numeric"})
     submit = SubmitField("Sign in")
 

@@ -38,7 +38,11 @@ from authsvc.web.console.guard import (
 from authsvc.web.plumbing import client_ip, db, services
 
 logger = logging.getLogger(__name__)
-WRONG = "The address or password is wrong, or this account is not an operator."
+# One answer for a wrong code and for a sign-in whose password was wrong,
+# which this page must not tell apart.
+WRONG_CODE = ("That code does not sign you in. Check the newest email (or your authenticator "
+              "app); if the address or password was mistyped, or the sign-in is older than ten "
+              "minutes, start again.")
 
 
 def render(template: str, status: int = 200, **context: Any) -> Response:
@@ -61,34 +65,25 @@ def login() -> ResponseReturnValue:
         try:
             email = parse_address(form.email.data)
         except InvalidAddress:
-            email = ""
+            email = form.email.data.strip().lower()  # names no account: a sign-in of nothing
         try:
-            if not email:
-                raise access.InvalidCredentials()
             token = access.check_password(db(), services(), email=email,
                                           password=form.password.data, ip=client_ip())
         except access.TooManyAttempts as exc:
             log_event(logger, "console_sign_in_limited", retry_after=exc.retry_after)
             return _too_many(exc.retry_after)
-        except access.InvalidCredentials:
-            log_event(logger, "console_sign_in_refused")
-            form.password.errors = [WRONG]
-        else:
-            response = redirect(url_for("console.login_code"), 303)
-            set_sign_in_cookie(response, token)
-            return response
+        # Right or wrong, on to the code: this step tells nothing (access.check_password).
+        response = redirect(url_for("console.login_code"), 303)
+        set_sign_in_cookie(response, token)
+        return response
     return render("login.html", 422 if form.errors else 200, form=form)
 
 
 def login_code() -> ResponseReturnValue:
     token = request.cookies.get(SIGN_IN_COOKIE)
-    pending = access.pending_sign_in(db(), token) if token else None
-    if token is None or pending is None:
-        flash("Sign in with your password first; the code is emailed after it.", "info")
-        response = redirect(url_for("console.login"), 303)
-        if token:
-            forget_cookie(response, SIGN_IN_COOKIE)
-        return response
+    if token is None:
+        flash("Sign in with your password first; the code comes after it.", "info")
+        return redirect(url_for("console.login"), 303)
     form = ConsoleCodeForm()
     if form.validate_on_submit():
         try:
@@ -97,24 +92,16 @@ def login_code() -> ResponseReturnValue:
                 user_agent=request.headers.get("User-Agent", ""))
         except access.TooManyAttempts as exc:
             return _too_many(exc.retry_after)
-        except access.SignInEnded:
-            flash("That sign-in ended (too old, too many wrong codes, or replaced by a newer "
-                  "one). Sign in again.", "info")
-            response = redirect(url_for("console.login"), 303)
-            forget_cookie(response, SIGN_IN_COOKIE)
-            return response
         except access.WrongCode:
-            form.code.errors = ["That is not the code from your authenticator app."
-                                if pending.totp else
-                                "That is not the code we sent. Check the newest email."]
+            log_event(logger, "console_code_refused")
+            form.code.errors = [WRONG_CODE]
         else:
             log_event(logger, "console_signed_in")
             response = redirect(url_for("console.overview"), 303)
             forget_cookie(response, SIGN_IN_COOKIE)
             set_cookie(response, SESSION_COOKIE, session_token)
             return response
-    return render("login_code.html", 422 if form.errors else 200, form=form,
-                  address=pending.address, totp=pending.totp)
+    return render("login_code.html", 422 if form.errors else 200, form=form)
 
 
 def logout() -> ResponseReturnValue:

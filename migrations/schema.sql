@@ -61,7 +61,7 @@
 --                                            (a job's trail goes with it)
 --
 -- email_job_events.event takes only these names (the CHECK
--- email_job_events_event_check, migration 0030, is the one list):
+-- email_job_events_event_check, migration 0032, is the one list):
 --
 --   claimed     a worker leased the job; attempt is the claim's attempt_count
 --   sent        taken by the mail server or provider (provider_message_id)
@@ -252,9 +252,9 @@ CREATE TABLE email_jobs (
     CONSTRAINT email_jobs_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps(id),
     CONSTRAINT email_jobs_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id),
     CONSTRAINT email_jobs_kind_check CHECK ((kind = ANY (ARRAY['email'::text, 'webhook'::text]))),
-    CONSTRAINT email_jobs_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_revert'::text, 'account_delete'::text, 'console_login'::text]))),
+    CONSTRAINT email_jobs_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'email_revert'::text, 'account_delete'::text, 'sign_in'::text, 'console_login'::text]))),
     CONSTRAINT email_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'superseded'::text, 'expired'::text, 'suppressed'::text, 'cancelled'::text]))),
-    CONSTRAINT email_jobs_template_check CHECK ((((kind = 'email'::text) AND (template = ANY (ARRAY['verify'::text, 'reset'::text, 'account_exists'::text, 'password_changed'::text, 'email_change'::text, 'email_in_use'::text, 'email_changed'::text, 'email_restored'::text, 'account_delete'::text, 'console_code'::text]))) OR ((kind = 'webhook'::text) AND (app_id IS NOT NULL) AND (template = ANY (ARRAY['user.verified'::text, 'user.password_changed'::text, 'email.delivered'::text, 'email.failed'::text, 'user.email_changed'::text, 'user.email_restored'::text, 'user.deleted'::text]))))),
+    CONSTRAINT email_jobs_template_check CHECK ((((kind = 'email'::text) AND (template = ANY (ARRAY['verify'::text, 'reset'::text, 'account_exists'::text, 'password_changed'::text, 'email_change'::text, 'email_change_approval'::text, 'email_in_use'::text, 'email_changed'::text, 'email_restored'::text, 'account_delete'::text, 'sign_in'::text, 'no_account'::text, 'console_code'::text]))) OR ((kind = 'webhook'::text) AND (app_id IS NOT NULL) AND (template = ANY (ARRAY['user.verified'::text, 'user.password_changed'::text, 'email.delivered'::text, 'email.failed'::text, 'user.email_changed'::text, 'user.email_restored'::text, 'user.deleted'::text]))))),
     CONSTRAINT email_jobs_token_fields CHECK ((((purpose IS NULL) = (token_version IS NULL)) AND ((purpose IS NULL) = (issued_at IS NULL))))
 );
 CREATE INDEX email_jobs_due ON public.email_jobs USING btree (next_attempt_at, id) WHERE (status = 'pending'::text);

@@ -13,7 +13,7 @@ TEMPLATES = (
     "verify", "reset", "account_exists", "password_changed",
     # An address over its life (SPEC §12, migrations/0027).
     "email_change", "email_in_use", "email_changed", "email_restored", "account_delete",
-    # An operator's console sign-in code (SPEC §15, migrations/0030).
+    # An operator's console sign-in code (SPEC §15, migrations/0032).
     "console_code",
 )
 # A job payload key: its outcome sends the app no email.* event (authsvc/worker/jobs.sql).

@@ -67,15 +67,19 @@ CREATE INDEX IF NOT EXISTS operator_log_created ON operator_log (created_at DESC
 -- minted by the worker at send time from (operator, console_login, version,
 -- issued_at), never stored.
 ALTER TABLE email_jobs DROP CONSTRAINT IF EXISTS email_jobs_purpose_check;
+-- The lists name every purpose and template the migrations before this one
+-- may have added (0030's email_change_approval, 0031's sign_in and
+-- no_account): replacing a CHECK must not drop what another migration allowed.
 ALTER TABLE email_jobs ADD CONSTRAINT email_jobs_purpose_check
-    CHECK (purpose IN ('reset', 'verify', 'email_change', 'email_revert', 'account_delete',
-                       'console_login'))
+    CHECK (purpose IN ('reset', 'verify', 'email_change', 'email_change_approval',
+                       'email_revert', 'account_delete', 'sign_in', 'console_login'))
     NOT VALID;
 ALTER TABLE email_jobs DROP CONSTRAINT IF EXISTS email_jobs_template_check;
 ALTER TABLE email_jobs ADD CONSTRAINT email_jobs_template_check CHECK (
     (kind = 'email' AND template IN (
         'verify', 'reset', 'account_exists', 'password_changed',
-        'email_change', 'email_in_use', 'email_changed', 'email_restored', 'account_delete',
+        'email_change', 'email_change_approval', 'email_in_use', 'email_changed',
+        'email_restored', 'account_delete', 'sign_in', 'no_account',
         'console_code'     -- an operator's sign-in code
     ))
     OR (kind = 'webhook' AND app_id IS NOT NULL

@@ -10,6 +10,7 @@ from authsvc.accounts.passwords import Passwords
 from authsvc.accounts.tokens import TokenCodec
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings
+from authsvc.operators import CONSOLE_CODE_TTL
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ def token_codec(settings: Settings, clock: Clock = system_clock) -> TokenCodec:
             "email_revert": settings.email_revert_ttl,
             "account_delete": settings.delete_ttl,
             "sign_in": settings.sign_in_ttl,
+            "console_login": CONSOLE_CODE_TTL,
         },
         clock,
     )

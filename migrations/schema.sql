@@ -252,9 +252,9 @@ CREATE TABLE email_jobs (
     CONSTRAINT email_jobs_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps(id),
     CONSTRAINT email_jobs_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id),
     CONSTRAINT email_jobs_kind_check CHECK ((kind = ANY (ARRAY['email'::text, 'webhook'::text]))),
-    CONSTRAINT email_jobs_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'email_revert'::text, 'account_delete'::text, 'sign_in'::text]))),
-    CONSTRAINT email_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'superseded'::text, 'expired'::text, 'suppressed'::text]))),
-    CONSTRAINT email_jobs_template_check CHECK ((((kind = 'email'::text) AND (template = ANY (ARRAY['verify'::text, 'reset'::text, 'account_exists'::text, 'password_changed'::text, 'email_change'::text, 'email_change_approval'::text, 'email_in_use'::text, 'email_changed'::text, 'email_restored'::text, 'account_delete'::text, 'sign_in'::text, 'no_account'::text]))) OR ((kind = 'webhook'::text) AND (app_id IS NOT NULL) AND (template = ANY (ARRAY['user.verified'::text, 'user.password_changed'::text, 'email.delivered'::text, 'email.failed'::text, 'user.email_changed'::text, 'user.email_restored'::text, 'user.deleted'::text]))))),
+    CONSTRAINT email_jobs_purpose_check CHECK ((purpose = ANY (ARRAY['reset'::text, 'verify'::text, 'email_change'::text, 'email_change_approval'::text, 'email_revert'::text, 'account_delete'::text, 'sign_in'::text, 'console_login'::text]))),
+    CONSTRAINT email_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'superseded'::text, 'expired'::text, 'suppressed'::text, 'cancelled'::text]))),
+    CONSTRAINT email_jobs_template_check CHECK ((((kind = 'email'::text) AND (template = ANY (ARRAY['verify'::text, 'reset'::text, 'account_exists'::text, 'password_changed'::text, 'email_change'::text, 'email_change_approval'::text, 'email_in_use'::text, 'email_changed'::text, 'email_restored'::text, 'account_delete'::text, 'sign_in'::text, 'no_account'::text, 'console_code'::text]))) OR ((kind = 'webhook'::text) AND (app_id IS NOT NULL) AND (template = ANY (ARRAY['user.verified'::text, 'user.password_changed'::text, 'email.delivered'::text, 'email.failed'::text, 'user.email_changed'::text, 'user.email_restored'::text, 'user.deleted'::text]))))),
     CONSTRAINT email_jobs_token_fields CHECK ((((purpose IS NULL) = (token_version IS NULL)) AND ((purpose IS NULL) = (issued_at IS NULL))))
 );
 CREATE INDEX email_jobs_due ON public.email_jobs USING btree (next_attempt_at, id) WHERE (status = 'pending'::text);
@@ -273,10 +273,11 @@ CREATE TABLE email_job_events (
     error               text,
     created_at          timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT email_job_events_pkey PRIMARY KEY (id),
-    CONSTRAINT email_job_events_event_check CHECK ((event = ANY (ARRAY['claimed'::text, 'sent'::text, 'failed'::text, 'superseded'::text, 'expired'::text, 'suppressed'::text, 'retry'::text, 'ambiguous'::text, 'released'::text, 'lease_lost'::text, 'redriven'::text])))
+    CONSTRAINT email_job_events_event_check CHECK ((event = ANY (ARRAY['claimed'::text, 'sent'::text, 'failed'::text, 'superseded'::text, 'expired'::text, 'suppressed'::text, 'retry'::text, 'ambiguous'::text, 'released'::text, 'lease_lost'::text, 'redriven'::text, 'cancelled'::text])))
 );
 CREATE INDEX email_job_events_ambiguous ON public.email_job_events USING btree (job_id) WHERE (event = 'ambiguous'::text);
 CREATE INDEX email_job_events_job ON public.email_job_events USING btree (job_id, id);
+CREATE INDEX email_job_events_outcomes ON public.email_job_events USING btree (created_at) WHERE (event = ANY (ARRAY['sent'::text, 'failed'::text]));
 
 CREATE TABLE outbox_counters (
     name    text NOT NULL,
@@ -377,6 +378,52 @@ CREATE TABLE inbox_faults (
     CONSTRAINT inbox_faults_reply_check CHECK ((reply ~ '^[45][0-9][0-9]( [ -~]{0,200})?$'::text)),
     CONSTRAINT inbox_faults_scope_check CHECK ((scope = lower(scope)))
 );
+
+CREATE TABLE operators (
+    user_id        bigint NOT NULL,
+    code_version   integer DEFAULT 0 NOT NULL,
+    added_at       timestamp with time zone DEFAULT now() NOT NULL,
+    totp_secret    bytea,
+    totp_last_step bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT operators_pkey PRIMARY KEY (user_id),
+    CONSTRAINT operators_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE
+);
+
+CREATE TABLE console_sign_ins (
+    token_hash   bytea NOT NULL,
+    user_id      bigint NOT NULL,
+    code_version integer NOT NULL,
+    issued_at    timestamp with time zone NOT NULL,
+    wrong_codes  integer DEFAULT 0 NOT NULL,
+    CONSTRAINT console_sign_ins_pkey PRIMARY KEY (token_hash),
+    CONSTRAINT console_sign_ins_user_id_fkey FOREIGN KEY (user_id) REFERENCES operators(user_id) ON DELETE CASCADE
+);
+CREATE INDEX console_sign_ins_user ON public.console_sign_ins USING btree (user_id);
+
+CREATE TABLE console_sessions (
+    id           bigint DEFAULT unordered_id() NOT NULL,
+    token_hash   bytea NOT NULL,
+    user_id      bigint NOT NULL,
+    created_at   timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL,
+    user_agent   text DEFAULT ''::text NOT NULL,
+    CONSTRAINT console_sessions_pkey PRIMARY KEY (id),
+    CONSTRAINT console_sessions_token_hash_key UNIQUE (token_hash),
+    CONSTRAINT console_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES operators(user_id) ON DELETE CASCADE
+);
+CREATE INDEX console_sessions_user ON public.console_sessions USING btree (user_id);
+
+CREATE TABLE operator_log (
+    id             bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    operator_id    bigint,
+    operator_email text NOT NULL,
+    action         text NOT NULL,
+    target         text DEFAULT ''::text NOT NULL,
+    detail         text DEFAULT ''::text NOT NULL,
+    created_at     timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT operator_log_pkey PRIMARY KEY (id)
+);
+CREATE INDEX operator_log_created ON public.operator_log USING btree (created_at DESC, id DESC);
 
 -- Functions
 

@@ -35,6 +35,10 @@ DATABASE_COMMANDS = {
     "inbox": ["inbox", "--port", "9"],  # never bound: the database check comes first
     "users-show": ["users", "show", "ann@example.com"],
     "users-delete": ["users", "delete", "ann@example.com"],
+    "operators-add": ["operators", "add", "ann@example.com"],
+    "operators-remove": ["operators", "remove", "ann@example.com"],
+    "operators-list": ["operators", "list"],
+    "operators-log": ["operators", "log", "--json"],
 }
 
 
@@ -69,9 +73,11 @@ def test_every_command_says_the_same_line_when_the_database_is_unreachable(env, 
     "args",
     [DATABASE_COMMANDS[name] for name in ("apps-create", "outbox-stats", "outbox-list",
                                           "outbox-show", "outbox-prune", "outbox-recount",
-                                          "worker", "inbox", "users-show", "users-delete")],
+                                          "worker", "inbox", "users-show", "users-delete",
+                                          "operators-add", "operators-list", "operators-log")],
     ids=["apps-create", "outbox-stats", "outbox-list", "outbox-show", "outbox-prune",
-         "outbox-recount", "worker", "inbox", "users-show", "users-delete"],
+         "outbox-recount", "worker", "inbox", "users-show", "users-delete", "operators-add",
+         "operators-list", "operators-log"],
 )
 def test_every_command_on_an_unmigrated_database_says_to_upgrade(env, empty_database_url, args):
     line = _one_error_line(_run(args, {**env, "AUTHSVC_DATABASE_URL": empty_database_url}))

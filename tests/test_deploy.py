@@ -13,7 +13,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from authsvc.cli import main
 from authsvc.config import ConfigError, load_settings
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import free_port, http_status, wait_until
@@ -88,6 +90,27 @@ def test_the_example_environment_is_refused_until_its_secrets_are_real() -> None
     settings = load_settings({**example, **real_secrets()})
     assert settings.production and settings.base_url.startswith("https://")
     assert settings.trusted_proxies == 1  # one proxy: deploy/nginx.conf
+
+
+def test_the_example_as_shipped_fails_check_on_its_placeholders(env: dict[str, str]) -> None:
+    example = environment_file(DEPLOY / "authsvc.env.example")
+    result = CliRunner().invoke(main, ["check"], env={**env, **example})
+    assert result.exit_code == 1
+    assert "AUTHSVC_SECRET_KEYS" in result.output and "AUTHSVC_METRICS_TOKEN" in result.output
+    assert "CHANGE-ME" not in result.output  # no value is printed back
+
+
+def test_the_example_filled_in_passes_check(
+    env: dict[str, str], smtp: SmtpDouble, tmp_path: Path
+) -> None:
+    """Step 5 of docs/DEPLOY.md: after `db upgrade`, every line of `authsvc check` passes."""
+    filled = {**env, **environment_file(DEPLOY / "authsvc.env.example"), **real_secrets(),
+              "AUTHSVC_DATABASE_URL": env["AUTHSVC_DATABASE_URL"],
+              "AUTHSVC_DIRECT_DATABASE_URL": env["AUTHSVC_DIRECT_DATABASE_URL"],
+              "AUTHSVC_MAIL_URL": smtp.url, "AUTHSVC_DATA_DIR": str(tmp_path)}
+    result = CliRunner().invoke(main, ["check"], env=filled)
+    assert result.exit_code == 0, result.output
+    assert "valid (production)" in result.output
 
 
 def test_the_example_names_every_setting_production_reads() -> None:

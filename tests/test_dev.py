@@ -288,3 +288,24 @@ def test_dev_keeps_mail_in_the_sandbox_whatever_mail_url_says(monkeypatch):
     monkeypatch.setenv("AUTHSVC_MAIL_URL", "resend://re_live_key@api.resend.com")
     env = _dev_environment(8000, 2525)
     assert env["AUTHSVC_MAIL_URL"] == env["AUTHSVC_SMTP_URL"] == "smtp://127.0.0.1:2525"
+
+
+def test_dev_metrics_are_one_set_across_the_web_workers(tmp_path, env):
+    """As under `authsvc serve`: gunicorn's workers write where any worker's /metrics reads."""
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    series = 'authsvc_http_requests_total{method="GET",route="/healthz",status="200"}'
+
+    def fetch(path: str) -> str:
+        request = urllib.request.Request(dev.url + path, headers={"Connection": "close"})  # noqa: S310
+        with urllib.request.urlopen(request, timeout=5) as reply:  # noqa: S310 (loopback)
+            return str(reply.read().decode())
+
+    with running_dev(tmp_path, env) as dev:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda _i: fetch("/healthz"), range(40)))
+        body = fetch("/metrics")
+        found = re.search(rf"^{re.escape(series)} (\S+)$", body, re.MULTILINE)
+        assert found is not None and float(found.group(1)) == 40, body[-2000:]
+        assert list((dev.data_dir / "prometheus-multiproc").glob("counter_*.db"))

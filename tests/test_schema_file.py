@@ -25,7 +25,7 @@ from tools.schema_sql import COMMAND, MARKER, SCHEMA_FILE, render
 
 # Trail events written by statements rather than as a claim's outcome:
 # authsvc/worker/jobs.sql claim_batch and record_outcomes, outbox/admin.sql redrive_job.
-OTHER_TRAIL_EVENTS = {"claimed", "lease_lost", "redriven"}
+OTHER_TRAIL_EVENTS = {"claimed", "lease_lost", "redriven", "cancelled"}
 
 
 def _generated_part() -> str:
@@ -95,10 +95,11 @@ def test_the_python_names_for_statuses_and_trail_events_are_the_checks(conn):
     """The CHECKs are the one list; the tuples the code switches on cannot drift from them."""
     statuses = _check_names(conn, "email_jobs_status_check")
     assert tuple(statuses) == STATUSES
-    assert set(FINAL_STATUSES) == set(statuses) - {"pending"}
+    # Every final status but an operator's cancel is a worker's outcome.
+    assert set(FINAL_STATUSES) == set(statuses) - {"pending", "cancelled"}
 
     events = _check_names(conn, "email_job_events_event_check")
-    assert len(events) == len(set(events)) == 11
+    assert len(events) == len(set(events)) == 12
     assert set(events) == set(OUTCOME_EVENTS) | OTHER_TRAIL_EVENTS
     assert set(FINAL_STATUSES) <= set(events)  # a final outcome's event is its status
     # The chaos harness's reconciliation reads outcomes from the trail.

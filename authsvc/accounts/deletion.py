@@ -152,6 +152,7 @@ def erase_account(
     conn.execute(Q["drop_pending_jobs"], {"user_id": user.id})
     conn.execute(Q["redact_trails"], redact)
     conn.execute(Q["redact_jobs"], redact)
+    conn.execute(Q["redact_operator_log"], redact)
     conn.execute(Q["redact_idempotency_records"], redact)
     conn.execute(Q["forget_code_tries"],
                  {"code_digests": [code_tries.address_digest(a) for a in addresses]})

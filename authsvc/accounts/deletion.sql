@@ -31,6 +31,13 @@ SET recipient = CASE WHEN kind = 'email'
     user_id = NULL
 WHERE user_id = %(user_id)s;
 
+-- redact_operator_log --
+-- A deleted operator's entries in the operator log keep their account id and
+-- what they did; their address becomes its stand-in.
+UPDATE operator_log
+SET operator_email = redact_addresses(operator_email, %(addresses)s, %(stand_ins)s)
+WHERE operator_id = %(user_id)s;
+
 -- redact_idempotency_records --
 -- Stored answers (24 h, for replays) that name one of the addresses: a
 -- confirm's answer carries the account's address. A scan of a day's records;

@@ -23,8 +23,9 @@ from itsdangerous import BadSignature, Signer, URLSafeSerializer
 
 from authsvc.clock import Clock, system_clock
 
+# console_login: an operator's emailed sign-in code for /admin (SPEC §15), code only.
 PURPOSES = ("reset", "verify", "email_change", "email_change_approval", "email_revert",
-            "account_delete", "sign_in")
+            "account_delete", "sign_in", "console_login")
 # Purposes whose emails carry a code beside the link. The undo link has none:
 # a week-long code that restores an account would be worth guessing (SPEC §12).
 CODED_PURPOSES = ("reset", "verify", "email_change", "email_change_approval", "account_delete",

@@ -25,6 +25,8 @@ COMMANDS = {
     "outbox": "authsvc.cli.outbox:outbox",
     "suppressions": "authsvc.cli.suppressions:suppressions",
     "users": "authsvc.cli.users:users_group",
+    "operators": "authsvc.cli.operators:operators_group",
+    "check": "authsvc.cli.check:check",
 }
 
 

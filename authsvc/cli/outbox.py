@@ -82,7 +82,7 @@ def outbox_stats() -> None:
     with _connection() as conn:
         stats = admin.outbox_stats(conn)
     for name in ("pending", "due", "leased", "sent", "failed", "superseded", "expired",
-                 "suppressed"):
+                 "suppressed", "cancelled"):
         click.echo(f"{name:<22} {getattr(stats, name)}")
     click.echo(f"{'oldest_pending_seconds':<22} {stats.oldest_pending_seconds:.1f}")
 

@@ -37,6 +37,7 @@ class OutboxStats:
     superseded: int
     expired: int
     suppressed: int
+    cancelled: int
     oldest_pending_seconds: float
 
 
@@ -263,6 +264,11 @@ def job_events(conn: Connection, job_id: int) -> list[JobEvent]:
 def redrive_job(conn: Connection, job_id: int, note: str = "redriven by operator") -> bool:
     """Make a failed job pending again with fresh attempts; False if it is not failed."""
     return conn.execute(Q["redrive_job"], {"job_id": job_id, "note": note}).fetchone() is not None
+
+
+def cancel_job(conn: Connection, job_id: int, note: str = "cancelled by operator") -> bool:
+    """Stop a failed job, or a pending one no worker is sending; False for any other."""
+    return conn.execute(Q["cancel_job"], {"job_id": job_id, "note": note}).fetchone() is not None
 
 
 PRUNE_BATCH = 10_000

@@ -73,6 +73,7 @@ SELECT
     count(*) FILTER (WHERE status = 'superseded') AS superseded,
     count(*) FILTER (WHERE status = 'expired') AS expired,
     count(*) FILTER (WHERE status = 'suppressed') AS suppressed,
+    count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
     coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'pending')), 0)::float8
         AS oldest_pending_seconds
 FROM email_jobs;
@@ -124,6 +125,36 @@ WITH redriven AS (
 )
 SELECT id FROM redriven;
 
+-- cancel_job --
+-- Stop a job for good: a failed one, or a pending one no worker holds (a held
+-- one may be on the wire already). Returns nothing for any other job. The
+-- trail row and the counters it moves are written in the same statement.
+WITH target AS (
+    SELECT id, status FROM email_jobs
+    WHERE id = %(job_id)s
+      AND (status = 'failed'
+           -- Never leased: lease_expires_at is null, and so is outbox_job_leased().
+           OR (status = 'pending'
+               AND NOT coalesce(outbox_job_leased(status, lease_expires_at), false)))
+    FOR UPDATE
+), cancelled AS (
+    UPDATE email_jobs AS j
+    SET status = 'cancelled', last_error = %(note)s, lease_owner = NULL, lease_expires_at = NULL
+    FROM target AS t WHERE j.id = t.id
+    RETURNING j.id, j.token_version, t.status AS was
+), logged AS (
+    INSERT INTO email_job_events (job_id, event, token_version, error)
+    SELECT id, 'cancelled', token_version, %(note)s FROM cancelled
+), counted AS (
+    INSERT INTO outbox_counter_deltas (name, delta)
+    SELECT change.name, change.delta
+    FROM cancelled, LATERAL (VALUES ('jobs_cancelled', 1), ('events_cancelled', 1),
+                                    ('jobs_failed', CASE WHEN was = 'failed' THEN -1 ELSE 0 END))
+                    AS change (name, delta)
+    WHERE change.delta <> 0
+)
+SELECT id FROM cancelled;
+
 -- prune_jobs --
 -- Delete up to %(batch)s finished jobs (and their trails: outbox_delete_trails) created before
 -- the cutoff, oldest first: one short transaction per batch, never a table's worth of locks.
@@ -136,13 +167,13 @@ WITH pruned AS (
     DELETE FROM email_jobs
     WHERE id IN (
         SELECT id FROM email_jobs
-        WHERE status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed')
+        WHERE status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed', 'cancelled')
           AND created_at < now() - make_interval(secs => %(older_than_seconds)s)
         ORDER BY created_at
         LIMIT %(batch)s
         FOR UPDATE SKIP LOCKED
     )
-      AND status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed')
+      AND status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed', 'cancelled')
     RETURNING status
 ), counted AS (
     INSERT INTO outbox_counter_deltas (name, delta)

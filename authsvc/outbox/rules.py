@@ -17,7 +17,10 @@ TEMPLATES = (
     "email_change_approval",
     # Sign in by email (SPEC §13, migrations/0031); no_account also answers resets.
     "sign_in", "no_account",
+    # An operator's console sign-in code (SPEC §15, migrations/0032).
+    "console_code",
 )
 # A job payload key: its outcome sends the app no email.* event (authsvc/worker/jobs.sql).
 NO_OUTCOME_EVENTS = "no_outcome_events"
-STATUSES = ("pending", "sent", "failed", "superseded", "expired", "suppressed")
+# cancelled: only an operator's cancel (the console) makes it; no worker outcome does.
+STATUSES = ("pending", "sent", "failed", "superseded", "expired", "suppressed", "cancelled")

@@ -55,7 +55,7 @@ def create_app(
     install_request_plumbing(app)
 
     from authsvc.observability import probes
-    from authsvc.web import api, pages
+    from authsvc.web import api, console, pages
 
     csrf = CSRFProtect(app)
     csrf.exempt(api.bp)  # bearer-key API: no cookies, so no CSRF
@@ -64,6 +64,7 @@ def create_app(
     app.register_blueprint(metrics.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(pages.bp)
+    app.register_blueprint(console.bp)  # /admin, the operator console
     from authsvc.bounces import provider_notifications
 
     csrf.exempt(provider_notifications.bp)  # signed by the provider, no cookies

@@ -31,10 +31,14 @@ WITH due AS (
               -- The version a link of the job's purpose must carry to redeem now
               -- (migrations/0027 link_version); an undo link's own while its
               -- change stands (email_changes), none once it ended.
+              -- An operator's console code: the operator's own, none once removed.
               (SELECT CASE WHEN j.purpose = 'email_revert' THEN
                                (SELECT c.version FROM email_changes AS c
                                 WHERE c.user_id = j.user_id AND c.version = j.token_version
                                   AND c.ended_at IS NULL)
+                           WHEN j.purpose = 'console_login' THEN
+                               (SELECT o.code_version FROM operators AS o
+                                WHERE o.user_id = j.user_id)
                            ELSE link_version(u, j.purpose) END
                FROM users AS u WHERE u.id = j.user_id) AS current_version,
               EXISTS (SELECT 1 FROM email_job_events AS e

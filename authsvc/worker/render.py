@@ -43,6 +43,7 @@ SUBJECTS = {
     "account_delete": "Confirm deleting your account",
     "sign_in": "Your sign-in link",
     "no_account": "No account uses this address",
+    "console_code": "Your operator console sign-in code",
 }
 LINK_PATHS = {
     "verify": "/verify",
@@ -61,6 +62,8 @@ CODE_PATHS = {
     "email_change_approval": "/email-change/approve/code",
     "account_delete": "/account/delete/code",
     "sign_in": "/sign-in/code",
+    # The console's code has no link: it is typed on the page that asked for it.
+    "console_login": "/admin/login/code",
 }
 # Addresses a notice shows masked (n•••@example.com), from the job's payload.
 MASKED = {"new_email": "new_email_masked", "restored_email": "restored_email_masked"}
@@ -202,7 +205,7 @@ class Renderer:
         # Plain-text parts are not HTML: escaping would corrupt links with '&'.
         self._text = jinja2.Environment(loader=loader, autoescape=False, undefined=strict)  # noqa: S701
         self._compiled: dict[str, tuple[Render, Render]] = {}
-        self._valid_for = {p: describe_duration(codec.ttl(p)) for p in LINK_PATHS}
+        self._valid_for = {p: describe_duration(codec.ttl(p)) for p in {*LINK_PATHS, *CODE_PATHS}}
         self._last_date: tuple[tuple[float, tzinfo | None], str] = ((-1.0, None), "")
 
     def _templates(self, template: str) -> tuple[Render, Render]:
@@ -238,10 +241,11 @@ class Renderer:
             assert job.issued_at is not None
             claims = TokenClaims(job.user_id, purpose, job.token_version, job.issued_at)
             redirect_url = payload.get("redirect_url")
-            target = redirect_url or base + LINK_PATHS[purpose]
-            context["link"] = with_token(str(target), self.codec.mint(claims))
             context["expires_at"] = _minute_utc(self.codec.expires_at(purpose, job.issued_at))
             context["valid_for"] = self._valid_for[purpose]
+            if purpose in LINK_PATHS:  # the console's sign-in code comes without a link
+                target = redirect_url or base + LINK_PATHS[purpose]
+                context["link"] = with_token(str(target), self.codec.mint(claims))
             if purpose in CODE_PATHS:
                 # The same claims as the link, typed by hand on another device:
                 # on the app's own page (its redirect URL, with no token) when

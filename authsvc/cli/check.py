@@ -1,0 +1,179 @@
+"""`authsvc check`: verify a configuration before starting it, one line per check (SPEC §15).
+
+Each check prints `ok`, `FAIL` or `skip`, its name and what it found, never
+a secret; the exit status is 1 if any check failed or could not run. The
+mail check greets the server (EHLO, STARTTLS and login as configured, then
+QUIT) and sends nothing.
+"""
+
+from __future__ import annotations
+
+import smtplib
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import click
+import httpx
+import psycopg
+
+from authsvc.cli.startup import database_url_or_exit
+from authsvc.config import ConfigError, Settings, load_settings
+from authsvc.db.connections import connect
+from authsvc.db.migrate import available_migrations, pending_migrations
+
+TIMEOUT = 10.0
+# Which check a settings problem belongs to, by the variable it names.
+_PROBLEM_CHECKS = (
+    ("AUTHSVC_SECRET_KEYS", "secrets"),
+    ("AUTHSVC_BASE_URL", "base url"),
+    ("AUTHSVC_METRICS_TOKEN", "metrics token"),
+    ("AUTHSVC_MAIL_URL", "mail transport"),
+    ("AUTHSVC_SMTP_URL", "mail transport"),
+    ("AUTHSVC_DATABASE_URL", "database"),
+)
+CHECKS = ("settings", "secrets", "base url", "metrics token", "database", "migrations",
+          "mail transport")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    status: str  # "ok", "FAIL" or "skip"
+    detail: str
+
+
+def _from_problems(problems: list[str]) -> list[Outcome]:
+    """Settings that did not load: each problem on its check's line; the rest cannot run."""
+    by_check: dict[str, list[str]] = {}
+    for problem in problems:
+        check = next((c for var, c in _PROBLEM_CHECKS if problem.startswith(var)), "settings")
+        by_check.setdefault(check, []).append(problem)
+    outcomes = []
+    for name in CHECKS:
+        if name in by_check:
+            outcomes.append(Outcome(name, "FAIL", "; ".join(by_check[name])))
+        elif name == "settings":
+            outcomes.append(Outcome(name, "FAIL", "not loaded: see the lines below"))
+        else:
+            outcomes.append(Outcome(name, "skip", "needs valid settings"))
+    return outcomes
+
+
+def _secrets(settings: Settings) -> Outcome:
+    count = len(settings.secret_keys)
+    rotation = f", {count - 1} older one(s) still accepted" if count > 1 else ""
+    if not settings.production:
+        return Outcome("secrets", "ok", f"{count} key(s){rotation} (development keys allowed)")
+    return Outcome("secrets", "ok", f"{count} key(s) of 32+ characters{rotation}")
+
+
+def _base_url(settings: Settings) -> Outcome:
+    scheme = urlsplit(settings.base_url).scheme
+    if scheme == "https":
+        return Outcome("base url", "ok", settings.base_url)
+    if settings.production:
+        return Outcome("base url", "FAIL", f"{settings.base_url}: production links must use https")
+    return Outcome("base url", "ok", f"{settings.base_url} (http: development only)")
+
+
+def _metrics_token(settings: Settings) -> Outcome:
+    if settings.metrics_token:
+        return Outcome("metrics token", "ok", "set: /metrics asks for it")
+    if settings.production:
+        return Outcome("metrics token", "FAIL", "AUTHSVC_METRICS_TOKEN: required in production")
+    return Outcome("metrics token", "ok", "not set: /metrics is open (development only)")
+
+
+def _database(settings: Settings) -> tuple[Outcome, Outcome]:
+    where = "AUTHSVC_DATABASE_URL" if settings.database_url else "the embedded PostgreSQL"
+    try:
+        url = database_url_or_exit(settings)
+        with connect(url, connect_timeout=int(TIMEOUT)) as conn:
+            version = conn.info.server_version
+            pending = pending_migrations(conn)
+    except click.ClickException as exc:
+        return (Outcome("database", "FAIL", exc.message),
+                Outcome("migrations", "skip", "needs the database"))
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return (Outcome("database", "FAIL", f"{where}: {reason}"),
+                Outcome("migrations", "skip", "needs the database"))
+    server = f"PostgreSQL {version // 10000}.{version % 10000}"
+    database = Outcome("database", "ok", f"{where} answers ({server})")
+    if pending:
+        names = ", ".join(m.version for m in pending)
+        return database, Outcome("migrations", "FAIL",
+                                 f"{len(pending)} pending ({names}): run `authsvc db upgrade`")
+    latest = available_migrations()[-1].version
+    return database, Outcome("migrations", "ok", f"current (latest {latest})")
+
+
+def _mail(settings: Settings) -> Outcome:
+    if settings.null_mail:
+        return Outcome("mail transport", "ok", "null:// discards every email (load tests only)")
+    if settings.http_provider is not None:
+        return _http_provider(settings)
+    if settings.smtp is None:
+        return Outcome("mail transport", "FAIL", "no AUTHSVC_MAIL_URL set: nothing would be sent")
+    target = settings.smtp
+    where = f"smtp {target.host}:{target.port} ({target.security})"
+    try:
+        smtp: smtplib.SMTP
+        if target.security == "ssl":
+            smtp = smtplib.SMTP_SSL(target.host, target.port, timeout=TIMEOUT,
+                                    context=ssl.create_default_context())
+        else:
+            smtp = smtplib.SMTP(target.host, target.port, timeout=TIMEOUT)
+        with smtp:
+            smtp.ehlo()
+            if target.security == "starttls":
+                smtp.starttls(context=ssl.create_default_context())
+                smtp.ehlo()
+            if target.username:
+                smtp.login(target.username, target.password or "")
+    except smtplib.SMTPResponseException as exc:
+        reply = exc.smtp_error.decode(errors="replace") if isinstance(exc.smtp_error, bytes) \
+            else str(exc.smtp_error)
+        return Outcome("mail transport", "FAIL", f"{where}: {exc.smtp_code} {reply}")
+    except (OSError, smtplib.SMTPException) as exc:
+        return Outcome("mail transport", "FAIL", f"{where}: {type(exc).__name__}: {exc}")
+    logged_in = ", logged in" if target.username else ""
+    return Outcome("mail transport", "ok", f"{where} greeted{logged_in}; nothing sent")
+
+
+def _http_provider(settings: Settings) -> Outcome:
+    provider = settings.http_provider
+    assert provider is not None
+    where = f"{provider.provider} at {provider.base_url}"
+    try:
+        # Reachability and TLS only: an answer of any status proves the host
+        # and its certificate; nothing is sent and no key goes out.
+        httpx.get(provider.base_url + "/", timeout=TIMEOUT)
+    except httpx.HTTPError as exc:
+        return Outcome("mail transport", "FAIL", f"{where}: {type(exc).__name__}: {exc}")
+    return Outcome("mail transport", "ok", f"{where} answers over TLS; nothing sent")
+
+
+def run_checks() -> list[Outcome]:
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        return _from_problems(exc.problems)
+    mode = "production" if settings.production else settings.env
+    outcomes = [Outcome("settings", "ok", f"valid ({mode})"), _secrets(settings),
+                _base_url(settings), _metrics_token(settings)]
+    outcomes.extend(_database(settings))
+    outcomes.append(_mail(settings))
+    return outcomes
+
+
+@click.command("check")
+def check() -> None:
+    """Verify the configuration before starting: one line per check, exit 1 if any fails."""
+    outcomes = run_checks()
+    width = max(len(o.name) for o in outcomes)
+    for outcome in outcomes:
+        click.echo(f"{outcome.status:<4}  {outcome.name:<{width}}  {outcome.detail}")
+    if any(o.status != "ok" for o in outcomes):
+        raise SystemExit(1)

@@ -1,0 +1,73 @@
+-- issue_code --
+-- The password step passed: the operator's codes move to a new version (every
+-- earlier code stops working), earlier unfinished sign-ins go, and the new one
+-- is recorded. Returns the version the emailed code carries; nothing when the
+-- account is not an operator (removed meanwhile).
+WITH bumped AS (
+    UPDATE operators SET code_version = code_version + 1
+    WHERE user_id = %(user_id)s
+    RETURNING user_id, code_version
+), dropped AS (
+    DELETE FROM console_sign_ins WHERE user_id IN (SELECT user_id FROM bumped)
+)
+INSERT INTO console_sign_ins (token_hash, user_id, code_version, issued_at)
+SELECT %(token_hash)s, user_id, code_version, %(issued_at)s FROM bumped
+RETURNING code_version;
+
+-- find_sign_in --
+-- A sign-in waiting for its code, with the operator's address and TOTP, if set.
+SELECT s.user_id, s.code_version, s.issued_at, s.wrong_codes, u.email, o.totp_secret,
+       o.totp_last_step
+FROM console_sign_ins AS s JOIN users AS u ON u.id = s.user_id
+JOIN operators AS o ON o.user_id = s.user_id
+WHERE s.token_hash = %(token_hash)s;
+
+-- operator_totp --
+-- An operator's sealed TOTP secret; no row for someone who is not an operator.
+SELECT totp_secret FROM operators WHERE user_id = %(user_id)s;
+
+-- count_wrong_code --
+-- One more wrong code typed for this sign-in; returns the count.
+UPDATE console_sign_ins SET wrong_codes = wrong_codes + 1
+WHERE token_hash = %(token_hash)s
+RETURNING wrong_codes;
+
+-- drop_sign_in --
+-- A sign-in ended: used, expired or out of tries.
+DELETE FROM console_sign_ins WHERE token_hash = %(token_hash)s;
+
+-- use_code --
+-- The single-use guard: the code's version moves on only if it is still the
+-- current one, so a second use of the same code (or a race of two) matches nothing.
+-- A TOTP code's step must also be later than the last one accepted.
+UPDATE operators
+SET code_version = code_version + 1,
+    totp_last_step = coalesce(%(totp_step)s::bigint, totp_last_step)
+WHERE user_id = %(user_id)s AND code_version = %(code_version)s
+  AND (%(totp_step)s::bigint IS NULL OR totp_last_step < %(totp_step)s::bigint)
+RETURNING user_id;
+
+-- start_console_session --
+-- A console session for an operator; the cookie carries the token, this row its hash.
+INSERT INTO console_sessions (token_hash, user_id, created_at, last_seen_at, user_agent)
+VALUES (%(token_hash)s, %(user_id)s, %(now)s, %(now)s, %(user_agent)s)
+RETURNING id;
+
+-- prune_console_sessions --
+-- Drop sessions past their idle or total lifetime (run at each sign-in).
+DELETE FROM console_sessions
+WHERE created_at <= %(started_before)s OR last_seen_at <= %(idle_before)s;
+
+-- touch_console_session --
+-- The live console session for a token hash and its operator, seen now. Live:
+-- started within the total lifetime, seen within the idle one, and its account
+-- still an operator (the foreign key ends a removed operator's sessions).
+UPDATE console_sessions AS s SET last_seen_at = %(now)s
+FROM operators AS o JOIN users AS u ON u.id = o.user_id
+WHERE s.token_hash = %(token_hash)s AND o.user_id = s.user_id
+  AND s.created_at > %(started_before)s AND s.last_seen_at > %(idle_before)s
+RETURNING s.id, u.id AS user_id, u.email;
+
+-- end_console_session --
+-- Sign out of the console: the row goes, so no copy of the cookie opens anything.
+DELETE FROM console_sessions WHERE token_hash = %(token_hash)s;

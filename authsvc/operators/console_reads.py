@@ -1,0 +1,108 @@
+"""What the console's pages read beyond the outbox's own read side (console_reads.sql)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from uuid import UUID
+
+from psycopg import Connection
+from psycopg.rows import class_row
+
+from authsvc.bounces.suppressions import Suppression
+from authsvc.db.queries import load_queries
+
+Q = load_queries(Path(__file__).with_suffix(".sql"))
+
+
+@dataclass(frozen=True)
+class Minute:
+    minute: datetime
+    sent: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class FailingTarget:
+    id: UUID
+    name: str
+    webhook_url: str | None
+    failed: int
+    retrying: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class WebhookHealth:
+    app_id: UUID
+    sent: int
+    failed: int
+    pending: int
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: int
+    status: str
+    kind: str
+    template: str
+    recipient: str
+    attempt_count: int
+    created_at: datetime
+    next_attempt_at: datetime
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    sent_at: datetime | None
+    last_error: str | None
+
+
+def outcomes_per_minute(conn: Connection, now: datetime) -> list[Minute]:
+    """Sent and failed per minute over the hour before `now` (minutes with neither left out)."""
+    with conn.cursor(row_factory=class_row(Minute)) as cur:
+        return cur.execute(Q["outcomes_per_minute"], {"since": now - timedelta(hours=1)}).fetchall()
+
+
+def database_now(conn: Connection) -> datetime:
+    """The database's time: what the outbox's due times and trail rows are written in."""
+    row = conn.execute(Q["database_now"]).fetchone()
+    assert row is not None
+    now: datetime = row[0]
+    return now
+
+
+def oldest_due_seconds(conn: Connection) -> float:
+    row = conn.execute(Q["oldest_due_seconds"]).fetchone()
+    return float(row[0]) if row else 0.0
+
+
+def failing_webhook_targets(conn: Connection, now: datetime) -> list[FailingTarget]:
+    with conn.cursor(row_factory=class_row(FailingTarget)) as cur:
+        return cur.execute(Q["failing_webhook_targets"],
+                           {"since": now - timedelta(days=1)}).fetchall()
+
+
+def webhook_health(conn: Connection, now: datetime) -> dict[UUID, WebhookHealth]:
+    with conn.cursor(row_factory=class_row(WebhookHealth)) as cur:
+        rows = cur.execute(Q["webhook_health"], {"since": now - timedelta(days=1)}).fetchall()
+    return {row.app_id: row for row in rows}
+
+
+def find_jobs(
+    conn: Connection, *, status: str | None, kind: str | None, recipient: str | None,
+    before_id: int | None, limit: int,
+) -> list[JobRow]:
+    params = {"status": status, "kind": kind, "recipient": recipient, "before_id": before_id,
+              "limit": limit}
+    with conn.cursor(row_factory=class_row(JobRow)) as cur:
+        return cur.execute(Q["find_jobs"], params).fetchall()
+
+
+def account_emails(conn: Connection, user_id: int, limit: int = 20) -> list[JobRow]:
+    with conn.cursor(row_factory=class_row(JobRow)) as cur:
+        return cur.execute(Q["account_emails"], {"user_id": user_id, "limit": limit}).fetchall()
+
+
+def find_suppressions(conn: Connection, search: str | None, limit: int = 200) -> list[Suppression]:
+    with conn.cursor(row_factory=class_row(Suppression)) as cur:
+        return cur.execute(Q["find_suppressions"], {"search": search, "limit": limit}).fetchall()

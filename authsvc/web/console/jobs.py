@@ -1,0 +1,93 @@
+"""/admin/jobs: the outbox, filtered and paged; one job's trail as a timeline; redrive, cancel."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, redirect, request, url_for
+from flask.typing import ResponseReturnValue
+
+from authsvc.accounts.addresses import InvalidAddress, parse_address
+from authsvc.operators import actions, console_reads
+from authsvc.outbox import STATUSES, admin
+from authsvc.web.console.forms import ActionForm
+from authsvc.web.console.guard import actor
+from authsvc.web.console.sign_in import render
+from authsvc.web.plumbing import db, services
+
+PAGE = 50
+KINDS = ("email", "webhook")
+MAX_ID = 2**63 - 1
+# Ids in paths stop at PostgreSQL's bigint: a larger one is not found, not a database error.
+ROW_ID = f"int(max={MAX_ID})"
+
+
+def _id(text: str | None) -> int | None:
+    if text and text.isascii() and text.isdigit() and len(text) <= 19 and 0 < int(text) <= MAX_ID:
+        return int(text)
+    return None
+
+
+def jobs() -> ResponseReturnValue:
+    status = request.args.get("status") or None
+    kind = request.args.get("kind") or None
+    address_text = (request.args.get("address") or "").strip()
+    problems = []
+    if status is not None and status not in STATUSES:
+        problems.append(f"unknown status {status!r}")
+        status = None
+    if kind is not None and kind not in KINDS:
+        problems.append(f"unknown kind {kind!r}")
+        kind = None
+    address = None
+    if address_text:
+        try:
+            address = parse_address(address_text)
+        except InvalidAddress as exc:
+            problems.append(str(exc))
+    before = _id(request.args.get("before"))
+    rows = console_reads.find_jobs(db(), status=status, kind=kind, recipient=address,
+                                   before_id=before, limit=PAGE + 1)
+    more = len(rows) > PAGE
+    rows = rows[:PAGE]
+    return render("jobs.html", 400 if problems else 200, rows=rows, problems=problems,
+                  statuses=STATUSES, kinds=KINDS, chosen_status=status, kind=kind,
+                  address=address_text, next_before=rows[-1].id if more else None,
+                  first_page=before is None)
+
+
+def job(job_id: int) -> ResponseReturnValue:
+    found = admin.find_job(db(), job_id)
+    if found is None:
+        abort(404)
+    return render("job.html", job=found, events=admin.job_events(db(), job_id),
+                  form=ActionForm(), cancellable=found.status in ("pending", "failed"))
+
+
+def redrive(job_id: int) -> ResponseReturnValue:
+    form = ActionForm()
+    if form.validate_on_submit():
+        try:
+            actions.redrive_job(db(), services(), actor(), job_id)
+        except actions.NotRedrivable as exc:
+            flash(f"Job {job_id} was not queued again: {exc}.", "error")
+        else:
+            flash(f"Job {job_id} is queued again with fresh attempts.", "success")
+    return redirect(url_for("console.job", job_id=job_id), 303)
+
+
+def cancel(job_id: int) -> ResponseReturnValue:
+    form = ActionForm()
+    if form.validate_on_submit():
+        try:
+            actions.cancel_job(db(), services(), actor(), job_id)
+        except actions.NotCancellable as exc:
+            flash(f"Job {job_id} was not cancelled: {exc}.", "error")
+        else:
+            flash(f"Job {job_id} is cancelled: it will not be sent.", "success")
+    return redirect(url_for("console.job", job_id=job_id), 303)
+
+
+def register(bp: Blueprint) -> None:
+    bp.add_url_rule("/jobs", view_func=jobs, methods=["GET"])
+    bp.add_url_rule(f"/jobs/<{ROW_ID}:job_id>", view_func=job, methods=["GET"])
+    bp.add_url_rule(f"/jobs/<{ROW_ID}:job_id>/redrive", view_func=redrive, methods=["POST"])
+    bp.add_url_rule(f"/jobs/<{ROW_ID}:job_id>/cancel", view_func=cancel, methods=["POST"])

@@ -1,0 +1,133 @@
+"""The operator console in Chromium (JavaScript off): sign in with the password and the
+emailed code, look at the queue, cancel a job; axe-core on every console page.
+
+axe-core is injected from disk (tests/browser/node_modules, `make browser`) into a
+context of its own that bypasses the CSP only for that. Screenshots go to the test's
+temp folder; with AUTHSVC_UPDATE_SCREENSHOTS=1 they refresh docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from authsvc.accounts import actions
+from testkit.servers import serving
+from tests.accounts_support import one_number, stored_user
+from tests.browser_support import BROWSER_MARKS, new_tab
+from tests.console_support import OPERATOR, emailed_code, make_operator
+from tests.pages_support import PASSWORD, make_account
+from tests.worker_support import worker
+
+ROOT = Path(__file__).resolve().parent.parent
+AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
+DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+pytestmark = BROWSER_MARKS
+
+
+@pytest.fixture
+def base_url(app) -> Iterator[str]:
+    with serving(app) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser) -> Iterator[Page]:
+    with new_tab(browser, java_script_enabled=False,
+                 viewport={"width": 1200, "height": 900}) as tab:
+        yield tab
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    if os.environ.get("AUTHSVC_UPDATE_SCREENSHOTS") == "1":
+        return DOC_SCREENSHOTS
+    return tmp_path
+
+
+def _sign_in(page: Page, base_url: str, conn: Any, svc: Any) -> None:
+    page.goto(f"{base_url}/admin/")
+    expect(page.get_by_role("heading", name="Operator sign-in")).to_be_visible()
+    page.get_by_label("Email address").fill(OPERATOR)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Continue").click()
+    expect(page.get_by_role("heading", name="Enter your code")).to_be_visible()
+    page.get_by_label("Code from the email").fill(emailed_code(conn, svc))
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+
+
+def test_sign_in_redrive_a_failed_job_then_cancel_it(
+        page, base_url, database_url, conn, svc, settings, smtp, screenshots):
+    operator = make_operator(conn, svc)
+    for name in ("ann", "bob", "cat"):
+        make_account(conn, svc, f"{name}@example.com")
+        actions.request_password_reset(conn, svc, email=f"{name}@example.com")
+    worker(database_url, settings, smtp.url, svc.clock, once=True).run()  # three sent
+    actions.request_password_reset(conn, svc, email="ann@example.com")
+    smtp.mode = "reject"
+    worker(database_url, settings, smtp.url, svc.clock, once=True).run()  # ann's fails
+    job_id = one_number(conn, "SELECT id FROM email_jobs WHERE status = 'failed'")
+    _sign_in(page, base_url, conn, svc)
+    expect(page.get_by_text("3 sent, 1 failed in the last hour")).to_be_visible()
+    page.screenshot(path=str(screenshots / "console-overview.png"), full_page=True)
+
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    page.get_by_label("Status").select_option("failed")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_role("link", name=str(job_id), exact=True).click()
+    expect(page.get_by_role("heading", name=f"Job {job_id}")).to_be_visible()
+    page.get_by_role("button", name="Redrive").click()
+    expect(page.get_by_text(f"Job {job_id} is queued again with fresh attempts.")).to_be_visible()
+    expect(page.get_by_text(f"redriven by operator {operator.id}")).to_be_visible()
+    page.screenshot(path=str(screenshots / "console-job.png"), full_page=True)
+
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_text(f"Job {job_id} is cancelled")).to_be_visible()
+    assert conn.execute("SELECT status FROM email_jobs WHERE id = %s", (job_id,)).fetchone() \
+        == ("cancelled",)
+
+    page.get_by_role("link", name="Operator log").click()
+    expect(page.get_by_role("cell", name="job.redrive")).to_be_visible()
+    expect(page.get_by_role("cell", name="job.cancel")).to_be_visible()
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Operator sign-in")).to_be_visible()
+    page.goto(f"{base_url}/admin/jobs")
+    expect(page.get_by_role("heading", name="Operator sign-in")).to_be_visible()
+
+
+@pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)")
+def test_every_console_page_has_no_serious_accessibility_violation(browser, base_url, conn, svc):
+    make_operator(conn, svc)
+    ann = stored_user(conn, make_account(conn, svc, "ann@example.com"))
+    actions.request_password_reset(conn, svc, email="ann@example.com")
+    job_id = one_number(conn, "SELECT id FROM email_jobs WHERE template = 'reset'")
+    context = browser.new_context(bypass_csp=True)
+    tab = context.new_page()
+    tab.set_default_timeout(15_000)
+    try:
+        audited = {}
+        tab.goto(f"{base_url}/admin/login")
+        audited["/admin/login"] = _violations(tab)
+        _sign_in(tab, base_url, conn, svc)
+        for path in ("/admin/", "/admin/jobs", f"/admin/jobs/{job_id}", "/admin/accounts",
+                     f"/admin/accounts/{ann.id}", "/admin/suppressions", "/admin/apps",
+                     "/admin/log"):
+            tab.goto(base_url + path)
+            audited[path] = _violations(tab)
+    finally:
+        context.close()
+    assert {path: found for path, found in audited.items() if found} == {}
+
+
+def _violations(tab: Any) -> list[dict[str, Any]]:
+    tab.add_script_tag(path=str(AXE))
+    result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    return [{"id": v["id"], "impact": v["impact"], "nodes": [n["html"] for n in v["nodes"]][:3]}
+            for v in result["violations"] if v["impact"] in ("serious", "critical")]

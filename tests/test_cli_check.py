@@ -1,0 +1,96 @@
+"""`authsvc check` (SPEC §15): a good configuration passes; a broken setting fails its line."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner, Result
+
+from authsvc.cli import main
+from testkit.waiting import free_port
+
+METRICS_TOKEN = "metrics-token-0123456789"
+SMTP_PASSWORD = "smtp-password-42"
+
+
+def _check(env: dict[str, str]) -> Result:
+    return CliRunner().invoke(main, ["check"], env=env)
+
+
+def _lines(result: Result) -> dict[str, tuple[str, str]]:
+    """check name -> (status, detail), from lines `STATUS  name  detail`."""
+    found = {}
+    for line in result.output.splitlines():
+        status, rest = line[:4].strip(), line[6:]
+        name, _, detail = rest.partition("  ")
+        found[name.strip()] = (status, detail.strip())
+    return found
+
+
+@pytest.fixture
+def production(env, smtp) -> dict[str, str]:
+    """A production configuration that passes every check."""
+    return {**env, "AUTHSVC_ENV": "production", "AUTHSVC_BASE_URL": "https://auth.example.com",
+            "AUTHSVC_METRICS_TOKEN": METRICS_TOKEN, "AUTHSVC_MAIL_URL": smtp.url,
+            "AUTHSVC_MAIL_FROM": "authsvc <no-reply@example.com>"}
+
+
+def test_a_good_configuration_passes_every_check(production, smtp):
+    result = _check(production)
+    assert result.exit_code == 0, result.output
+    lines = _lines(result)
+    assert list(lines) == ["settings", "secrets", "base url", "metrics token", "database",
+                           "migrations", "mail transport"]
+    assert all(status == "ok" for status, _ in lines.values()), result.output
+    assert "nothing sent" in lines["mail transport"][1]
+    assert smtp.messages == []
+
+
+def _only_failure(result: Result, name: str) -> str:
+    assert result.exit_code == 1, result.output
+    lines = _lines(result)
+    failed = {n for n, (status, _) in lines.items() if status == "FAIL"}
+    assert name in failed, result.output
+    return lines[name][1]
+
+
+@pytest.mark.parametrize(("change", "check", "says"), [
+    ({"AUTHSVC_SECRET_KEYS": "short"}, "secrets", "shorter than 32"),
+    ({"AUTHSVC_BASE_URL": "http://auth.example.com"}, "base url", "https"),
+    ({"AUTHSVC_METRICS_TOKEN": ""}, "metrics token", "required in production"),
+    ({"AUTHSVC_MAIL_URL": ""}, "mail transport", "required in production"),
+])
+def test_a_broken_setting_fails_its_own_line(production, change, check, says):
+    result = _check({**production, **change})
+    assert says in _only_failure(result, check)
+    assert {n for n, (s, _) in _lines(result).items() if s == "FAIL"} <= {"settings", check}
+
+
+def test_an_unreachable_database_fails_the_database_line(production):
+    url = f"postgresql://nobody@127.0.0.1:{free_port()}/authsvc"
+    result = _check({**production, "AUTHSVC_DATABASE_URL": url,
+                     "AUTHSVC_DIRECT_DATABASE_URL": url})
+    _only_failure(result, "database")
+    assert _lines(result)["migrations"][0] == "skip"
+    assert {n for n, (s, _) in _lines(result).items() if s == "FAIL"} == {"database"}
+
+
+def test_pending_migrations_fail_the_migrations_line(production, empty_database_url):
+    result = _check({**production, "AUTHSVC_DATABASE_URL": empty_database_url,
+                     "AUTHSVC_DIRECT_DATABASE_URL": empty_database_url})
+    assert "authsvc db upgrade" in _only_failure(result, "migrations")
+    assert _lines(result)["database"][0] == "ok"
+
+
+def test_an_unreachable_mail_server_fails_the_mail_line(production):
+    result = _check({**production, "AUTHSVC_MAIL_URL": f"smtp://127.0.0.1:{free_port()}"})
+    _only_failure(result, "mail transport")
+    assert {n for n, (s, _) in _lines(result).items() if s == "FAIL"} == {"mail transport"}
+
+
+def test_no_secret_is_ever_printed(production, smtp):
+    with_login = smtp.url.replace("smtp://", f"smtp://user:{SMTP_PASSWORD}@")
+    for env in (production, {**production, "AUTHSVC_MAIL_URL": with_login},
+                {**production, "AUTHSVC_METRICS_TOKEN": "short"}):
+        output = _check(env).output
+        for secret in (production["AUTHSVC_SECRET_KEYS"], METRICS_TOKEN, SMTP_PASSWORD):
+            assert secret not in output

@@ -94,3 +94,12 @@ def test_no_secret_is_ever_printed(production, smtp):
         output = _check(env).output
         for secret in (production["AUTHSVC_SECRET_KEYS"], METRICS_TOKEN, SMTP_PASSWORD):
             assert secret not in output
+
+
+def test_the_database_password_is_not_printed_when_libpq_quotes_it(production):
+    """libpq quotes what it cannot parse; a password with a stray % is quoted whole."""
+    url = f"postgresql://u:s3cr%zzet@127.0.0.1:{free_port()}/authsvc"
+    result = _check({**production, "AUTHSVC_DATABASE_URL": url,
+                     "AUTHSVC_DIRECT_DATABASE_URL": url})
+    assert _lines(result)["database"][0] == "FAIL"
+    assert "s3cr" not in result.output

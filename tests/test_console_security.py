@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from authsvc.accounts import actions
 from authsvc.operators import roles
 from tests.accounts_support import one_number, stored_user
 from tests.console_support import (
@@ -27,6 +28,7 @@ from tests.console_support import (
     post,
     signed_in_console,
 )
+from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, make_account, sign_in
 
 GET_PAGES = ["/admin/", "/admin/jobs", "/admin/jobs/1", "/admin/accounts",
@@ -294,3 +296,25 @@ def test_actions_are_post_only(app, conn, svc):
     console = signed_in_console(app, conn, svc)
     assert console.get(f"/admin/accounts/{ann.id}/delete").status_code == 405
     assert one_number(conn, "SELECT count(*) FROM users WHERE id = %s", (ann.id,)) == 1
+
+
+def test_a_right_password_uses_up_the_ip_budget_like_a_wrong_one(app_with, conn, svc):
+    """Were a right password's try given back, the 429 would tell which guess was right."""
+    make_operator(conn, svc)
+    app = app_with(AUTHSVC_RATE_LIMIT_LOGIN="3/15m")
+    guesser = app.test_client()
+    for password in (PASSWORD, "guess guess guess", "guess guess again"):
+        assert password_step(guesser, password=password, ip="10.0.0.9").status_code == 303
+    assert password_step(guesser, password="one more guess", ip="10.0.0.9").status_code == 429
+
+
+def test_a_password_reset_ends_the_operators_console_sessions(app, conn, svc):
+    """A thief's console session does not outlive the owner's reset (every session ends)."""
+    make_operator(conn, svc)
+    thief = signed_in_console(app, conn, svc)
+    assert thief.get("/admin/").status_code == 200
+    actions.request_password_reset(conn, svc, email=OPERATOR)
+    actions.reset_password(conn, svc, token=latest_link(conn, svc, OPERATOR, "reset"),
+                           password="the owner's new passphrase")
+    assert _is_sign_in_redirect(thief.get("/admin/"))
+    assert one_number(conn, "SELECT count(*) FROM console_sessions") == 0

@@ -397,3 +397,15 @@ def test_an_account_with_a_password_cannot_use_a_sign_in_code_instead(api, conn,
     assert_problem(by_code, 401, "invalid_credentials")
     # The code was not used up: it still signs in.
     assert confirm(api, {"email": VICTIM, "code": code}).status_code == 200
+
+
+def test_a_used_sign_in_token_is_not_replayed_under_its_idempotency_key(api, conn, svc):
+    """Unlike the stored answers of other calls: a replayed 200 would sign in again."""
+    confirmed(api, conn, svc, VICTIM)
+    request_sign_in(api, VICTIM)
+    token = sign_in_link(conn, svc, VICTIM)
+    first = api.post("/sign-in-links/confirm", {"token": token}, idempotency_key="k-1")
+    assert first.status_code == 200
+    again = api.post("/sign-in-links/confirm", {"token": token}, idempotency_key="k-1")
+    assert_problem(again, 410, "token_used")
+    assert "Idempotent-Replayed" not in again.headers

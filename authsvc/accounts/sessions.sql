@@ -42,5 +42,13 @@ DELETE FROM web_sessions WHERE token_hash = %(token_hash)s;
 DELETE FROM web_sessions WHERE user_id = %(user_id)s AND id = %(session_id)s;
 
 -- end_all_sessions --
--- End every session of a user (password changed, address proven).
+-- End every session of a user (password changed, address proven, undo, "end
+-- every session"): an operator's console sessions and pending console sign-ins
+-- too (the console's tables, migrations/0032), or a thief's would outlive the
+-- owner's reset. Returns the web sessions ended.
+WITH console AS (
+    DELETE FROM console_sessions WHERE user_id = %(user_id)s
+), console_sign_ins AS (
+    DELETE FROM console_sign_ins WHERE user_id = %(user_id)s
+)
 DELETE FROM web_sessions WHERE user_id = %(user_id)s;

@@ -11,7 +11,7 @@ from __future__ import annotations
 import smtplib
 import ssl
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import click
 import httpx
@@ -85,6 +85,15 @@ def _metrics_token(settings: Settings) -> Outcome:
     return Outcome("metrics token", "ok", "not set: /metrics is open (development only)")
 
 
+def _without_password(text: str, url: str | None) -> str:
+    """`text` with the URL's password taken out: libpq quotes what it cannot parse, and
+    that may be the password itself."""
+    password = urlsplit(url).password if url else None
+    for form in {password, unquote(password)} if password else ():
+        text = text.replace(form, "***")
+    return text
+
+
 def _database(settings: Settings) -> tuple[Outcome, Outcome]:
     where = "AUTHSVC_DATABASE_URL" if settings.database_url else "the embedded PostgreSQL"
     try:
@@ -96,7 +105,8 @@ def _database(settings: Settings) -> tuple[Outcome, Outcome]:
         return (Outcome("database", "FAIL", exc.message),
                 Outcome("migrations", "skip", "needs the database"))
     except psycopg.Error as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
+        reason = _without_password(" ".join(str(exc).split()) or type(exc).__name__,
+                                   settings.database_url)
         return (Outcome("database", "FAIL", f"{where}: {reason}"),
                 Outcome("migrations", "skip", "needs the database"))
     server = f"PostgreSQL {version // 10000}.{version % 10000}"

@@ -67,7 +67,7 @@ def _hash(token: str) -> bytes:
 
 def _count_attempt(conn: Connection, svc: Services, ip: str) -> None:
     # Counted before checking, like user logins: concurrent guesses cannot all
-    # pass while argon2 runs. A success gives its count back.
+    # pass while argon2 runs.
     decision = ratelimit.hit(conn, RATE_KIND, ip, svc.settings.rate_limit_login, svc.clock())
     if not decision.allowed:
         raise TooManyAttempts(decision.retry_after)
@@ -89,14 +89,14 @@ def check_password(conn: Connection, svc: Services, *, email: str, password: str
     limit that /login applies, learns nothing. A failure still counts against
     that address's login limit, as a wrong password at /login would.
     """
+    # Every try counts against the IP, a right password's too: were a right one given
+    # back, the limit's 429 would say which of the last guesses was right.
     _count_attempt(conn, svc, ip)
     token = secrets.token_urlsafe(32)
     try:
         _record_sign_in(conn, svc, email=email, password=password, token=token)
     except InvalidCredentials:
         ratelimit.hit(conn, "login", email, svc.settings.rate_limit_login, svc.clock())
-        return token
-    _refund(conn, svc, ip)
     return token
 
 
@@ -105,15 +105,17 @@ def _record_sign_in(
 ) -> None:
     user = users.find_user_by_email(conn, email)
     matches = svc.passwords.verify(user.password_hash if user else None, password)
-    if user is None or not matches or not user.verified:
-        raise InvalidCredentials()
+    opened = user is not None and matches and user.verified
     now = svc.clock()
     issued = links.issued_at(now)
+    # The same statements and commit whether or not the password opened an account
+    # (user id 0 matches no operator): the step's time says nothing either.
     with conn.transaction():
-        totp_row = conn.execute(Q["operator_totp"], {"user_id": user.id}).fetchone()
-        row = conn.execute(Q["issue_code"], {"user_id": user.id, "token_hash": _hash(token),
+        user_id = user.id if opened and user is not None else 0
+        totp_row = conn.execute(Q["operator_totp"], {"user_id": user_id}).fetchone()
+        row = conn.execute(Q["issue_code"], {"user_id": user_id, "token_hash": _hash(token),
                                              "issued_at": issued}).fetchone()
-        if totp_row is None or row is None:
+        if not opened or user is None or totp_row is None or row is None:
             raise InvalidCredentials()
         # With TOTP set up, the authenticator gives the code: no email. The
         # version still moves on, so any emailed code still unused dies.

@@ -98,6 +98,9 @@ def lift_lockout(conn: Connection, svc: Services, actor: Actor, user_id: int) ->
 def void_undo_links(conn: Connection, svc: Services, actor: Actor, user_id: int) -> int:
     """Stop every live undo link of the account working; how many changes it ended."""
     with conn.transaction():
+        # The account's row lock, which an undo holds while it checks its change
+        # record: an undo under way finishes first, or finds its link voided.
+        users.lock_user(conn, user_id)
         ended = conn.execute(Q["void_undo_links"],
                              {"user_id": user_id, "now": svc.clock()}).rowcount
         write_entry(conn, actor, "account.void_undo_links", f"account {user_id}", svc.clock(),

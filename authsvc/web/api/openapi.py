@@ -481,6 +481,9 @@ OPERATIONS: dict[str, Operation] = {
         SIGN_IN_CONFIRM,
         (200, "Signed in: the account, and whether it was created now", "SignedIn"),
         _TOKEN_PROBLEMS,
+        # Never replayed, as /sessions: a stored 200 would sign in again whoever
+        # repeats a used token under the same key.
+        replayable=False,
     ),
 }
 _PROBLEM_SCHEMA = {

@@ -535,6 +535,21 @@ CREATE OR REPLACE FUNCTION public.link_version(account users, purpose text)
  STABLE PARALLEL SAFE
 RETURN CASE purpose WHEN 'reset'::text THEN (account).reset_version WHEN 'verify'::text THEN (account).verify_version WHEN 'email_change'::text THEN (account).email_change_version WHEN 'email_change_approval'::text THEN (account).email_change_version WHEN 'account_delete'::text THEN (account).account_delete_version WHEN 'sign_in'::text THEN (account).sign_in_version ELSE NULL::integer END;
 
+CREATE OR REPLACE FUNCTION public.operators_drop_role_on_new_address()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    WITH dropped AS (
+        DELETE FROM operators WHERE user_id = NEW.id RETURNING user_id
+    )
+    INSERT INTO operator_log (operator_id, operator_email, action, target, detail)
+    SELECT NULL, 'authsvc', 'operator.role_dropped', 'account ' || user_id,
+           'the account''s address changed'
+    FROM dropped;
+    RETURN NULL;
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.outbox_counter_totals()
  RETURNS TABLE(name text, total bigint, seconds double precision)
  LANGUAGE sql
@@ -626,6 +641,10 @@ BEGIN
 END $function$;
 
 -- Triggers
+
+CREATE TRIGGER operators_follow_address AFTER UPDATE OF email ON users
+    FOR EACH ROW WHEN (old.email IS DISTINCT FROM new.email)
+    EXECUTE FUNCTION operators_drop_role_on_new_address();
 
 CREATE TRIGGER outbox_delete_trails AFTER DELETE ON email_jobs
     REFERENCING OLD TABLE AS old_jobs

@@ -16,6 +16,8 @@ import pytest
 from authsvc.accounts import actions
 from authsvc.operators import roles
 from tests.accounts_support import one_number, stored_user
+from tests.address_life_support import changed
+from tests.api_support import ApiCaller, register_shop_app
 from tests.console_support import (
     OPERATOR,
     advance,
@@ -318,3 +320,22 @@ def test_a_password_reset_ends_the_operators_console_sessions(app, conn, svc):
                            password="the owner's new passphrase")
     assert _is_sign_in_redirect(thief.get("/admin/"))
     assert one_number(conn, "SELECT count(*) FROM console_sessions") == 0
+
+
+def test_an_operator_who_moves_the_account_to_another_address_loses_the_role(
+    app, client, conn, svc
+):
+    """With only the password, a thief moves the operator's account to their own mailbox:
+    the console's code would go there, so the role does not follow."""
+    make_operator(conn, svc)
+    console = signed_in_console(app, conn, svc)
+    shop, key = register_shop_app(conn)
+    changed(ApiCaller(client, shop, key), conn, svc, OPERATOR, PASSWORD, "thief@example.com")
+    assert roles.list_operators(conn) == []
+    assert _is_sign_in_redirect(console.get("/admin/"))
+    assert one_number(conn, "SELECT count(*) FROM operator_log"
+                            " WHERE action = 'operator.role_dropped'") == 1
+    # The thief's sign-in at /admin with the password finds no operator: no code is sent.
+    assert password_step(app.test_client(), email="thief@example.com").status_code == 303
+    assert one_number(conn, "SELECT count(*) FROM email_jobs WHERE template = 'console_code'"
+                            " AND recipient = 'thief@example.com'") == 0

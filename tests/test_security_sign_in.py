@@ -102,18 +102,21 @@ def test_a_strangers_pre_registered_password_never_works_whatever_the_order(
 
 
 def test_a_signup_racing_the_redemption_loses_its_password_either_way(
-    api, conn, svc, database_url
+    api, conn, svc, direct_database_url
 ):
-    """The stranger's second signup commits while the redemption waits on the row lock."""
+    """The stranger's second signup commits while the redemption waits on the row lock.
+
+    On the server's own URL, as the other lock races: through a transaction pooler a
+    connection's backend is not the one pg_stat_activity would show waiting."""
     _stranger_signs_up(api)
     request_sign_in(api, VICTIM)
     token = sign_in_link(conn, svc, VICTIM)
-    with psycopg.connect(database_url) as stranger:
+    with psycopg.connect(direct_database_url) as stranger:
         # The signup's upsert holds the row until it commits.
         stranger.execute("UPDATE users SET password_hash = 'x', signup_count = signup_count + 1"
                          " WHERE email = %s", (VICTIM,))
         outcome: list[int] = []
-        with psycopg.connect(database_url, autocommit=True) as redeemer:
+        with psycopg.connect(direct_database_url, autocommit=True) as redeemer:
             pid = redeemer.info.backend_pid
 
             def redeem() -> None:

@@ -12,6 +12,7 @@ from psycopg.rows import class_row
 
 from authsvc.bounces.suppressions import Suppression
 from authsvc.db.queries import load_queries
+from authsvc.outbox.admin import JobSummary
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
 
@@ -42,19 +43,10 @@ class WebhookHealth:
 
 
 @dataclass(frozen=True)
-class JobRow:
-    id: int
-    status: str
+class JobRow(JobSummary):
+    """A job as `outbox list` shows it, and whether it is an email or an event."""
+
     kind: str
-    template: str
-    recipient: str
-    attempt_count: int
-    created_at: datetime
-    next_attempt_at: datetime
-    lease_owner: str | None
-    lease_expires_at: datetime | None
-    sent_at: datetime | None
-    last_error: str | None
 
 
 def outcomes_per_minute(conn: Connection, now: datetime) -> list[Minute]:

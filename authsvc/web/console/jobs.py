@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Blueprint, abort, flash, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 
@@ -63,26 +65,25 @@ def job(job_id: int) -> ResponseReturnValue:
 
 
 def redrive(job_id: int) -> ResponseReturnValue:
-    form = ActionForm()
-    if form.validate_on_submit():
-        try:
-            actions.redrive_job(db(), services(), actor(), job_id)
-        except actions.NotRedrivable as exc:
-            flash(f"Job {job_id} was not queued again: {exc}.", "error")
-        else:
-            flash(f"Job {job_id} is queued again with fresh attempts.", "success")
-    return redirect(url_for("console.job", job_id=job_id), 303)
+    return _act_on_job(job_id, actions.redrive_job, actions.NotRedrivable,
+                       "was not queued again", "is queued again with fresh attempts")
 
 
 def cancel(job_id: int) -> ResponseReturnValue:
-    form = ActionForm()
-    if form.validate_on_submit():
+    return _act_on_job(job_id, actions.cancel_job, actions.NotCancellable,
+                       "was not cancelled", "is cancelled: it will not be sent")
+
+
+def _act_on_job(job_id: int, act: Callable[..., object], refusal: type[Exception],
+                refused: str, done: str) -> ResponseReturnValue:
+    """A POST from a job's page: the action, then the page again saying how it went."""
+    if ActionForm().validate_on_submit():
         try:
-            actions.cancel_job(db(), services(), actor(), job_id)
-        except actions.NotCancellable as exc:
-            flash(f"Job {job_id} was not cancelled: {exc}.", "error")
+            act(db(), services(), actor(), job_id)
+        except refusal as exc:
+            flash(f"Job {job_id} {refused}: {exc}.", "error")
         else:
-            flash(f"Job {job_id} is cancelled: it will not be sent.", "success")
+            flash(f"Job {job_id} {done}.", "success")
     return redirect(url_for("console.job", job_id=job_id), 303)
 
 

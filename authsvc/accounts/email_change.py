@@ -73,9 +73,10 @@ class Pending:
     awaiting: str  # "old_address" or "new_address"
 
 
-# The side of a change each purpose proves, and the purpose of the other side.
-OTHER_SIDE = {"email_change": "email_change_approval",
-              "email_change_approval": "email_change"}
+# Each side of a change (links.TWO_SIDED): the other side's purpose, and the address a
+# redeemed side leaves awaited.
+OTHER_SIDE = dict(zip(links.TWO_SIDED, reversed(links.TWO_SIDED), strict=True))
+AWAITING = {"email_change": "old_address", "email_change_approval": "new_address"}
 
 
 def request_email_change(
@@ -179,11 +180,10 @@ def _needs_other_side(conn: Connection, svc: Services, claims: TokenClaims) -> b
     address's link proves the new mailbox. The new address's link completes
     it alone unless approvals are required and this one is not yet in.
     """
+    if claims.purpose == "email_change" and not svc.settings.email_change_confirm_old:
+        return False  # the usual change: no query for an approval nobody was asked for
     other = OTHER_SIDE[claims.purpose]
-    approved = users.was_redeemed(conn, claims.user_id, other, claims.version)
-    if claims.purpose == "email_change_approval":
-        return not approved
-    return svc.settings.email_change_confirm_old and not approved
+    return not users.was_redeemed(conn, claims.user_id, other, claims.version)
 
 
 def _redeem_change(
@@ -202,8 +202,7 @@ def _redeem_change(
                 raise TokenError("token_used")  # this side is in; the other is awaited
             if _needs_other_side(conn, svc, claims):
                 users.record_redemption(conn, user.id, claims.purpose, claims.version, now)
-                side = "old_address" if claims.purpose == "email_change" else "new_address"
-                return Pending(awaiting=side)
+                return Pending(awaiting=AWAITING[claims.purpose])
             assert user.pending_email is not None  # a current change link has one
             _take_address(conn, svc, user, user.pending_email, now)
             with conn.cursor(row_factory=dict_row) as cur:

@@ -19,7 +19,6 @@ import httpx
 from authsvc.worker.mailers import OutgoingEmail
 from authsvc.worker.providers.http import HttpProviderMailer, json_field
 
-# Resend's documented POST /emails body parameters (the ones authsvc may send).
 RETRYABLE_CONFLICTS = frozenset({"concurrent_idempotent_requests"})
 
 

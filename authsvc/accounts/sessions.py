@@ -48,7 +48,9 @@ class SessionUser:
                 and self.started_at >= since)
 
 
-def _hash(token: str) -> bytes:
+def token_hash(token: str) -> bytes:
+    """How a session token is stored (never the token itself): its SHA-256; the console's
+    session and sign-in tokens too."""
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
@@ -69,7 +71,7 @@ def start_session(
         started = conn.execute(
             Q["start_session"],
             {
-                "token_hash": _hash(token),
+                "token_hash": token_hash(token),
                 "user_id": user.id,
                 "verified_hash": user.password_hash,
                 "now": now,
@@ -82,7 +84,7 @@ def start_session(
 
 def find_session(conn: Connection, token: str, now: datetime) -> SessionUser | None:
     """The live session for this token and its account; None when ended or expired."""
-    params = {"token_hash": _hash(token), "now": now, "expired_before": now - SESSION_LIFETIME}
+    params = {"token_hash": token_hash(token), "now": now, "expired_before": now - SESSION_LIFETIME}
     row = conn.execute(Q["touch_session"], params).fetchone()
     if row is None:
         return None
@@ -96,7 +98,7 @@ def list_sessions(conn: Connection, user_id: int, now: datetime) -> list[WebSess
 
 
 def end_session(conn: Connection, token: str) -> None:
-    conn.execute(Q["end_session"], {"token_hash": _hash(token)})
+    conn.execute(Q["end_session"], {"token_hash": token_hash(token)})
 
 
 def end_user_session(conn: Connection, user_id: int, session_id: int) -> bool:

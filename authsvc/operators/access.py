@@ -13,7 +13,6 @@ the newest code works, and only once.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,6 +22,8 @@ from psycopg import Connection
 
 from authsvc import ratelimit
 from authsvc.accounts import links, users
+from authsvc.accounts.actions import TooManyAttempts
+from authsvc.accounts.sessions import token_hash
 from authsvc.accounts.tokens import TokenClaims, is_code_shaped
 from authsvc.db.queries import load_queries
 from authsvc.operators import CONSOLE_CODE_TTL, totp
@@ -44,12 +45,6 @@ class InvalidCredentials(Exception):
     """Wrong address or password, or not an operator (never leaves this module)."""
 
 
-class TooManyAttempts(Exception):
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(retry_after)
-        self.retry_after = retry_after
-
-
 class WrongCode(Exception):
     """Not a code that opens anything: wrong, or its sign-in ended or never was."""
 
@@ -59,10 +54,6 @@ class ConsoleSession:
     session_id: int
     user_id: int
     email: str
-
-
-def _hash(token: str) -> bytes:
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
 def _count_attempt(conn: Connection, svc: Services, ip: str) -> None:
@@ -112,14 +103,13 @@ def _record_sign_in(
     # (user id 0 matches no operator): the step's time says nothing either.
     with conn.transaction():
         user_id = user.id if opened and user is not None else 0
-        totp_row = conn.execute(Q["operator_totp"], {"user_id": user_id}).fetchone()
-        row = conn.execute(Q["issue_code"], {"user_id": user_id, "token_hash": _hash(token),
+        row = conn.execute(Q["issue_code"], {"user_id": user_id, "token_hash": token_hash(token),
                                              "issued_at": issued}).fetchone()
-        if not opened or user is None or totp_row is None or row is None:
+        if row is None or user is None:  # not an operator (user id 0 is none)
             raise InvalidCredentials()
         # With TOTP set up, the authenticator gives the code: no email. The
         # version still moves on, so any emailed code still unused dies.
-        if totp_row[0] is None:
+        if row[1]:
             enqueue_email(conn, template="console_code", recipient=user.email, user_id=user.id,
                           purpose=PURPOSE, token_version=int(row[0]), issued_at=issued)
 
@@ -134,14 +124,14 @@ def check_code(
     (used, expired, replaced, five wrong codes) and a wrong code look alike.
     """
     _count_attempt(conn, svc, ip)
-    token_hash = _hash(sign_in_token)
-    row = conn.execute(Q["find_sign_in"], {"token_hash": token_hash}).fetchone()
+    hashed = token_hash(sign_in_token)
+    row = conn.execute(Q["find_sign_in"], {"token_hash": hashed}).fetchone()
     if row is None:
         raise WrongCode()
     user_id, version, issued_at = int(row[0]), int(row[1]), row[2]
     now = svc.clock()
     if now >= issued_at + timedelta(seconds=CONSOLE_CODE_TTL):
-        conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
+        conn.execute(Q["drop_sign_in"], {"token_hash": hashed})
         raise WrongCode()
     typed = "".join(code.split())
     sealed_totp, last_step = row[5], int(row[6])
@@ -154,20 +144,20 @@ def check_code(
         claims = TokenClaims(user_id, PURPOSE, version, issued_at)
         right = is_code_shaped(typed) and svc.tokens.code_matches(claims, typed)
     if not right:
-        counted = conn.execute(Q["count_wrong_code"], {"token_hash": token_hash}).fetchone()
+        counted = conn.execute(Q["count_wrong_code"], {"token_hash": hashed}).fetchone()
         if counted is None or int(counted[0]) >= MAX_WRONG_CODES:
-            conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
+            conn.execute(Q["drop_sign_in"], {"token_hash": hashed})
         raise WrongCode()
     session_token = secrets.token_urlsafe(32)
     with conn.transaction():
-        conn.execute(Q["drop_sign_in"], {"token_hash": token_hash})
+        conn.execute(Q["drop_sign_in"], {"token_hash": hashed})
         used = conn.execute(Q["use_code"], {"user_id": user_id, "code_version": version,
                                             "totp_step": totp_step}).fetchone()
         if used is None:  # used or replaced since it was read
             raise WrongCode()
         conn.execute(Q["prune_console_sessions"], _lifetimes(now))
         conn.execute(Q["start_console_session"], {
-            "token_hash": _hash(session_token), "user_id": user_id, "now": now,
+            "token_hash": token_hash(session_token), "user_id": user_id, "now": now,
             "user_agent": user_agent[:MAX_USER_AGENT]})
         write_entry(conn, Actor(user_id, str(row[4])), "console.sign_in",
                     f"account {user_id}", now)
@@ -182,9 +172,9 @@ def _lifetimes(now: datetime) -> dict[str, datetime]:
 def find_console_session(conn: Connection, token: str, now: datetime) -> ConsoleSession | None:
     """The live console session for this token, seen now; None when ended, idle or too old."""
     row = conn.execute(Q["touch_console_session"],
-                       {"token_hash": _hash(token), "now": now, **_lifetimes(now)}).fetchone()
+                       {"token_hash": token_hash(token), "now": now, **_lifetimes(now)}).fetchone()
     return ConsoleSession(int(row[0]), int(row[1]), str(row[2])) if row else None
 
 
 def end_console_session(conn: Connection, token: str) -> None:
-    conn.execute(Q["end_console_session"], {"token_hash": _hash(token)})
+    conn.execute(Q["end_console_session"], {"token_hash": token_hash(token)})

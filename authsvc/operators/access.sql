@@ -1,18 +1,20 @@
 -- issue_code --
 -- The password step passed: the operator's codes move to a new version (every
 -- earlier code stops working), earlier unfinished sign-ins go, and the new one
--- is recorded. Returns the version the emailed code carries; nothing when the
--- account is not an operator (removed meanwhile).
+-- is recorded. Returns the version the emailed code carries and whether a code
+-- is emailed (no TOTP set up); nothing when the account is not an operator
+-- (removed meanwhile).
 WITH bumped AS (
     UPDATE operators SET code_version = code_version + 1
     WHERE user_id = %(user_id)s
-    RETURNING user_id, code_version
+    RETURNING user_id, code_version, totp_secret IS NULL AS emailed
 ), dropped AS (
     DELETE FROM console_sign_ins WHERE user_id IN (SELECT user_id FROM bumped)
+), recorded AS (
+    INSERT INTO console_sign_ins (token_hash, user_id, code_version, issued_at)
+    SELECT %(token_hash)s, user_id, code_version, %(issued_at)s FROM bumped
 )
-INSERT INTO console_sign_ins (token_hash, user_id, code_version, issued_at)
-SELECT %(token_hash)s, user_id, code_version, %(issued_at)s FROM bumped
-RETURNING code_version;
+SELECT code_version, emailed FROM bumped;
 
 -- find_sign_in --
 -- A sign-in waiting for its code, with the operator's address and TOTP, if set.
@@ -21,10 +23,6 @@ SELECT s.user_id, s.code_version, s.issued_at, s.wrong_codes, u.email, o.totp_se
 FROM console_sign_ins AS s JOIN users AS u ON u.id = s.user_id
 JOIN operators AS o ON o.user_id = s.user_id
 WHERE s.token_hash = %(token_hash)s;
-
--- operator_totp --
--- An operator's sealed TOTP secret; no row for someone who is not an operator.
-SELECT totp_secret FROM operators WHERE user_id = %(user_id)s;
 
 -- count_wrong_code --
 -- One more wrong code typed for this sign-in; returns the count.

@@ -116,6 +116,8 @@ class Settings:
     secret_keys: tuple[str, ...] = field(repr=False)
     base_url: str
     mail_from: str
+    # The service's own brand in pages and emails for accounts no app brands (SPEC §14).
+    product_name: str
     smtp: SmtpTarget | None
     reset_ttl: int
     verify_ttl: int
@@ -438,6 +440,14 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
             f"AUTHSVC_MAIL_FROM: expected an address such as 'name <a@b>', got {mail_from!r}"
         )
 
+    product_name = get("AUTHSVC_PRODUCT_NAME", "authsvc") or ""
+    if (not 1 <= len(product_name) <= 64 or not product_name.isprintable()
+            or product_name != product_name.strip()):
+        problems.append(
+            "AUTHSVC_PRODUCT_NAME: expected 1 to 64 printable characters without surrounding"
+            f" spaces, got {product_name!r}"
+        )
+
     # AUTHSVC_MAIL_URL is the setting; AUTHSVC_SMTP_URL, its older name, is
     # still read (the same values), and setting both to different values is refused.
     smtp: SmtpTarget | None = None
@@ -572,6 +582,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: str) ->
         secret_keys=keys,
         base_url=base_url,
         mail_from=mail_from,
+        product_name=product_name,
         smtp=smtp,
         lease_seconds=lease_seconds,
         max_attempts=int(max_attempts_raw),

@@ -24,5 +24,9 @@ def templates_dir() -> Path:
     return _locate("templates")
 
 
+def translations_dir() -> Path:
+    return _locate("translations")
+
+
 def data_file(name: str) -> Path:
     return _PACKAGE / "data" / name

@@ -136,9 +136,11 @@ CREATE TABLE users (
     email_revert_version   integer DEFAULT 0 NOT NULL,
     pending_email          text,
     sign_in_version        integer DEFAULT 0 NOT NULL,
+    locale                 text,
     CONSTRAINT users_pkey PRIMARY KEY (id),
     CONSTRAINT users_email_length CHECK (((length(email) >= 3) AND (length(email) <= 254))),
     CONSTRAINT users_email_normalised CHECK ((email = lower(btrim(email)))),
+    CONSTRAINT users_locale_length CHECK (((locale IS NULL) OR ((length(locale) >= 2) AND (length(locale) <= 35)))),
     CONSTRAINT users_pending_email_normalised CHECK (((pending_email = lower(btrim(pending_email))) AND ((length(pending_email) >= 3) AND (length(pending_email) <= 254))))
 );
 CREATE UNIQUE INDEX users_email_key ON public.users USING btree (email);
@@ -199,10 +201,22 @@ CREATE TABLE apps (
     revoked_at       timestamp with time zone,
     delivery_url     text,
     sign_up_by_email boolean DEFAULT false NOT NULL,
+    product_name     text,
+    logo_url         text,
+    brand_color      text,
+    support_url      text,
+    default_locale   text,
+    mail_from        text,
     CONSTRAINT apps_pkey PRIMARY KEY (id),
     CONSTRAINT apps_key_hash_key UNIQUE (key_hash),
+    CONSTRAINT apps_brand_color_hex CHECK (((brand_color IS NULL) OR (brand_color ~ '^#[0-9a-f]{6}$'::text))),
+    CONSTRAINT apps_default_locale_length CHECK (((default_locale IS NULL) OR ((length(default_locale) >= 2) AND (length(default_locale) <= 35)))),
     CONSTRAINT apps_delivery_has_secret CHECK (((delivery_url IS NULL) OR (webhook_secret IS NOT NULL))),
+    CONSTRAINT apps_logo_url_https CHECK (((logo_url IS NULL) OR ((logo_url ~~ 'https://%'::text) AND (length(logo_url) <= 2048)))),
+    CONSTRAINT apps_mail_from_length CHECK (((mail_from IS NULL) OR (length(mail_from) <= 320))),
     CONSTRAINT apps_name_length CHECK (((length(name) >= 1) AND (length(name) <= 100))),
+    CONSTRAINT apps_product_name_length CHECK (((product_name IS NULL) OR ((length(product_name) >= 1) AND (length(product_name) <= 64)))),
+    CONSTRAINT apps_support_url_http CHECK (((support_url IS NULL) OR ((support_url ~ '^https?://'::text) AND (length(support_url) <= 2048)))),
     CONSTRAINT apps_webhook_has_secret CHECK (((webhook_url IS NULL) OR (webhook_secret IS NOT NULL)))
 );
 
@@ -424,6 +438,21 @@ CREATE TABLE operator_log (
     CONSTRAINT operator_log_pkey PRIMARY KEY (id)
 );
 CREATE INDEX operator_log_created ON public.operator_log USING btree (created_at DESC, id DESC);
+
+CREATE TABLE app_templates (
+    app_id     uuid NOT NULL,
+    kind       text NOT NULL,
+    locale     text NOT NULL,
+    subject    text NOT NULL,
+    text_body  text NOT NULL,
+    html_body  text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT app_templates_pkey PRIMARY KEY (app_id, kind, locale),
+    CONSTRAINT app_templates_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps(id) ON DELETE CASCADE,
+    CONSTRAINT app_templates_kind CHECK ((kind = ANY (ARRAY['verify'::text, 'reset'::text, 'sign_in'::text, 'email_change'::text, 'account_delete'::text]))),
+    CONSTRAINT app_templates_locale_length CHECK (((length(locale) >= 2) AND (length(locale) <= 35))),
+    CONSTRAINT app_templates_size CHECK ((((octet_length(subject) + octet_length(text_body)) + octet_length(html_body)) <= 65536))
+);
 
 -- Functions
 

@@ -40,3 +40,22 @@ def test_mint_writes_what_the_serializers_dumps_writes() -> None:
                              datetime.fromtimestamp(issued, UTC))
         serializer = URLSafeSerializer(ordered, salt=f"authsvc.{purpose}")
         assert CODEC.mint(claims) == serializer.dumps([user_id, claims.version, issued])
+
+
+def test_a_branded_link_carries_its_app_and_the_same_code() -> None:
+    from uuid import UUID
+
+    from authsvc.accounts.tokens import TokenError
+    app = UUID("0f8fad5b-d9cb-469f-a165-70867728950e")
+    plain = TokenClaims(42, "reset", 3, datetime(2026, 12, 7, 9, tzinfo=UTC))
+    branded = TokenClaims(42, "reset", 3, plain.issued_at, brand_app_id=app)
+    token = CODEC.mint(branded)
+    assert CODEC.read(token, "reset", check_expiry=False).brand_app_id == app
+    assert CODEC.read(CODEC.mint(plain), "reset", check_expiry=False).brand_app_id is None
+    # The code is the claims a person types: the brand is not part of it.
+    assert CODEC.mint_code(branded) == CODEC.mint_code(plain) == "556802"
+    # A signed payload whose fourth field is not an app id is no token.
+    serializer = URLSafeSerializer(list(reversed(KEYS)), salt="authsvc.reset")
+    for fourth in ("not-an-app", 7, "g" * 32):
+        with pytest.raises(TokenError):
+            CODEC.read(serializer.dumps([42, 3, 1796634000, fourth]), "reset", check_expiry=False)

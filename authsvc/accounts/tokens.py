@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 from itsdangerous import BadSignature, Signer, URLSafeSerializer
 
@@ -54,6 +55,10 @@ class TokenClaims:
     purpose: str
     version: int
     issued_at: datetime
+    # The app whose brand the link's pages show (SPEC §14: from the signed
+    # token, never from a query parameter); None: the service's own. Codes
+    # do not carry it: a code is typed where its brand is already known.
+    brand_app_id: UUID | None = None
 
 
 class TokenCodec:
@@ -102,8 +107,10 @@ class TokenCodec:
 
     def mint(self, claims: TokenClaims) -> str:
         issued = int(claims.issued_at.timestamp())
-        payload = self._serializers[claims.purpose].dump_payload(
-            [claims.user_id, claims.version, issued])
+        fields: list[int | str] = [claims.user_id, claims.version, issued]
+        if claims.brand_app_id is not None:
+            fields.append(claims.brand_app_id.hex)
+        payload = self._serializers[claims.purpose].dump_payload(fields)
         return self._signers[claims.purpose].sign(payload).decode("utf-8")
 
     def read(self, token: object, purpose: str, *, check_expiry: bool = True) -> TokenClaims:
@@ -117,15 +124,16 @@ class TokenCodec:
             raise TokenError("invalid_token") from None
         if (
             not isinstance(data, list)
-            or len(data) != 3
-            or not all(isinstance(x, int) and not isinstance(x, bool) for x in data)
+            or len(data) not in (3, 4)
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in data[:3])
         ):
             raise TokenError("invalid_token")
-        user_id, version, issued = data
+        brand_app_id = _brand_app_id(data[3]) if len(data) == 4 else None
+        user_id, version, issued = data[:3]
         issued_at = datetime.fromtimestamp(issued, UTC)
         if check_expiry and self._clock() >= self.expires_at(purpose, issued_at):
             raise TokenError("token_expired")
-        return TokenClaims(user_id, purpose, version, issued_at)
+        return TokenClaims(user_id, purpose, version, issued_at, brand_app_id)
 
     def mint_code(self, claims: TokenClaims) -> str:
         """The 6-digit code for the same claims as the link, under the signing key."""
@@ -141,6 +149,16 @@ class TokenCodec:
         for key in self._code_keys:
             matched |= hmac.compare_digest(_code(key, claims).encode(), presented)
         return matched
+
+
+def _brand_app_id(value: object) -> UUID:
+    # Signed by us, so well-formed unless a key leaked; checked all the same.
+    if not isinstance(value, str) or len(value) != 32:
+        raise TokenError("invalid_token")
+    try:
+        return UUID(hex=value)
+    except ValueError:
+        raise TokenError("invalid_token") from None
 
 
 class _MintingSigner(Signer):

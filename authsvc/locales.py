@@ -1,0 +1,114 @@
+"""Which language a page or an email is in (SPEC §14): the tags we ship and how one is chosen.
+
+One rule for every caller: a requested tag maps to a shipped locale by its
+exact tag, else by its language; a chain of candidates (the request's, the
+account's, the app's default) takes the first that maps; `en` ends every chain.
+Malformed tags are the caller's to refuse (`parse_locale_tag`); `Accept-Language`
+headers are never refused, only read as far as they make sense.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from babel import Locale
+from babel.support import NullTranslations, Translations
+
+from authsvc.resources import translations_dir
+
+DEFAULT_LOCALE = "en"
+# The order the language switcher shows them in.
+SUPPORTED_LOCALES = ("en", "de", "fr", "es", "pt-BR", "ar")
+RIGHT_TO_LEFT = frozenset({"ar"})
+MAX_LOCALE_TAG_LENGTH = 35  # RFC 5646's longest well-formed tag people use, with room
+
+# BCP 47 (RFC 5646) language tags as apps send them: a 2 or 3 letter language,
+# then optional script, region, variants and extensions. Private-use and
+# grandfathered tags are not locales anyone asks an email in.
+_TAG = re.compile(
+    r"[A-Za-z]{2,3}"                    # language
+    r"(?:-[A-Za-z]{4})?"                # script
+    r"(?:-(?:[A-Za-z]{2}|[0-9]{3}))?"   # region
+    r"(?:-(?:[A-Za-z0-9]{5,8}|[0-9][A-Za-z0-9]{3}))*"  # variants
+    r"(?:-[0-9A-WY-Za-wy-z](?:-[A-Za-z0-9]{2,8})+)*",  # extensions
+)
+_BY_LOWER = {tag.lower(): tag for tag in SUPPORTED_LOCALES}
+_BY_LANGUAGE = {tag.split("-")[0].lower(): tag for tag in SUPPORTED_LOCALES}
+
+
+def parse_locale_tag(value: object) -> str:
+    """`value` as a well-formed BCP 47 tag (underscores read as hyphens); ValueError if not."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_LOCALE_TAG_LENGTH:
+        raise ValueError("locale must be a BCP 47 language tag such as 'de' or 'pt-BR'")
+    tag = value.replace("_", "-")
+    if not tag.isascii() or _TAG.fullmatch(tag) is None:
+        raise ValueError(f"locale {value!r} is not a BCP 47 language tag such as 'de' or 'pt-BR'")
+    return tag
+
+
+def supported_locale(tag: str | None) -> str | None:
+    """The shipped locale for `tag`: its exact tag, else its language's; None if neither."""
+    if not tag:
+        return None
+    lowered = tag.replace("_", "-").lower()
+    return _BY_LOWER.get(lowered) or _BY_LANGUAGE.get(lowered.split("-")[0])
+
+
+def choose_locale(*candidates: str | None) -> str:
+    """The first candidate that maps to a shipped locale, else `en`."""
+    for candidate in candidates:
+        chosen = supported_locale(candidate)
+        if chosen is not None:
+            return chosen
+    return DEFAULT_LOCALE
+
+
+_QUALITY = re.compile(r"q=([01](?:\.[0-9]{0,3})?)$")
+
+
+def from_accept_language(header: str | None) -> str | None:
+    """The shipped locale a browser's `Accept-Language` prefers most, or None.
+
+    Junk is skipped, never refused: a range that is not a tag, a bad q, `*`.
+    """
+    if not header:
+        return None
+    ranked: list[tuple[float, int, str]] = []
+    for position, item in enumerate(header[:1024].split(",")[:32]):
+        tag, _, params = item.strip().partition(";")
+        quality = 1.0
+        if params:
+            match = _QUALITY.fullmatch(params.strip().replace(" ", ""))
+            if match is None:
+                continue
+            quality = float(match.group(1))
+        chosen = supported_locale(tag.strip()) if _TAG.fullmatch(tag.strip()) else None
+        if chosen is not None and quality > 0:
+            ranked.append((-quality, position, chosen))
+    return min(ranked)[2] if ranked else None
+
+
+def text_direction(locale: str) -> str:
+    """`rtl` or `ltr`, for `<html dir>`."""
+    return "rtl" if locale in RIGHT_TO_LEFT else "ltr"
+
+
+@lru_cache(maxsize=len(SUPPORTED_LOCALES))
+def babel_locale(locale: str) -> Locale:
+    """Babel's data for a shipped locale: plural rules, dates, durations."""
+    return Locale.parse(locale, sep="-")
+
+
+@lru_cache(maxsize=4 * len(SUPPORTED_LOCALES))
+def translations(locale: str, domain: str) -> NullTranslations:
+    """The compiled catalog of `domain` for `locale`; English is the msgids themselves."""
+    if locale == DEFAULT_LOCALE:
+        return NullTranslations()
+    folder: Path = translations_dir()
+    catalog = Translations.load(str(folder), [locale.replace("-", "_")], domain)
+    if not isinstance(catalog, Translations):
+        # A shipped locale without its compiled catalog is a broken build, not English.
+        raise FileNotFoundError(f"no compiled {domain} catalog for {locale} in {folder}")
+    return catalog

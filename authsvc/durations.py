@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from babel.lists import format_list
+from babel.units import format_unit
+
+from authsvc.locales import babel_locale
+
 _MINUTE, _HOUR, _DAY = 60, 3600, 86400
 
 
-def describe_duration(seconds: int) -> str:
-    """'30 minutes', '24 hours', '1 hour and 30 minutes', '3 days'.
+@lru_cache(maxsize=1024)
+def describe_duration(seconds: int, locale: str = "en") -> str:
+    """'30 minutes', '24 hours', '1 hour and 30 minutes', '3 days', in `locale`.
 
     The largest unit that keeps the count readable (hours up to two days, so a
     day-long link reads "24 hours", as people say it), then at most one
-    smaller unit.
+    smaller unit. Babel's CLDR data gives each language its plural forms and
+    its "and". Cached: a handful of lifetimes, each said once per locale.
     """
     units: tuple[tuple[int, str], ...]
     if seconds < _MINUTE:
@@ -21,9 +30,12 @@ def describe_duration(seconds: int) -> str:
         units = ((_HOUR, "hour"), (_MINUTE, "minute"))
     else:
         units = ((_DAY, "day"), (_HOUR, "hour"))
+    where = babel_locale(locale)
     parts = []
     for size, name in units:
         count, seconds = divmod(seconds, size)
         if count:
-            parts.append(f"{count} {name}{'s' if count != 1 else ''}")
-    return " and ".join(parts) or "0 seconds"
+            parts.append(format_unit(count, f"duration-{name}", length="long", locale=where))
+    if not parts:
+        return format_unit(0, "duration-second", length="long", locale=where)
+    return format_list(parts, locale=where)

@@ -58,3 +58,18 @@ def test_accept_language_never_errors(header: str | None, chosen: str | None) ->
 def test_arabic_is_right_to_left() -> None:
     assert text_direction("ar") == "rtl"
     assert {text_direction(t) for t in ("en", "de", "fr", "es", "pt-BR")} == {"ltr"}
+
+
+@pytest.mark.parametrize(("locale", "one", "six", "mixed"), [
+    ("en", "1 minute", "6 minutes", "1 hour and 30 minutes"),
+    ("de", "1 Minute", "6 Minuten", "1 Stunde und 30 Minuten"),
+    ("fr", "1 minute", "6 minutes", "1\xa0heure et 30 minutes"),  # CLDR: no break
+    ("es", "1 minuto", "6 minutos", "1 hora y 30 minutos"),
+    ("pt-BR", "1 minuto", "6 minutos", "1 hora e 30 minutos"),
+    ("ar", "دقيقة", "6 دقائق", "ساعة و30 دقيقة"),
+])
+def test_durations_take_each_languages_plural_and_its_and(locale: str, one: str, six: str,
+                                                           mixed: str) -> None:
+    from authsvc.durations import describe_duration
+    assert (describe_duration(60, locale), describe_duration(360, locale),
+            describe_duration(5400, locale)) == (one, six, mixed)

@@ -221,9 +221,8 @@ class HttpProviderMailer:
         status = response.status_code
         if 200 <= status < 300:
             ok, words = self.greeting_answer(answer)
-            said = f"; {words}" if words else ""
-            verdict = "key accepted" if ok else "key accepted, but"
-            return Greeting(ok, self._unkeyed(f"{verdict} ({what}: {status}){said}"))
+            said = (f"; {words}" if ok else f", but {words}") if words else ""
+            return Greeting(ok, self._unkeyed(f"key accepted ({what}: {status}){said}"))
         reason = short(self.error_message(response, answer, raw.decode("utf-8", "replace"))
                        or response.reason_phrase)
         if status in KEY_REFUSED:

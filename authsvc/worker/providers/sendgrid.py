@@ -79,7 +79,7 @@ class SendgridMailer(HttpProviderMailer):
         if not isinstance(scopes, list):
             return True, ""
         if SEND_SCOPE not in scopes:
-            return False, f"it lacks the {SEND_SCOPE} scope ({len(scopes)} other scope(s))"
+            return False, f"it lacks the {SEND_SCOPE} scope (it has {len(scopes)} other(s))"
         return True, f"{SEND_SCOPE} among its {len(scopes)} scope(s)"
 
     def retry_after(self, response: httpx.Response) -> float | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner, Result
@@ -210,3 +212,42 @@ def test_a_key_that_may_only_send_passes(development, name, options, says):
     assert result.exit_code == 0, result.output
     status, detail = _lines(result)["mail transport"]
     assert status == "ok" and "key accepted" in detail and says in detail
+
+
+def test_an_ses_account_whose_sending_is_paused_fails(development):
+    with running_fake("ses", sending_enabled=False) as case:
+        result = _check({**development, "AUTHSVC_MAIL_URL": case.fake.mail_url})
+    detail = _only_failure(result, "mail transport")
+    assert "key accepted (GET /v2/email/account: 200), but sending is paused" in detail
+
+
+class _Portal(BaseHTTPRequestHandler):
+    """A captive portal or a proxy: 200 and a page, whatever was asked."""
+
+    def do_GET(self) -> None:
+        page = b"<html><body>Please sign in to the network</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def test_a_page_that_is_not_the_providers_answer_fails(development):
+    """A 200 that is not the provider's JSON proves nothing about the key."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Portal)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        url = f"brevo+http://xkeysib-key@127.0.0.1:{server.server_address[1]}"
+        result = _check({**development, "AUTHSVC_MAIL_URL": url})
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    detail = _only_failure(result, "mail transport")
+    assert "GET /v3/account answered 200, but not as brevo does" in detail
+    assert "Please sign in" in detail

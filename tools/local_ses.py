@@ -85,10 +85,11 @@ class LocalSes(LocalProvider):
                  region: str = "us-east-1",
                  topic_arn: str = "arn:aws:sns:us-east-1:123456789012:authsvc-ses-events",
                  signature_version: str = "1", get_account_allowed: bool = True,
-                 **options: Any) -> None:
+                 sending_enabled: bool = True, **options: Any) -> None:
         super().__init__(api_key, **options)
         self.secret_key = secret_key
         self.get_account_allowed = get_account_allowed  # the IAM policy allows ses:GetAccount
+        self.sending_enabled = sending_enabled  # False: the account's sending is paused
         self.region = region
         self.topic_arn = topic_arn
         self.signature_version = signature_version
@@ -225,7 +226,7 @@ class LocalSes(LocalProvider):
                           " perform: ses:GetAccount")
         return Answer.json(200, {
             "DedicatedIpAutoWarmupEnabled": False, "EnforcementStatus": "HEALTHY",
-            "ProductionAccessEnabled": True, "SendingEnabled": True,
+            "ProductionAccessEnabled": True, "SendingEnabled": self.sending_enabled,
             "SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": 14.0,
                           "SentLast24Hours": float(len(self.delivered))},
             "SuppressionAttributes": {"SuppressedReasons": ["BOUNCE", "COMPLAINT"]}})

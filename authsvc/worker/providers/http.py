@@ -219,6 +219,11 @@ class HttpProviderMailer:
         except ValueError:
             answer = None
         status = response.status_code
+        if 200 <= status < 300 and not isinstance(answer, dict):
+            # A proxy's or a captive portal's page proves nothing about the key.
+            body = short(raw.decode("utf-8", "replace")) or "(empty)"
+            return Greeting(False, self._unkeyed(
+                f"{what} answered {status}, but not as {self.name} does: {body}"))
         if 200 <= status < 300:
             ok, words = self.greeting_answer(answer)
             said = (f"; {words}" if ok else f", but {words}") if words else ""

@@ -6,10 +6,13 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 
 from authsvc.cli import main
+from authsvc.config import parse_http_provider_url
+from authsvc.worker.providers import HTTP_PROVIDERS
 from testkit.waiting import free_port
 from tests.provider_support import every_provider, running_fake
 
@@ -251,3 +254,17 @@ def test_a_page_that_is_not_the_providers_answer_fails(development):
     detail = _only_failure(result, "mail transport")
     assert "GET /v3/account answered 200, but not as brevo does" in detail
     assert "Please sign in" in detail
+
+
+def test_resend_answering_an_unknown_key_400_is_a_refused_key():
+    """One version of Resend's error reference answers an unknown key on every endpoint
+    but sending with 400 validation_error "API key is invalid"."""
+    mailer = HTTP_PROVIDERS["resend"](parse_http_provider_url("resend://re_unknown@api.resend.com"),
+                                      timeout=2.0)
+    mailer._client = httpx.Client(base_url="https://api.resend.com", transport=httpx.MockTransport(
+        lambda _request: httpx.Response(400, json={
+            "statusCode": 400, "name": "validation_error", "message": "API key is invalid"})))
+    greeting = mailer.greet()
+    assert not greeting.ok
+    assert greeting.detail == ("key refused (GET /domains: 400 validation_error:"
+                               " API key is invalid)")

@@ -184,6 +184,10 @@ class HttpProviderMailer:
         """(still ok, a few words) from a 2xx answer: what it says that an operator wants."""
         return True, ""
 
+    def key_refused(self, response: httpx.Response, answer: Any) -> bool:
+        """Whether a non-2xx answer to the read-only call says the key is not good."""
+        return response.status_code in KEY_REFUSED
+
     def key_only_restricted(self, response: httpx.Response, answer: Any) -> str | None:
         """A 401/403 that names the key as the provider's own, only not allowed to read
         (a sending-only key): a few words saying so; None for a refused key."""
@@ -230,7 +234,7 @@ class HttpProviderMailer:
             return Greeting(ok, self._unkeyed(f"key accepted ({what}: {status}){said}"))
         reason = short(self.error_message(response, answer, raw.decode("utf-8", "replace"))
                        or response.reason_phrase)
-        if status in KEY_REFUSED:
+        if self.key_refused(response, answer):
             restricted = self.key_only_restricted(response, answer)
             if restricted is not None:
                 return Greeting(True, self._unkeyed(

@@ -11,7 +11,10 @@ the same key with another body) is not.
 
 `authsvc check` lists the domains (`GET /domains`, read-only). A key made
 with "sending access" only is refused there with 401 `restricted_api_key`:
-Resend knows the key, so the check says so instead of failing it.
+Resend knows the key, so the check says so instead of failing it. An
+unknown key is 403 `invalid_api_key`; one version of Resend's error reference
+has the endpoints other than sending answer it 400 `validation_error` "API
+key is invalid", which the check takes as a refused key too.
 """
 
 from __future__ import annotations
@@ -68,6 +71,12 @@ class ResendMailer(HttpProviderMailer):
         names = [d.get("name") for d in domains if isinstance(d, dict)]
         listed = ", ".join(str(n) for n in names[:5]) + (", …" if len(names) > 5 else "")
         return True, f"{len(names)} domain(s){': ' + listed if names else ''}"
+
+    def key_refused(self, response: httpx.Response, answer: Any) -> bool:
+        message = answer.get("message") if isinstance(answer, dict) else None
+        return super().key_refused(response, answer) or (
+            response.status_code == 400 and isinstance(message, str)
+            and "api key is invalid" in message.lower())
 
     def key_only_restricted(self, response: httpx.Response, answer: Any) -> str | None:
         if isinstance(answer, dict) and answer.get("name") == SENDING_ONLY_KEY:

@@ -564,6 +564,23 @@ CREATE OR REPLACE FUNCTION public.link_version(account users, purpose text)
  STABLE PARALLEL SAFE
 RETURN CASE purpose WHEN 'reset'::text THEN (account).reset_version WHEN 'verify'::text THEN (account).verify_version WHEN 'email_change'::text THEN (account).email_change_version WHEN 'email_change_approval'::text THEN (account).email_change_version WHEN 'account_delete'::text THEN (account).account_delete_version WHEN 'sign_in'::text THEN (account).sign_in_version ELSE NULL::integer END;
 
+CREATE OR REPLACE FUNCTION public.job_link_current(job_purpose text, job_user bigint, job_version integer)
+ RETURNS TABLE(current_version integer, is_current boolean)
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+SELECT v.version, job_purpose IS NULL OR job_version IS NOT DISTINCT FROM v.version
+FROM (SELECT CASE
+          WHEN job_purpose IS NULL THEN NULL
+          WHEN job_purpose = 'email_revert' THEN
+              (SELECT c.version FROM email_changes AS c
+               WHERE c.user_id = job_user AND c.version = job_version AND c.ended_at IS NULL)
+          WHEN job_purpose = 'console_login' THEN
+              (SELECT o.code_version FROM operators AS o WHERE o.user_id = job_user)
+          ELSE (SELECT link_version(u, job_purpose) FROM users AS u WHERE u.id = job_user)
+      END AS version) AS v
+$function$;
+
 CREATE OR REPLACE FUNCTION public.operators_drop_role_on_new_address()
  RETURNS trigger
  LANGUAGE plpgsql

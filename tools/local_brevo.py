@@ -10,6 +10,10 @@ refused with 400 `duplicate_parameter` and nothing is sent again. A key is
 remembered from the moment a message is accepted. Transactional webhooks
 (hard_bounce, soft_bounce, spam, delivered) carry the token Brevo sends as
 `Authorization: Bearer …` (or basic auth from the webhook URL).
+
+`GET /v3/account` (what `authsvc check` reads) answers the account as Brevo
+documents it (email, names, company, address, plan, relay), or 401
+`unauthorized` "Key not found" for a wrong key, like the send.
 """
 
 from __future__ import annotations
@@ -92,6 +96,24 @@ class LocalBrevo(LocalProvider):
                              html=str(body.get("htmlContent", "")),
                              public_job_id=job if isinstance(job, str) else None,
                              idempotency_key=str(key) if key is not None else None)
+
+    def other(self, request: Request) -> Answer:
+        """`GET /v3/account`, read-only: the key's account."""
+        if request.method != "GET" or request.path != "/v3/account":
+            return _error(404, "document_not_found", "Not found")
+        refused = self.authenticate(request)
+        if refused is not None:
+            return refused
+        return Answer.json(200, {
+            "organization_id": "6513d4e3b8f9a3f7e2c1d0a9", "user_id": 4032517,
+            "email": "ops@example.com", "firstName": "Ops", "lastName": "Example",
+            "companyName": "Example", "address": {
+                "street": "1 Example Street", "city": "Paris", "zipCode": "75001",
+                "country": "France"},
+            "plan": [{"type": "free", "creditsType": "sendLimit", "credits": 300}],
+            "relay": {"enabled": True, "data": {
+                "userName": "ops@example.com", "relay": "smtp-relay.brevo.com", "port": 587}},
+            "enterprise": False})
 
     def new_message_id(self) -> str:
         return f"<{time.strftime('%Y%m%d%H%M%S')}.{secrets.token_hex(6)}@smtp-relay.mailin.fr>"

@@ -9,6 +9,11 @@ an unknown domain 404 `{"message": "Domain not found: …"}`, and
 idempotency key. Webhooks post `{"signature": {"timestamp", "token",
 "signature"}, "event-data": {…}}`, the signature the hex HMAC-SHA256 of
 timestamp + token under the webhook signing key.
+
+`GET /v4/domains/NAME` (what `authsvc check` reads) answers the domain as
+Mailgun documents it (`{"domain": {..., "state"}, "receiving_dns_records",
+"sending_dns_records"}`), 404 `{"message": "Domain not found"}` for another
+name, and 401 "Forbidden" for a wrong key, like the send.
 """
 
 from __future__ import annotations
@@ -97,6 +102,28 @@ class LocalMailgun(LocalProvider):
         return form, Message(to=tuple(form["to"]), subject=form["subject"][0],
                              text=form.get("text", [""])[0], html=form.get("html", [""])[0],
                              public_job_id=job)
+
+    def other(self, request: Request) -> Answer:
+        """`GET /v4/domains/NAME`, read-only: one domain's state and records."""
+        if request.method != "GET" or not request.path.startswith("/v4/domains/"):
+            return _error(404, "Not Found")
+        refused = self.authenticate(request)
+        if refused is not None:
+            return refused
+        if request.path.removeprefix("/v4/domains/") != self.domain:
+            return _error(404, "Domain not found")
+        return Answer.json(200, {
+            "domain": {"created_at": "Mon, 02 Nov 2026 10:00:00 GMT", "id": "6512f0b2c1d0",
+                       "is_disabled": False, "name": self.domain, "require_tls": False,
+                       "skip_verification": False, "smtp_login": f"postmaster@{self.domain}",
+                       "spam_action": "disabled", "state": "active", "type": "custom",
+                       "web_prefix": "email", "web_scheme": "https", "wildcard": False},
+            "receiving_dns_records": [
+                {"is_active": True, "cached": [], "priority": "10", "record_type": "MX",
+                 "valid": "valid", "value": "mxa.mailgun.org"}],
+            "sending_dns_records": [
+                {"is_active": True, "cached": [], "name": self.domain, "record_type": "TXT",
+                 "valid": "valid", "value": "v=spf1 include:mailgun.org ~all"}]})
 
     def new_message_id(self) -> str:
         return f"<{time.strftime('%Y%m%d%H%M%S')}.{secrets.token_hex(8)}@{self.domain}>"

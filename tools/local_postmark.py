@@ -8,6 +8,10 @@ success. Errors are `{"ErrorCode", "Message"}`; an address marked inactive
 gets 422 ErrorCode 406. No idempotency key: every accepted request is a
 delivery. Bounce and spam-complaint webhooks are Postmark's JSON records,
 sent with the HTTP basic auth Postmark puts in the webhook URL.
+
+`GET /server` (what `authsvc check` reads) answers the token's server as
+Postmark documents it (ID, Name, ApiTokens, the hook URLs, ...), or 401
+ErrorCode 10 for a wrong token, like the send.
 """
 
 from __future__ import annotations
@@ -82,6 +86,23 @@ class LocalPostmark(LocalProvider):
         return body, Message(to=to, subject=str(body.get("Subject", "")),
                              text=str(body.get("TextBody", "")),
                              html=str(body.get("HtmlBody", "")), public_job_id=job)
+
+    def other(self, request: Request) -> Answer:
+        """`GET /server`, read-only: the server the token belongs to."""
+        if request.method != "GET" or request.path != "/server":
+            return _error(404, 0, "The requested resource was not found.")
+        refused = self.authenticate(request)
+        if refused is not None:
+            return refused
+        return Answer.json(200, {
+            "ID": 23, "Name": "authsvc", "ApiTokens": [self.api_key], "Color": "blue",
+            "SmtpApiActivated": True, "RawEmailEnabled": False, "DeliveryType": "Live",
+            "ServerLink": "https://account.postmarkapp.com/servers/23/streams",
+            "InboundAddress": "", "InboundHookUrl": "", "BounceHookUrl": "",
+            "OpenHookUrl": "", "DeliveryHookUrl": "", "PostFirstOpenOnly": False,
+            "InboundDomain": "", "InboundHash": "", "InboundSpamThreshold": 0,
+            "TrackOpens": False, "TrackLinks": "None", "IncludeBounceContentInHook": True,
+            "ClickHookUrl": "", "EnableSmtpApiErrorHooks": False})
 
     def accepted(self, message_id: str) -> Answer:
         return Answer.json(200, {"To": "", "SubmittedAt": _now(), "MessageID": message_id,

@@ -9,6 +9,11 @@ still being answered, 409 `concurrent_idempotent_requests`. Errors are
 `{"statusCode", "name", "message"}`. Faults and the accept hook:
 tools/local_provider.py. Webhook events (email.bounced, email.complained,
 email.delivered) are Svix messages signed under the fake's `whsec_` secret.
+
+`GET /domains` (what `authsvc check` reads) answers `{"object": "list",
+"has_more": false, "data": [...]}` to a full-access key, 401
+`restricted_api_key` to a sending-only one (`full_access=False`) and 403
+`invalid_api_key` to an unknown key, as Resend's error reference lists them.
 """
 
 from __future__ import annotations
@@ -52,9 +57,12 @@ class LocalResend(LocalProvider):
     key_seconds: ClassVar[float | None] = DEDUP_SECONDS
 
     def __init__(self, api_key: str = "re_local_test_key", *,
-                 webhook_secret: str = WEBHOOK_SECRET, **options: Any) -> None:
+                 webhook_secret: str = WEBHOOK_SECRET, full_access: bool = True,
+                 domain: str = "example.com", **options: Any) -> None:
         super().__init__(api_key, **options)
         self.webhook_secret = webhook_secret
+        self.full_access = full_access  # False: a key with "sending access" only
+        self.domain = domain
 
     def is_send(self, method: str, path: str) -> bool:
         return method == "POST" and path == "/emails"
@@ -82,6 +90,23 @@ class LocalResend(LocalProvider):
 
     def accepted(self, message_id: str) -> Answer:
         return Answer.json(200, {"id": message_id})
+
+    def other(self, request: Request) -> Answer:
+        """`GET /domains`, read-only: what a full-access key may list."""
+        if request.method != "GET" or request.path != "/domains":
+            return _error(404, "not_found", "The requested endpoint does not exist.")
+        if "authorization" not in request.headers:
+            return _error(401, "missing_api_key", "Missing API key in the authorization header")
+        if request.headers["authorization"] != f"Bearer {self.api_key}":
+            return _error(403, "invalid_api_key", "API key is invalid")
+        if not self.full_access:
+            return _error(401, "restricted_api_key",
+                          "This API key is restricted to only send emails")
+        return Answer.json(200, {"object": "list", "has_more": False, "data": [{
+            "id": "d91cd9bd-1176-453e-8fc1-35364d380206", "name": self.domain,
+            "status": "verified", "created_at": "2026-04-26 20:21:26.347412+00",
+            "region": "us-east-1", "capabilities": {"sending": "enabled",
+                                                    "receiving": "disabled"}}]})
 
     def error(self, status: int, message: str) -> Answer:
         return _error(status, ERROR_NAMES.get(status, "internal_server_error"), message)

@@ -10,6 +10,10 @@ idempotency key. The Event Webhook posts a JSON array of events, signed
 with ECDSA P-256 over timestamp + body (`X-Twilio-Email-Event-Webhook-
 Signature`, base64 DER; `…-Timestamp`); the verification key is the public
 key, base64 DER, as SendGrid's settings page shows it.
+
+`GET /v3/scopes` (what `authsvc check` reads) answers `{"scopes": [...]}`,
+the key's own (`scopes=`; `mail.send` among them by default), or 401 with
+SendGrid's errors for a wrong key, like the send.
 """
 
 from __future__ import annotations
@@ -45,9 +49,12 @@ TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
 class LocalSendgrid(LocalProvider):
     name: ClassVar[str] = "sendgrid"
 
-    def __init__(self, api_key: str = "SG.local-test-key", **options: Any) -> None:
+    def __init__(self, api_key: str = "SG.local-test-key", *,
+                 scopes: tuple[str, ...] = ("mail.send", "mail.batch.read", "user.profile.read"),
+                 **options: Any) -> None:
         super().__init__(api_key, **options)
         self.signing_key = ec.generate_private_key(ec.SECP256R1())
+        self.scopes = scopes  # what the key was given, for GET /v3/scopes
 
     def is_send(self, method: str, path: str) -> bool:
         return method == "POST" and path == "/v3/mail/send"
@@ -97,6 +104,15 @@ class LocalSendgrid(LocalProvider):
         return body, Message(to=tuple(str(t) for t in to), subject=str(body["subject"]),
                              text=values.get("text/plain", ""), html=values.get("text/html", ""),
                              public_job_id=job if isinstance(job, str) else None)
+
+    def other(self, request: Request) -> Answer:
+        """`GET /v3/scopes`, read-only: the scopes of the key that asks."""
+        if request.method != "GET" or request.path != "/v3/scopes":
+            return _errors(404, "not found")
+        refused = self.authenticate(request)
+        if refused is not None:
+            return refused
+        return Answer.json(200, {"scopes": list(self.scopes)})
 
     def new_message_id(self) -> str:
         return secrets.token_urlsafe(16)[:22]

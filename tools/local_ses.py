@@ -19,6 +19,12 @@ SHA256withRSA); the certificate URL names Amazon's host
 this server answers for it, so a test routes that host here. It also
 answers the subscription's `SubscribeURL` (`Action=ConfirmSubscription`)
 and counts each confirmation.
+
+`GetAccount` (`GET /v2/email/account`, what `authsvc check` reads) is signed
+and checked like the send, and answers the account as the SES v2 reference
+documents it (SendingEnabled, ProductionAccessEnabled, SendQuota, ...);
+credentials whose policy lacks `ses:GetAccount` (`get_account_allowed=False`)
+get 403 `AccessDeniedException` after their signature checks out.
 """
 
 from __future__ import annotations
@@ -78,9 +84,12 @@ class LocalSes(LocalProvider):
                  secret_key: str = "local/test/secret/access/key/0000000000",  # noqa: S107  (a fake's)
                  region: str = "us-east-1",
                  topic_arn: str = "arn:aws:sns:us-east-1:123456789012:authsvc-ses-events",
-                 signature_version: str = "1", **options: Any) -> None:
+                 signature_version: str = "1", get_account_allowed: bool = True,
+                 sending_enabled: bool = True, **options: Any) -> None:
         super().__init__(api_key, **options)
         self.secret_key = secret_key
+        self.get_account_allowed = get_account_allowed  # the IAM policy allows ses:GetAccount
+        self.sending_enabled = sending_enabled  # False: the account's sending is paused
         self.region = region
         self.topic_arn = topic_arn
         self.signature_version = signature_version
@@ -137,8 +146,8 @@ class LocalSes(LocalProvider):
             headers = "".join(f"{h}:{' '.join(request.headers[h].split())}\n" for h in signed)
         except KeyError:
             return _error(403, "InvalidSignatureException", "A signed header is missing")
-        canonical = "\n".join(["POST", request.path, request.query, headers, found["signed"],
-                               hashlib.sha256(request.raw).hexdigest()])
+        canonical = "\n".join([request.method, request.path, request.query, headers,
+                               found["signed"], hashlib.sha256(request.raw).hexdigest()])
         scope = f"{found['date']}/{self.region}/ses/aws4_request"
         to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
                              hashlib.sha256(canonical.encode()).hexdigest()])
@@ -188,7 +197,10 @@ class LocalSes(LocalProvider):
         return _error(status, kind, message)
 
     def other(self, request: Request) -> Answer:
-        """The certificate, and SubscribeURL confirmations, as SNS's host would answer them."""
+        """GetAccount; the certificate, and SubscribeURL confirmations, as SNS's host would
+        answer them."""
+        if request.method == "GET" and request.path == "/v2/email/account":
+            return self.get_account(request)
         if request.method == "GET" and request.path == self.certificate_path:
             return Answer(200, self.certificate_pem, content_type="application/x-pem-file")
         query = parse_qs(request.query)
@@ -203,6 +215,21 @@ class LocalSes(LocalProvider):
                                 "</ConfirmSubscriptionResult></ConfirmSubscriptionResponse>"
                                 ).encode(), content_type="text/xml")
         return _error(404, "NotFoundException", "no such endpoint")
+
+    def get_account(self, request: Request) -> Answer:
+        refused = self.authenticate(request)
+        if refused is not None:
+            return refused
+        if not self.get_account_allowed:
+            return _error(403, "AccessDeniedException",
+                          "User: arn:aws:iam::123456789012:user/authsvc is not authorized to"
+                          " perform: ses:GetAccount")
+        return Answer.json(200, {
+            "DedicatedIpAutoWarmupEnabled": False, "EnforcementStatus": "HEALTHY",
+            "ProductionAccessEnabled": True, "SendingEnabled": self.sending_enabled,
+            "SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": 14.0,
+                          "SentLast24Hours": float(len(self.delivered))},
+            "SuppressionAttributes": {"SuppressedReasons": ["BOUNCE", "COMPLAINT"]}})
 
     # SNS messages, signed.
     def webhook_settings(self) -> dict[str, str]:

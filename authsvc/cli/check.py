@@ -3,7 +3,8 @@
 Each check prints `ok`, `FAIL` or `skip`, its name and what it found, never
 a secret; the exit status is 1 if any check failed or could not run. The
 mail check greets the server (EHLO, STARTTLS and login as configured, then
-QUIT) and sends nothing.
+QUIT), or makes one authenticated read-only call to an HTTP provider
+(authsvc/worker/providers/http.py, `greet`), and sends nothing.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 import click
-import httpx
 import psycopg
 
 from authsvc.cli.startup import database_url_or_exit
 from authsvc.config import ConfigError, Settings, load_settings
 from authsvc.db.connections import connect
 from authsvc.db.migrate import available_migrations, pending_migrations
+from authsvc.worker.providers import HTTP_PROVIDERS
 
 TIMEOUT = 10.0
 # Which check a settings problem belongs to, by the variable it names.
@@ -153,16 +154,14 @@ def _mail(settings: Settings) -> Outcome:
 
 
 def _http_provider(settings: Settings) -> Outcome:
+    """One authenticated, read-only call, made by the provider's own mailer (it knows the
+    base URL, the path and how the key goes); never a send."""
     provider = settings.http_provider
     assert provider is not None
     where = f"{provider.provider} at {provider.base_url}"
-    try:
-        # Reachability and TLS only: an answer of any status proves the host
-        # and its certificate; nothing is sent and no key goes out.
-        httpx.get(provider.base_url + "/", timeout=TIMEOUT)
-    except httpx.HTTPError as exc:
-        return Outcome("mail transport", "FAIL", f"{where}: {type(exc).__name__}: {exc}")
-    return Outcome("mail transport", "ok", f"{where} answers over TLS; nothing sent")
+    greeting = HTTP_PROVIDERS[provider.provider](provider, timeout=TIMEOUT).greet()
+    return Outcome("mail transport", "ok" if greeting.ok else "FAIL",
+                   f"{where}: {greeting.detail}; nothing sent")
 
 
 def run_checks() -> list[Outcome]:

@@ -55,17 +55,18 @@ def outcomes_per_minute(conn: Connection, now: datetime) -> list[Minute]:
         return cur.execute(Q["outcomes_per_minute"], {"since": now - timedelta(hours=1)}).fetchall()
 
 
-def database_now(conn: Connection) -> datetime:
-    """The database's time: what the outbox's due times and trail rows are written in."""
-    row = conn.execute(Q["database_now"]).fetchone()
-    assert row is not None
-    now: datetime = row[0]
-    return now
+@dataclass(frozen=True)
+class QueueClock:
+    now: datetime  # the database's time: what due times and trail rows are written in
+    oldest_due_seconds: float  # how long the oldest due job has waited; 0 when none is due
 
 
-def oldest_due_seconds(conn: Connection) -> float:
-    row = conn.execute(Q["oldest_due_seconds"]).fetchone()
-    return float(row[0]) if row else 0.0
+def queue_clock(conn: Connection) -> QueueClock:
+    """The database's time and the queue's lag, in one statement."""
+    with conn.cursor(row_factory=class_row(QueueClock)) as cur:
+        clock = cur.execute(Q["queue_clock"]).fetchone()
+    assert clock is not None  # an aggregate: always one row
+    return clock
 
 
 def failing_webhook_targets(conn: Connection, now: datetime) -> list[FailingTarget]:

@@ -8,14 +8,13 @@ FROM email_job_events
 WHERE event IN ('sent', 'failed') AND created_at > %(since)s
 GROUP BY 1 ORDER BY 1;
 
--- database_now --
--- The database's clock: the outbox's due times and trail are written by it, so
--- the figures that compare with them read it too.
-SELECT now();
-
--- oldest_due_seconds --
--- How long the oldest job that is due now has been due: the queue's lag.
-SELECT coalesce(extract(epoch FROM now() - min(next_attempt_at)), 0)::float8
+-- queue_clock --
+-- The database's clock, and how long the oldest job that is due now has been
+-- due (the queue's lag), in one statement: the outbox's due times and trail are
+-- written by the database's clock, so the figures that compare with them read it.
+SELECT now() AS now,
+       coalesce(extract(epoch FROM now() - min(next_attempt_at)), 0)::float8
+           AS oldest_due_seconds
 FROM email_jobs
 WHERE status = 'pending' AND outbox_job_due(status, next_attempt_at, lease_expires_at);
 

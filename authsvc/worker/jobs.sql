@@ -29,18 +29,12 @@ WITH due AS (
               j.token_version, j.issued_at, j.attempt_count, j.lease_owner,
               j.lease_expires_at,
               -- The version a link of the job's purpose must carry to redeem now
-              -- (migrations/0027 link_version); an undo link's own while its
-              -- change stands (email_changes), none once it ended.
-              -- An operator's console code: the operator's own, none once removed.
-              (SELECT CASE WHEN j.purpose = 'email_revert' THEN
-                               (SELECT c.version FROM email_changes AS c
-                                WHERE c.user_id = j.user_id AND c.version = j.token_version
-                                  AND c.ended_at IS NULL)
-                           WHEN j.purpose = 'console_login' THEN
-                               (SELECT o.code_version FROM operators AS o
-                                WHERE o.user_id = j.user_id)
-                           ELSE link_version(u, j.purpose) END
-               FROM users AS u WHERE u.id = j.user_id) AS current_version,
+              -- (migrations/0035 job_link_current, which the console's redrive
+              -- asks too); ClaimedJob.superseded compares it as is_current does.
+              -- The planner inlines it: the same subplans, no call per row.
+              (SELECT l.current_version
+               FROM job_link_current(j.purpose, j.user_id, j.token_version) AS l)
+                  AS current_version,
               EXISTS (SELECT 1 FROM email_job_events AS e
                       WHERE e.job_id = j.id AND e.event = 'ambiguous') AS ambiguous_before,
               -- A webhook job goes to its app's current URL, signed with its

@@ -16,9 +16,9 @@ from authsvc.web.plumbing import db
 def overview() -> ResponseReturnValue:
     conn = db()
     # The database's clock: the trail and the due times are written in it.
-    now = console_reads.database_now(conn)
+    clock = console_reads.queue_clock(conn)
+    now, oldest_due = clock.now, clock.oldest_due_seconds
     stats = admin.outbox_stats(conn)
-    oldest_due = console_reads.oldest_due_seconds(conn)
     chart = per_minute_chart(console_reads.outcomes_per_minute(conn, now), now)
     return render(
         "overview.html", stats=stats, chart=chart,

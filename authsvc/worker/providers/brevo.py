@@ -13,6 +13,7 @@ comes within half the window (authsvc/worker/providers/http.py). Errors are
 `{"code", "message"}`; 402 `not_enough_credits` is an account problem but a
 4xx all the same: the job fails, visibly. A 429 says when to come back in
 `x-sib-ratelimit-reset` (seconds), read when there is no `Retry-After`.
+`authsvc check` reads the account (`GET /v3/account`, read-only).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class BrevoMailer(HttpProviderMailer):
     path: ClassVar[str] = "/v3/smtp/email"
     idempotent: ClassVar[bool] = True
     idempotency_window_seconds: ClassVar[float | None] = KEY_WINDOW_SECONDS
+    greeting_path: ClassVar[str] = "/v3/account"
 
     def auth_headers(self) -> dict[str, str]:
         return {"api-key": self.target.api_key}

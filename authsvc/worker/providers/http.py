@@ -19,12 +19,19 @@ what its answers mean (its message id, its error text, which of its 4xx say
   already has it), so it is an ordinary retry; without one it is
   *ambiguous*, as after SMTP's final dot (retried once, then failed: see
   docs/worker.md).
+
+`greet()` is what `authsvc check` asks of a provider: one authenticated,
+read-only call (`greeting_path`, never a send), its answer classified into
+one line: the key accepted (2xx, or a refusal the provider documents as "this
+key can only send"), the key refused (401, 403), another status named, or
+the provider unreachable or silent.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 
@@ -86,6 +93,17 @@ def json_field(answer: Any, name: str) -> str | None:
     return None
 
 
+KEY_REFUSED = frozenset({401, 403})
+
+
+@dataclass(frozen=True)
+class Greeting:
+    """What a provider answered `authsvc check`'s read-only call, as one line."""
+
+    ok: bool
+    detail: str  # never the key: the provider's own words, with the key taken out
+
+
 class _NoAnswer(Exception):
     """The answer did not arrive whole within the send timeout."""
 
@@ -109,6 +127,9 @@ class HttpProviderMailer:
     idempotency_header: ClassVar[str | None] = None
     # How long the provider remembers a key; None: longer than any retry.
     idempotency_window_seconds: ClassVar[float | None] = None
+    # The authenticated, read-only call `authsvc check` makes: it proves the
+    # host, its certificate and the key, and sends nothing.
+    greeting_path: ClassVar[str] = "/"
 
     def __init__(self, target: HttpProviderTarget, *, timeout: float) -> None:
         self.target = target
@@ -154,7 +175,80 @@ class HttpProviderMailer:
         """How long the provider asked us to wait, if it said."""
         return retry_after_seconds(response.headers.get("Retry-After"))
 
+    def greeting_request(self, client: httpx.Client) -> httpx.Request:
+        """The read-only call: GET `greeting_path` with the key, unless the provider signs."""
+        return client.build_request("GET", self.greeting_path,
+                                    headers={"Accept": "application/json"})
+
+    def greeting_answer(self, answer: Any) -> tuple[bool, str]:
+        """(still ok, a few words) from a 2xx answer: what it says that an operator wants."""
+        return True, ""
+
+    def key_refused(self, response: httpx.Response, answer: Any) -> bool:
+        """Whether a non-2xx answer to the read-only call says the key is not good."""
+        return response.status_code in KEY_REFUSED
+
+    def key_only_restricted(self, response: httpx.Response, answer: Any) -> str | None:
+        """A 401/403 that names the key as the provider's own, only not allowed to read
+        (a sending-only key): a few words saying so; None for a refused key."""
+        return None
+
     # The shared part.
+    def greet(self) -> Greeting:
+        """One authenticated read-only call, classified; nothing is sent, nothing raised."""
+        client = self._session()
+        request = self.greeting_request(client)
+        what = f"{request.method} {request.url.path}"
+        deadline = time.monotonic() + self.timeout
+        try:
+            response = client.send(request, stream=True)
+            try:
+                raw = self._read(response, deadline)
+            finally:
+                response.close()
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            return Greeting(False, self._unkeyed(
+                f"unreachable: {type(exc).__name__}: {exc or 'no connection'}"))
+        except (httpx.TimeoutException, _NoAnswer) as exc:
+            return Greeting(False, self._unkeyed(
+                f"timed out: no answer to {what} within {self.timeout:g} s"
+                f" ({type(exc).__name__})"))
+        except httpx.TransportError as exc:
+            return Greeting(False, self._unkeyed(
+                f"no answer to {what}: {type(exc).__name__}: {exc or 'connection lost'}"))
+        finally:
+            self.close()
+        try:
+            answer: Any = json.loads(raw) if raw else None
+        except ValueError:
+            answer = None
+        status = response.status_code
+        if 200 <= status < 300 and not isinstance(answer, dict):
+            # A proxy's or a captive portal's page proves nothing about the key.
+            body = short(raw.decode("utf-8", "replace")) or "(empty)"
+            return Greeting(False, self._unkeyed(
+                f"{what} answered {status}, but not as {self.name} does: {body}"))
+        if 200 <= status < 300:
+            ok, words = self.greeting_answer(answer)
+            said = (f"; {words}" if ok else f", but {words}") if words else ""
+            return Greeting(ok, self._unkeyed(f"key accepted ({what}: {status}){said}"))
+        reason = short(self.error_message(response, answer, raw.decode("utf-8", "replace"))
+                       or response.reason_phrase)
+        if self.key_refused(response, answer):
+            restricted = self.key_only_restricted(response, answer)
+            if restricted is not None:
+                return Greeting(True, self._unkeyed(
+                    f"key accepted ({what}: {status}, {restricted})"))
+            return Greeting(False, self._unkeyed(f"key refused ({what}: {status} {reason})"))
+        return Greeting(False, self._unkeyed(f"{what} answered {status}: {reason}"))
+
+    def _unkeyed(self, text: str) -> str:
+        """`text` with the credentials taken out, whatever a provider (or a proxy) echoed."""
+        for credential in (self.target.api_key, self.target.secret):
+            if credential:
+                text = text.replace(credential, "***")
+        return text
+
     def _session(self) -> httpx.Client:
         if self._client is None:
             t = self.timeout

@@ -8,6 +8,11 @@ html; custom headers as `h:NAME`, the job's public id as the user variable
 docs say a 404 of an unknown domain can be temporary but the domain is
 configuration, so it fails the job like any other 4xx. Mailgun takes no
 idempotency key: a lost answer is ambiguous (docs/providers.md).
+
+`authsvc check` reads the sending domain (`GET /v4/domains/DOMAIN`,
+read-only): the key and the domain at once. A Domain Sending Key may only
+post messages, so Mailgun refuses it there: the check needs the account's
+API key (docs/providers.md).
 """
 
 from __future__ import annotations
@@ -41,6 +46,15 @@ class MailgunMailer(HttpProviderMailer):
             # Tracking would rewrite the link we mint: keep it as sent.
             ("o:tracking", "no"),
         ]
+
+    def greeting_request(self, client: httpx.Client) -> httpx.Request:
+        return client.build_request("GET", f"/v4/domains/{self.target.domain}",
+                                    headers={"Accept": "application/json"})
+
+    def greeting_answer(self, answer: Any) -> tuple[bool, str]:
+        domain = answer.get("domain") if isinstance(answer, dict) else None
+        state = json_field(domain, "state")
+        return True, f"domain {self.target.domain} {state}" if state else ""
 
     def build_request(self, client: httpx.Client, email: OutgoingEmail) -> httpx.Request:
         # multipart/form-data, one part per field (a field may repeat).

@@ -8,6 +8,7 @@ answer with `ErrorCode` 0 is an acceptance. Refusals come as
 inactive recipient, is Postmark's own suppression of a bounced or complaining
 address) except code 100, "Maintenance", which is retried. Postmark takes no
 idempotency key: a lost answer is ambiguous (docs/providers.md).
+`authsvc check` reads the token's server (`GET /server`, read-only).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ DEFAULT_STREAM = "outbound"
 class PostmarkMailer(HttpProviderMailer):
     name: ClassVar[str] = "postmark"
     path: ClassVar[str] = "/email"
+    greeting_path: ClassVar[str] = "/server"
 
     def auth_headers(self) -> dict[str, str]:
         return {"X-Postmark-Server-Token": self.target.api_key}
@@ -55,3 +57,8 @@ class PostmarkMailer(HttpProviderMailer):
 
     def retryable_refusal(self, response: httpx.Response, answer: Any) -> bool:
         return isinstance(answer, dict) and answer.get("ErrorCode") in RETRYABLE_ERROR_CODES
+
+    def greeting_answer(self, answer: Any) -> tuple[bool, str]:
+        # The answer also lists the server's tokens: only its name is said.
+        name = json_field(answer, "Name")
+        return True, f"server {name!r}" if name else ""

@@ -9,7 +9,9 @@ SendGrid answers 202 with an empty body and the message id in the
 Errors are `{"errors": [{"message", "field", "help"}]}`; a 429 says when to
 come back in `X-RateLimit-Reset` (a Unix time), read when there is no
 `Retry-After`. SendGrid takes no idempotency key: a lost answer is ambiguous
-(docs/providers.md).
+(docs/providers.md). `authsvc check` asks the key's own scopes (`GET
+/v3/scopes`, read-only, allowed to every key): a key without `mail.send`
+fails the check, since it would fail every email.
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ from authsvc.worker.providers.http import (
     retry_after_seconds,
 )
 
+SEND_SCOPE = "mail.send"
+
 
 class SendgridMailer(HttpProviderMailer):
     name: ClassVar[str] = "sendgrid"
     path: ClassVar[str] = "/v3/mail/send"
+    greeting_path: ClassVar[str] = "/v3/scopes"
 
     def body(self, email: OutgoingEmail) -> dict[str, Any]:
         display, address = parseaddr(email.from_header or email.sender)
@@ -68,6 +73,14 @@ class SendgridMailer(HttpProviderMailer):
             if parts:
                 return "; ".join(parts)
         return text
+
+    def greeting_answer(self, answer: Any) -> tuple[bool, str]:
+        scopes = answer.get("scopes") if isinstance(answer, dict) else None
+        if not isinstance(scopes, list):
+            return True, ""
+        if SEND_SCOPE not in scopes:
+            return False, f"it lacks the {SEND_SCOPE} scope (it has {len(scopes)} other(s))"
+        return True, f"{SEND_SCOPE} among its {len(scopes)} scope(s)"
 
     def retry_after(self, response: httpx.Response) -> float | None:
         wait = retry_after_seconds(response.headers.get("Retry-After"))

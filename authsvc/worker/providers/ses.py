@@ -15,6 +15,12 @@ account's sending limits or pause (`LimitExceededException`,
 account is not, yet; every other 4xx (`MessageRejected`, an unverified
 address, a bad signature) fails the job. SES takes no idempotency key: a lost
 answer is ambiguous (docs/providers.md).
+
+`authsvc check` reads the account (`GetAccount`, `GET /v2/email/account`,
+signed the same way, read-only). Credentials whose policy allows sending
+but not `ses:GetAccount` are refused there with `AccessDeniedException`,
+which AWS answers only once it has verified the signature: the check says
+so instead of failing them. An account whose sending is paused fails it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from authsvc.worker.mailers import OutgoingEmail
 from authsvc.worker.providers.http import HttpProviderMailer, json_field
 
 SIGNING_NAME = "ses"  # SES v2's endpoint prefix is `email`; it signs as `ses`
+NOT_ALLOWED = "AccessDeniedException"  # authenticated, not authorized for this action
 RETRYABLE_ERRORS = frozenset({
     "TooManyRequestsException", "LimitExceededException", "SendingPausedException",
     "Throttling", "ThrottlingException",
@@ -73,15 +80,42 @@ class SesMailer(HttpProviderMailer):
 
     def build_request(self, client: httpx.Client, email: OutgoingEmail) -> httpx.Request:
         data = json.dumps(self.body(email), separators=(",", ":")).encode()
-        url = f"{self.target.base_url}{self.path}"
-        signed = AWSRequest(method="POST", url=url, data=data,
-                            headers={"Content-Type": "application/json"})
+        return self._signed(client, "POST", self.path, data)
+
+    def greeting_request(self, client: httpx.Client) -> httpx.Request:
+        return self._signed(client, "GET", "/v2/email/account", b"")
+
+    def _signed(self, client: httpx.Client, method: str, path: str,
+                data: bytes) -> httpx.Request:
+        headers = {"Content-Type": "application/json"} if data else {}
+        signed = AWSRequest(method=method, url=f"{self.target.base_url}{path}", data=data,
+                            headers=headers)
         assert self.target.region is not None and self.target.secret is not None
         credentials = Credentials(self.target.api_key, self.target.secret)
         SigV4Auth(credentials, SIGNING_NAME, self.target.region).add_auth(signed)
         headers = {name: str(value) for name, value in signed.headers.items()}
-        return client.build_request("POST", self.path, content=data,
+        return client.build_request(method, path, content=data or None,
                                     headers={"Accept": "application/json", **headers})
+
+    def greeting_answer(self, answer: Any) -> tuple[bool, str]:
+        if not isinstance(answer, dict):
+            return True, ""
+        if answer.get("SendingEnabled") is False:
+            return False, f"sending is paused for this account in {self.target.region}"
+        sandbox = ("; in the sandbox: only verified addresses receive"
+                   if answer.get("ProductionAccessEnabled") is False else "")
+        quota = answer.get("SendQuota")
+        if isinstance(quota, dict) and isinstance(quota.get("Max24HourSend"), (int, float)):
+            sent = quota.get("SentLast24Hours")
+            sent = sent if isinstance(sent, (int, float)) else 0
+            return True, (f"sending enabled in {self.target.region}, {sent:g} of"
+                          f" {quota['Max24HourSend']:g} sent in 24 h{sandbox}")
+        return True, f"sending enabled in {self.target.region}{sandbox}"
+
+    def key_only_restricted(self, response: httpx.Response, answer: Any) -> str | None:
+        if error_type(response, answer) == NOT_ALLOWED:
+            return "signature verified; the credentials' policy does not allow ses:GetAccount"
+        return None
 
     def message_id(self, answer: Any, response: httpx.Response) -> str | None:
         return json_field(answer, "MessageId")

@@ -339,3 +339,51 @@ def test_an_operator_who_moves_the_account_to_another_address_loses_the_role(
     assert password_step(app.test_client(), email="thief@example.com").status_code == 303
     assert one_number(conn, "SELECT count(*) FROM email_jobs WHERE template = 'console_code'"
                             " AND recipient = 'thief@example.com'") == 0
+
+
+def test_concurrent_wrong_codes_cannot_take_more_than_five_tries(conn, svc, direct_database_url):
+    """Ten wrong guesses and then the right code, all at once on one sign-in: only five
+    are ever checked, so the right code, the eleventh, opens nothing."""
+    import threading
+
+    import psycopg
+
+    from authsvc.accounts.sessions import token_hash
+    from authsvc.operators import access
+    from testkit.waiting import wait_until
+
+    make_operator(conn, svc)
+    token = access.check_password(conn, svc, email=OPERATOR, password=PASSWORD, ip="10.9.0.1")
+    right = emailed_code(conn, svc)
+    wrong = f"{(int(right) + 1) % 1_000_000:06d}"
+    outcomes: list[str] = []
+
+    def guess(code: str, ip: str) -> None:
+        with psycopg.connect(direct_database_url, autocommit=True) as own:
+            try:
+                access.check_code(own, svc, sign_in_token=token, code=code, ip=ip,
+                                  user_agent="race")
+                outcomes.append(f"{code}: signed in")
+            except access.WrongCode:
+                outcomes.append(f"{code}: wrong")
+
+    def waiting_on_locks() -> int:
+        return one_number(conn, "SELECT count(*) FROM pg_stat_activity WHERE"
+                                " wait_event_type = 'Lock' AND datname = current_database()")
+
+    with psycopg.connect(direct_database_url, autocommit=True) as blocker:
+        blocker.execute("BEGIN")
+        blocker.execute("SELECT 1 FROM console_sign_ins WHERE token_hash = %s FOR UPDATE",
+                        (token_hash(token),))
+        guesses = [threading.Thread(target=guess, args=(wrong, f"10.9.1.{i}")) for i in range(10)]
+        for thread in guesses:
+            thread.start()
+        wait_until(lambda: waiting_on_locks() == 10, what="ten guesses held at the sign-in")
+        guesses.append(threading.Thread(target=guess, args=(right, "10.9.2.1")))
+        guesses[-1].start()
+        wait_until(lambda: waiting_on_locks() == 11, what="the right code held behind them")
+        blocker.execute("ROLLBACK")
+    for thread in guesses:
+        thread.join(30)
+    assert sorted(outcomes) == sorted([f"{wrong}: wrong"] * 10 + [f"{right}: wrong"])
+    assert one_number(conn, "SELECT count(*) FROM console_sessions") == 0

@@ -35,8 +35,8 @@ Q = load_queries(Path(__file__).with_suffix(".sql"))
 PURPOSE = "console_login"
 IDLE_LIFETIME = timedelta(minutes=30)
 TOTAL_LIFETIME = timedelta(hours=8)
-# Wrong codes one sign-in may take before it must start again from the password.
-MAX_WRONG_CODES = 5
+# Codes one sign-in may have checked before it must start again from the password.
+MAX_TRIES = 5
 RATE_KIND = "console"
 MAX_USER_AGENT = 300
 
@@ -125,7 +125,7 @@ def check_code(
     """
     _count_attempt(conn, svc, ip)
     hashed = token_hash(sign_in_token)
-    row = conn.execute(Q["find_sign_in"], {"token_hash": hashed}).fetchone()
+    row = conn.execute(Q["take_try"], {"token_hash": hashed, "max_tries": MAX_TRIES}).fetchone()
     if row is None:
         raise WrongCode()
     user_id, version, issued_at = int(row[0]), int(row[1]), row[2]
@@ -144,8 +144,7 @@ def check_code(
         claims = TokenClaims(user_id, PURPOSE, version, issued_at)
         right = is_code_shaped(typed) and svc.tokens.code_matches(claims, typed)
     if not right:
-        counted = conn.execute(Q["count_wrong_code"], {"token_hash": hashed}).fetchone()
-        if counted is None or int(counted[0]) >= MAX_WRONG_CODES:
+        if int(row[3]) >= MAX_TRIES:
             conn.execute(Q["drop_sign_in"], {"token_hash": hashed})
         raise WrongCode()
     session_token = secrets.token_urlsafe(32)

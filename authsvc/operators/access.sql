@@ -16,19 +16,20 @@ WITH bumped AS (
 )
 SELECT code_version, emailed FROM bumped;
 
--- find_sign_in --
--- A sign-in waiting for its code, with the operator's address and TOTP, if set.
-SELECT s.user_id, s.code_version, s.issued_at, s.wrong_codes, u.email, o.totp_secret,
+-- take_try --
+-- One of the sign-in's tries at its code, taken before the code is checked: a
+-- guess waits here for the one before it, so concurrent guesses cannot share a
+-- try. Returns the sign-in with its operator's address and TOTP, if set, and
+-- the tries taken; nothing when it never was, ended, or has none left.
+WITH tried AS (
+    UPDATE console_sign_ins SET wrong_codes = wrong_codes + 1
+    WHERE token_hash = %(token_hash)s AND wrong_codes < %(max_tries)s
+    RETURNING user_id, code_version, issued_at, wrong_codes
+)
+SELECT t.user_id, t.code_version, t.issued_at, t.wrong_codes, u.email, o.totp_secret,
        o.totp_last_step
-FROM console_sign_ins AS s JOIN users AS u ON u.id = s.user_id
-JOIN operators AS o ON o.user_id = s.user_id
-WHERE s.token_hash = %(token_hash)s;
-
--- count_wrong_code --
--- One more wrong code typed for this sign-in; returns the count.
-UPDATE console_sign_ins SET wrong_codes = wrong_codes + 1
-WHERE token_hash = %(token_hash)s
-RETURNING wrong_codes;
+FROM tried AS t JOIN users AS u ON u.id = t.user_id
+JOIN operators AS o ON o.user_id = t.user_id;
 
 -- drop_sign_in --
 -- A sign-in ended: used, expired or out of tries.

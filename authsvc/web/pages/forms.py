@@ -29,7 +29,7 @@ def _normalised_email(_form: FlaskForm, field: EmailField) -> None:
 
 def _email_field(label: str | LazyProxy | None = None) -> EmailField:
     return EmailField(
-        label or _l("Email address"),
+        _l("Email address") if label is None else label,
         validators=[InputRequired(_l("Enter your email address.")), _normalised_email],
         render_kw={"autocomplete": "email", "maxlength": MAX_ADDRESS_LENGTH},
     )
@@ -55,7 +55,7 @@ def _password_field(label: str | LazyProxy, autocomplete: str) -> PasswordField:
 def _chosen_password_field(label: str | LazyProxy | None = None) -> PasswordField:
     """An optional new password: a contested address's confirmer's (SPEC §4a), an undo's."""
     return PasswordField(
-        label or _l("Choose your password"),
+        _l("Choose your password") if label is None else label,
         validators=[Optional(), Length(max=MAX_PASSWORD_LENGTH, message=_TOO_LONG)],
         render_kw={"autocomplete": "new-password"},
     )

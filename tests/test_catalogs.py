@@ -90,7 +90,7 @@ def _problems(message: Message, plurals: int) -> list[str]:
     if message.fuzzy:
         return [f"fuzzy: {name}"]
     ids = (message.id,) if isinstance(message.id, str) else message.id
-    strings = (message.string,) if isinstance(message.string, str) else message.string
+    strings = (message.string,) if isinstance(message.string, str) else tuple(message.string or ())
     if isinstance(message.id, tuple) and len(strings) != plurals:
         return [f"{len(strings)} plural forms of {plurals}: {name}"]
     wanted = set().union(*(_placeholders(i) for i in ids))

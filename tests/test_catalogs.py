@@ -28,7 +28,7 @@ LOCALES = [tag.replace("-", "_") for tag in SUPPORTED_LOCALES if tag != DEFAULT_
 KEYWORDS = {"_": None, "gettext": None, "ngettext": (1, 2), "_l": None, "lazy_gettext": None,
             "_ln": (1, 2), "lazy_ngettext": (1, 2)}
 # printf-style named placeholders (%(name)s, %%) and str.format/Jinja ones ({name}).
-_PLACEHOLDER = re.compile(r"%\([A-Za-z_][A-Za-z0-9_]*\)[sd]|%%|\{[A-Za-z_][A-Za-z0-9_]*\}")
+_PLACEHOLDER = re.compile(r"%\([A-Za-z_][A-Za-z0-9_]*\)[sdr]|%%|\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 def _po(domain: str, locale: str) -> Path:

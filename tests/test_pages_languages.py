@@ -221,3 +221,38 @@ def test_a_post_only_path_switches_to_the_start(client, conn, svc):
                      form_page="/account")
     assert refused.status_code == 422
     assert {urlsplit(href).path for href in _switcher(refused).values()} == {"/"}
+
+
+# --- the operator console speaks the same languages --------------------------------------
+
+
+def test_the_console_follows_the_pages_language(app, conn, svc):
+    from tests.console_support import make_operator, post, signed_in_console
+
+    make_operator(conn, svc)
+    client = signed_in_console(app, conn, svc)
+    overview = client.get("/admin/?lang=ar")
+    assert overview.status_code == 200
+    _says(overview, "ar")
+    assert _html_lang(overview) == ("ar", "rtl")
+    text = text_of(overview)
+    assert "نظرة عامة" in text and "Overview" not in text
+    assert list(_switcher(overview)) == list(SUPPORTED_LOCALES)
+    # The choice is the pages' own: the cookie the console set carries to /login.
+    _says(client.get("/login"), "ar")
+    jobs = client.get("/admin/jobs?status=nonsense&lang=de")
+    assert "unbekannter Status 'nonsense'" in text_of(jobs)
+    from tests.accounts_support import stored_user
+
+    ann = stored_user(conn, make_account(conn, svc))
+    sign_in(client.application.test_client(), ann.email)  # one web session of hers
+    ended = post(client, f"/admin/accounts/{ann.id}/end-sessions",
+                 form_page=f"/admin/accounts/{ann.id}")
+    assert ended.status_code == 303
+    assert "1 Sitzung beendet." in text_of(client.get(ended.headers["Location"]))
+
+
+def test_the_console_sign_in_is_translated(client):
+    page = client.get("/admin/login", headers={"Accept-Language": "fr"})
+    _says(page, "fr")
+    assert "Connexion opérateur" in text_of(page)

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, g, request
+from flask import Blueprint, Response, g, has_request_context, request
 
 from authsvc.locales import (
+    DEFAULT_LOCALE,
     SUPPORTED_LOCALES,
     choose_locale,
     from_accept_language,
@@ -77,7 +78,10 @@ def _chosen_for_this_request(brand_default: str | None) -> str:
 
 
 def page_locale() -> str:
-    """This request's page locale, chosen on first use and kept on `flask.g`."""
+    """This request's page locale, chosen on first use and kept on `flask.g`; English
+    outside a request (a unit test, a CLI building a page's parts)."""
+    if not has_request_context():
+        return DEFAULT_LOCALE
     if "page_locale" not in g:
         g.page_locale = _chosen_for_this_request(g.get("page_brand_default_locale"))
     locale: str = g.page_locale

@@ -256,3 +256,14 @@ def test_the_console_sign_in_is_translated(client):
     page = client.get("/admin/login", headers={"Accept-Language": "fr"})
     _says(page, "fr")
     assert "Connexion opérateur" in text_of(page)
+
+
+@pytest.mark.parametrize("path", ["//evil.example/x", "/\\evil.example/x", "///evil.example",
+                                  "/%2F%2Fevil.example", "/a b\"<x>"])
+def test_the_switcher_never_links_to_another_host(client, path):
+    page = client.get(path)
+    assert page.status_code == 404
+    for href in _switcher(page).values():
+        parts = urlsplit(href)
+        assert not parts.netloc and not parts.scheme, href
+        assert href.startswith("/") and not href.startswith(("//", "/\\")), href

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from flask import Blueprint, Response, g, has_request_context, request
 
@@ -110,7 +110,9 @@ def switcher_links() -> list[LanguageLink]:
     A page answering a POST (a form shown again with its errors) links to the
     same path when it also answers GET, else to the site's start.
     """
-    path = request.path
+    # Always a path on this site: "//evil.example" or "/\\evil.example" (a 404's path is
+    # whatever was asked for) would otherwise be a link to another host.
+    path = "/" + quote(request.path.lstrip("/\\"))
     methods = (request.url_rule.methods if request.url_rule else None) or set()
     if request.method not in ("GET", "HEAD") and "GET" not in methods:
         path = "/"

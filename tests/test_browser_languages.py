@@ -198,3 +198,20 @@ def test_every_console_page_in_german_and_arabic_has_no_serious_violation(
     finally:
         context.close()
     assert {path: found for path, found in audited.items() if found} == {}
+
+
+def test_a_branded_link_page_in_german_is_photographed(page, base_url, conn, svc, screenshots):
+    app, _key = register_app(conn, "shop", ["https://shop.example/welcome"])
+    conn.execute("UPDATE apps SET product_name = 'Blumenladen Müller', brand_color = '#1e7a43',"
+                 " support_url = 'https://shop.example/hilfe' WHERE id = %s", (app.id,))
+    make_account(conn, svc, "anna@example.com", verified=False)
+    token = svc.tokens.mint(replace(latest_claims(conn, "anna@example.com", "verify"),
+                                    brand_app_id=app.id))
+    page.goto(f"{base_url}/verify?token={token}&lang=de")
+    expect(page.get_by_role("heading", name="E-Mail-Adresse bestätigen")).to_be_visible()
+    expect(page.locator(".site-header .brand")).to_have_text("Blumenladen Müller")
+    border = page.locator(".site-header").evaluate(
+        "e => getComputedStyle(e).borderTopColor")
+    assert border == "rgb(30, 122, 67)"  # the brand's colour, through the CSP's hash
+    screenshots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(screenshots / "pages-de-branded.png"), full_page=True)

@@ -13,14 +13,14 @@ from uuid import UUID
 
 import pytest
 
-from authsvc.accounts import actions
+from authsvc.accounts import actions, deletion, email_change
 from authsvc.accounts.tokens import TokenCodec
 from authsvc.apps.brands import Brand
 from authsvc.apps.keys import register_app
 from authsvc.web.pages.branding import page_brand_of
 from authsvc.web.plumbing import CONTENT_SECURITY_POLICY
 from tests.link_support import latest_claims
-from tests.pages_support import make_account, text_of
+from tests.pages_support import PASSWORD, make_account, text_of
 
 ANN = "ann@example.com"
 LOGO = "https://cdn.shop.example/logo.png"
@@ -174,14 +174,28 @@ def test_a_branded_link_page_shows_the_apps_name_logo_colour_and_help(client, sv
 
 @pytest.mark.parametrize(("purpose", "path"), [
     ("verify", "/verify"), ("reset", "/reset/confirm"), ("sign_in", "/sign-in"),
+    ("email_change", "/email-change/confirm"), ("account_delete", "/account/delete"),
+    ("email_revert", "/email-change/undo"),
 ])
 def test_each_link_page_shows_its_tokens_brand(client, conn, svc, shop, purpose, path):
     make_account(conn, svc, ANN, verified=purpose != "verify")
+    recipient = ANN
     if purpose == "reset":
         actions.request_password_reset(conn, svc, email=ANN)
     elif purpose == "sign_in":
         actions.request_sign_in(conn, svc, email=ANN)
-    claims = latest_claims(conn, ANN, purpose)
+    elif purpose == "account_delete":
+        deletion.request_account_deletion(conn, svc, email=ANN, password=PASSWORD)
+    elif purpose in ("email_change", "email_revert"):
+        email_change.request_email_change(conn, svc, email=ANN, new_email="ann@new.example",
+                                          password=PASSWORD)
+        recipient = "ann@new.example"
+    if purpose == "email_revert":
+        email_change.confirm_email_change(
+            conn, svc, token=svc.tokens.mint(latest_claims(conn, recipient, "email_change")),
+            purpose="email_change")
+        recipient = ANN
+    claims = latest_claims(conn, recipient, purpose)
     token = svc.tokens.mint(replace(claims, brand_app_id=shop))
     page = client.get(f"{path}?token={token}")
     assert page.status_code == 200, text_of(page)

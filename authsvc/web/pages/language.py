@@ -9,6 +9,7 @@ ignored, and `Accept-Language` is only read as far as it makes sense.
 The choice is made once per request and kept on `flask.g` (a brand learned
 from a link's token makes it again); the after-request hook then says which
 language the page is in (`Content-Language`, `Vary`) and sets the cookie.
+The operator console renders with the same choice and the same switcher.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def _say_and_remember(response: Response) -> Response:
         response.headers["Content-Language"] = rendered
         response.vary.update(("Accept-Language", "Cookie"))
     elif request.blueprint != "pages":
-        return response  # not the pages' (the API, the console, probes)
+        return response  # no page: the API, probes, the console's redirects
     # A page, or the pages' redirect (`/?lang=de` on its way to /login).
     asked = _well_formed_supported(request.args.get(LANG_PARAMETER))
     if asked is not None and request.cookies.get(LANG_COOKIE) != asked:

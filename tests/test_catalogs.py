@@ -3,8 +3,8 @@
 Generic over the domains: a domain with a babel-<domain>.cfg and at least one
 .po is checked; one with no catalog yet is skipped. For each shipped locale
 but English (whose words are the msgids), every message the sources use now
-is translated, not fuzzy, keeps its placeholders, and has every plural form
-the locale's rule needs; and its compiled catalog loads.
+is translated, not fuzzy, keeps its placeholders and its markup, and has
+every plural form the locale's rule needs; and its compiled catalog loads.
 """
 
 from __future__ import annotations
@@ -61,6 +61,11 @@ def _placeholders(text: str) -> set[str]:
     return set(_PLACEHOLDER.findall(text))
 
 
+def _tags(text: str) -> list[str]:
+    """The markup a message carries, opening and closing, in no particular order."""
+    return sorted(re.findall(r"</?[a-z][a-z0-9]*", text))
+
+
 def _needs_skip(domain: str) -> None:
     if not _shipped(domain):
         pytest.skip(f"no {domain} catalog yet")
@@ -104,6 +109,8 @@ def _problems(message: Message, plurals: int) -> list[str]:
         missing = wanted - have - ({"%(num)s"} if len(ids) > 1 else set())
         if missing or have - wanted:
             found.append(f"placeholders {sorted(have)} for {sorted(wanted)}: {name}")
+        if _tags(string) != _tags(ids[0]):
+            found.append(f"markup {_tags(string)} for {_tags(ids[0])}: {name}")
     return found
 
 

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from authsvc.locales import SUPPORTED_LOCALES
+from authsvc.locales import SUPPORTED_LOCALES, translations
 from authsvc.web.pages.language import choose_page_locale
 from tests.pages_support import make_account, sign_in, submit, text_of
 
@@ -138,6 +138,16 @@ def test_a_page_in_german_and_in_arabic_reads_translated(client):
     assert "Mindestens 8 Zeichen." in german
     arabic = text_of(client.get("/signup?lang=ar"))
     assert "إنشاء حساب" in arabic and "Create an account" not in arabic
+
+
+@pytest.mark.parametrize("locale", [tag for tag in SUPPORTED_LOCALES if tag != "en"])
+def test_each_shipped_language_renders_from_its_own_catalog(client, locale):
+    catalog = translations(locale, "pages")
+    page = client.get(f"/signup?lang={locale}")
+    _says(page, locale)
+    heading = catalog.gettext("Create an account")
+    assert heading != "Create an account"
+    assert f"<h1>{heading}</h1>" in page.get_data(as_text=True)
 
 
 def test_durations_and_form_errors_are_in_the_pages_language(client):

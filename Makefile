@@ -14,13 +14,42 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# Compiled catalogs (.mo) are built, never committed: each from its .po when that changes.
+PO_FILES := $(wildcard translations/*/LC_MESSAGES/*.po)
+MO_FILES := $(PO_FILES:.po=.mo)
+translations/%.mo: translations/%.po $(STAMP)
+	$(BIN)/pybabel -q compile -i $< -o $@
+
+install: $(STAMP) $(MO_FILES)
+
+# Languages and their words (docs/translating.md): extract each domain's messages into
+# translations/<domain>.pot, merge them into every shipped locale's .po (a new locale's
+# is started), then compile. DOMAINS=pages limits it to one domain.
+DOMAINS ?= pages emails
+CATALOG_LOCALES := de fr es pt_BR ar
+.PHONY: translations
+translations: $(STAMP)
+	@for domain in $(DOMAINS); do \
+	  $(BIN)/pybabel -q extract -F babel-$$domain.cfg -k _l -k lazy_gettext -k _ln:1,2 -k lazy_ngettext:1,2 --sort-by-file \
+	    --no-wrap --project=authsvc --msgid-bugs-address=- -o translations/$$domain.pot . || exit 1; \
+	  for locale in $(CATALOG_LOCALES); do \
+	    if [ -f translations/$$locale/LC_MESSAGES/$$domain.po ]; then \
+	      $(BIN)/pybabel -q update -D $$domain -i translations/$$domain.pot -d translations \
+	        -l $$locale --no-wrap --ignore-obsolete || exit 1; \
+	    else \
+	      $(BIN)/pybabel -q init -D $$domain -i translations/$$domain.pot -d translations \
+	        -l $$locale --no-wrap || exit 1; \
+	    fi; \
+	  done; \
+	done
+	@for po in translations/*/LC_MESSAGES/*.po; do \
+	  $(BIN)/pybabel -q compile -i $$po -o $${po%.po}.mo || exit 1; done
 
 # make run PORT=8200 SMTP_PORT=2725 DATA_DIR=/tmp/authsvc-b: a second stack beside the first.
 PORT      ?= 8000
 SMTP_PORT ?= 2525
 DATA_DIR  ?=
-run: $(STAMP)
+run: $(STAMP) $(MO_FILES)
 	$(if $(DATA_DIR),AUTHSVC_DATA_DIR=$(DATA_DIR)) $(BIN)/authsvc dev --port $(PORT) --smtp-port $(SMTP_PORT)
 
 # Page tests drive Debian's Chromium; install it when missing and we may.
@@ -47,7 +76,7 @@ TEST_TMP ?= /tmp/authsvc-test-$(shell printf '%s' "$(CURDIR)" | cksum | cut -d' 
 # __pycache__ folders (ignored by git) whatever the environment says.
 BYTECODE := PYTHONDONTWRITEBYTECODE=
 
-test: $(STAMP) browser
+test: $(STAMP) $(MO_FILES) browser
 	$(BYTECODE) $(BIN)/pytest -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)
 
 # The inner loop: the unit and integration tests (markers set in tests/conftest.py),
@@ -55,13 +84,13 @@ test: $(STAMP) browser
 # e2e test (gunicorn, workers, `authsvc dev`, the chaos run, pip, openssl, PgBouncer,
 # Chromium) and runs 50 and 40 state-machine examples instead of 500 and 150;
 # `make test` runs all of it.
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(MO_FILES)
 	$(BYTECODE) AUTHSVC_HYPOTHESIS_PROFILE=quick $(BIN)/pytest -m "not e2e and not slow" -n 2 \
 	  --dist loadfile -q --basetemp=$(TEST_TMP)-fast
 
 # The same suite against a normal server (this machine's PostgreSQL 15).
 TEST_SERVER_URL ?= postgresql://postgres@127.0.0.1:5432/test
-test-server: $(STAMP) browser
+test-server: $(STAMP) $(MO_FILES) browser
 	AUTHSVC_TEST_DATABASE_URL=$(TEST_SERVER_URL) $(BIN)/pytest -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)
 
 # The suite through a transaction pooler (SPEC §11, issue 15): a throwaway PostgreSQL
@@ -80,7 +109,7 @@ pgbouncer:
 POOLED_SKIP := --ignore=tests/test_chaos.py --ignore=tests/test_failover.py \
   --ignore=tests/test_many_hosts.py --ignore=tests/test_web_database_restart.py \
   --ignore=tests/test_inbox_scale.py
-test-pgbouncer: $(STAMP) browser pgbouncer
+test-pgbouncer: $(STAMP) $(MO_FILES) browser pgbouncer
 	$(BIN)/python -m tests.pooled_run -n 2 --dist loadfile -q --basetemp=$(TEST_TMP)-pgb \
 	  $(POOLED_SKIP)
 

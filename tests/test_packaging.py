@@ -37,6 +37,10 @@ def test_wheel_carries_templates_migrations_and_data(tmp_path):
     assert "authsvc/_shipped/migrations/0026_baseline.sql" in names
     assert "authsvc/data/common-passwords.txt" in names
     assert any(n.startswith("authsvc/_shipped/templates/") for n in names)
+    # Every catalog compiled into it (hatch_build.py), whether or not make compiled it here.
+    catalogs = {n.removesuffix(".po") for n in names
+                if n.startswith("authsvc/_shipped/translations/") and n.endswith(".po")}
+    assert catalogs and {f"{c}.mo" for c in catalogs} <= names
     assert any(n.startswith("authsvc/worker/") for n in names)
     assert "authsvc/worker/providers/resend.py" in names
     # Each table owner's SQL ships beside it; no second top-level package.
@@ -51,7 +55,8 @@ def test_wheel_carries_templates_migrations_and_data(tmp_path):
     zipfile.ZipFile(wheel).extractall(unpacked)
     probe = (
         "import authsvc.resources as r, authsvc.db.migrate as m;"
-        "print(r.migrations_dir()); print(r.templates_dir()); print(len(m.available_migrations()))"
+        "print(r.migrations_dir()); print(r.templates_dir()); print(len(m.available_migrations()));"
+        "import authsvc.locales as l; print(l.translations('de', 'pages').gettext('Log in'))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],
@@ -66,3 +71,4 @@ def test_wheel_carries_templates_migrations_and_data(tmp_path):
     assert out[1] == str(unpacked / "authsvc/_shipped/templates")
     # schema.sql ships beside them but is not a migration (tools/schema_sql.py).
     assert int(out[2]) == len(list((ROOT / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")))
+    assert out[3] == "Anmelden"

@@ -21,10 +21,19 @@ POOL_RECOVERY = "authsvc_pool_recovery"  # app.extensions key
 
 # No scripts at all: the token pages must not be submittable by anything but
 # a person's click, and nothing here needs JavaScript.
-CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
-)
+def content_security_policy(img_sources: tuple[str, ...] = (),
+                            style_sources: tuple[str, ...] = ()) -> str:
+    """The policy of every response; a branded page adds its logo's origin (images only)
+    and the hash of its one colour rule (styles only), each checked by its caller."""
+    styles = " ".join(("'self'", *style_sources))
+    images = " ".join(("'self'", *img_sources))
+    return (
+        f"default-src 'none'; style-src {styles}; img-src {images}; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    )
+
+
+CONTENT_SECURITY_POLICY = content_security_policy()
 
 
 def services() -> Services:

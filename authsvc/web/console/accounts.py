@@ -14,6 +14,8 @@ from authsvc.web.console.forms import ActionForm
 from authsvc.web.console.guard import actor
 from authsvc.web.console.jobs import ROW_ID
 from authsvc.web.console.sign_in import render
+from authsvc.web.pages.i18n import gettext, ngettext
+from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.pages.user_agents import describe_user_agent
 from authsvc.web.plumbing import db, services
 
@@ -26,10 +28,11 @@ def find() -> ResponseReturnValue:
     try:
         email = parse_address(typed)
     except InvalidAddress as exc:
-        return render("accounts.html", 400, address=typed, problem=str(exc))
+        return render("accounts.html", 400, address=typed, problem=translated_refusal(exc))
     user = users.find_user_by_email(db(), email)
     if user is None:
-        return render("accounts.html", 404, address=typed, problem=f"No account uses {email}.")
+        return render("accounts.html", 404, address=typed,
+                      problem=gettext("No account uses %(email)s.", email=email))
     return redirect(url_for("console.account", user_id=user.id), 303)
 
 
@@ -58,22 +61,23 @@ def _act(user_id: int, done: str, act: str) -> ResponseReturnValue:
     conn, svc, who = db(), services(), actor()
     if act == "end_sessions":
         ended = actions.end_sessions(conn, svc, who, user_id)
-        flash(f"{ended} session(s) ended.", "success")
+        flash(ngettext("%(num)s session ended.", "%(num)s sessions ended.", ended), "success")
     elif act == "send_reset":
         queued = actions.send_reset(conn, svc, who, user_id)
-        flash(done if queued else "No reset was queued: the address's email limit held it back "
-              "(or the account is gone).", "success" if queued else "error")
+        flash(done if queued else gettext("No reset was queued: the address's email limit held"
+                                          " it back (or the account is gone)."),
+              "success" if queued else "error")
     elif act == "lift_lockout":
         actions.lift_lockout(conn, svc, who, user_id)
         flash(done, "success")
     elif act == "void_undo_links":
         ended = actions.void_undo_links(conn, svc, who, user_id)
-        flash(f"{ended} undo link(s) voided.", "success")
+        flash(ngettext("%(num)s undo link voided.", "%(num)s undo links voided.", ended), "success")
     elif act == "delete":
         if actions.delete_account(conn, svc, who, user_id):
             flash(done, "success")
         else:
-            flash("That account was already gone.", "info")
+            flash(gettext("That account was already gone."), "info")
         return redirect(url_for("console.find"), 303)
     return redirect(url_for("console.account", user_id=user_id), 303)
 
@@ -83,12 +87,13 @@ def end_sessions(user_id: int) -> ResponseReturnValue:
 
 
 def send_reset(user_id: int) -> ResponseReturnValue:
-    return _act(user_id, "A password reset email is queued to the account's address.",
+    return _act(user_id, gettext("A password reset email is queued to the account's address."),
                 "send_reset")
 
 
 def lift_lockout(user_id: int) -> ResponseReturnValue:
-    return _act(user_id, "Failed logins forgotten: the owner may log in now.", "lift_lockout")
+    return _act(user_id, gettext("Failed logins forgotten: the owner may log in now."),
+                "lift_lockout")
 
 
 def void_undo_links(user_id: int) -> ResponseReturnValue:
@@ -96,7 +101,7 @@ def void_undo_links(user_id: int) -> ResponseReturnValue:
 
 
 def delete(user_id: int) -> ResponseReturnValue:
-    return _act(user_id, "The account is deleted.", "delete")
+    return _act(user_id, gettext("The account is deleted."), "delete")
 
 
 def register(bp: Blueprint) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from authsvc.operators.console_reads import Minute
+from authsvc.web.pages.i18n import gettext
 
 WIDTH = 600
 HEIGHT = 160  # the bars'; the time labels sit below
@@ -62,7 +63,9 @@ def per_minute_chart(minutes: list[Minute], now: datetime) -> Chart:
         x = round(slot * SLOT + 1, 1)
         sent_h = found.sent * scale
         failed_h = found.failed * scale
-        label = f"{at:%H:%M} UTC: {found.sent} sent, {found.failed} failed"
+        minute = at.strftime("%H:%M")
+        label = gettext("%(minute)s UTC: %(sent)s sent, %(failed)s failed",
+                        minute=minute, sent=found.sent, failed=found.failed)
         if found.sent:
             bars.append(Bar(x, round(HEIGHT - sent_h, 1), round(SLOT - 2, 1), round(sent_h, 1),
                             "sent", label))

@@ -13,6 +13,8 @@ from authsvc.outbox import STATUSES, admin
 from authsvc.web.console.forms import ActionForm
 from authsvc.web.console.guard import actor
 from authsvc.web.console.sign_in import render
+from authsvc.web.pages.i18n import gettext
+from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.plumbing import db, services
 
 PAGE = 50
@@ -34,17 +36,17 @@ def jobs() -> ResponseReturnValue:
     address_text = (request.args.get("address") or "").strip()
     problems = []
     if status is not None and status not in STATUSES:
-        problems.append(f"unknown status {status!r}")
+        problems.append(gettext("unknown status %(status)r", status=status))
         status = None
     if kind is not None and kind not in KINDS:
-        problems.append(f"unknown kind {kind!r}")
+        problems.append(gettext("unknown kind %(kind)r", kind=kind))
         kind = None
     address = None
     if address_text:
         try:
             address = parse_address(address_text)
         except InvalidAddress as exc:
-            problems.append(str(exc))
+            problems.append(translated_refusal(exc))
     before = _id(request.args.get("before"))
     rows = console_reads.find_jobs(db(), status=status, kind=kind, recipient=address,
                                    before_id=before, limit=PAGE + 1)
@@ -65,25 +67,33 @@ def job(job_id: int) -> ResponseReturnValue:
 
 
 def redrive(job_id: int) -> ResponseReturnValue:
-    return _act_on_job(job_id, actions.redrive_job, actions.NotRedrivable,
-                       "was not queued again", "is queued again with fresh attempts")
+    return _act_on_job(
+        job_id, actions.redrive_job, actions.NotRedrivable,
+        lambda reason: gettext("Job %(id)s was not queued again: %(reason)s.", id=job_id,
+                               reason=reason),
+        lambda: gettext("Job %(id)s is queued again with fresh attempts.", id=job_id))
 
 
 def cancel(job_id: int) -> ResponseReturnValue:
-    return _act_on_job(job_id, actions.cancel_job, actions.NotCancellable,
-                       "was not cancelled", "is cancelled: it will not be sent")
+    return _act_on_job(
+        job_id, actions.cancel_job, actions.NotCancellable,
+        lambda reason: gettext("Job %(id)s was not cancelled: %(reason)s.", id=job_id,
+                               reason=reason),
+        lambda: gettext("Job %(id)s is cancelled: it will not be sent.", id=job_id))
 
 
 def _act_on_job(job_id: int, act: Callable[..., object], refusal: type[Exception],
-                refused: str, done: str) -> ResponseReturnValue:
+                refused: Callable[[Exception], str], done: Callable[[], str]
+                ) -> ResponseReturnValue:
     """A POST from a job's page: the action, then the page again saying how it went."""
     if ActionForm().validate_on_submit():
         try:
             act(db(), services(), actor(), job_id)
         except refusal as exc:
-            flash(f"Job {job_id} {refused}: {exc}.", "error")
+            # The refusal's reason is the operators' module's own (English) words.
+            flash(refused(exc), "error")
         else:
-            flash(f"Job {job_id} {done}.", "success")
+            flash(done(), "success")
     return redirect(url_for("console.job", job_id=job_id), 303)
 
 

@@ -14,6 +14,8 @@ from authsvc.web.console.forms import ActionForm
 from authsvc.web.console.guard import actor
 from authsvc.web.console.jobs import PAGE, _id
 from authsvc.web.console.sign_in import render
+from authsvc.web.pages.i18n import gettext
+from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.plumbing import db, services
 
 MAX_SEARCH = 254
@@ -31,12 +33,12 @@ def lift_suppression() -> ResponseReturnValue:
         try:
             address = parse_address(request.form.get("address", ""))
         except InvalidAddress as exc:
-            flash(f"Nothing lifted: {exc}", "error")
+            flash(gettext("Nothing lifted: %(reason)s", reason=translated_refusal(exc)), "error")
         else:
             if actions.lift_suppression(db(), services(), actor(), address):
-                flash(f"{address} gets mail again.", "success")
+                flash(gettext("%(address)s gets mail again.", address=address), "success")
             else:
-                flash(f"{address} was not suppressed.", "info")
+                flash(gettext("%(address)s was not suppressed.", address=address), "info")
     return redirect(url_for("console.suppression_list"), 303)
 
 
@@ -51,9 +53,9 @@ def revoke_app(app_id: UUID) -> ResponseReturnValue:
     form = ActionForm()
     if form.validate_on_submit():
         if actions.revoke_app(db(), services(), actor(), app_id):
-            flash("The app is revoked: its key no longer works.", "success")
+            flash(gettext("The app is revoked: its key no longer works."), "success")
         else:
-            flash("That app was already revoked, or is unknown.", "info")
+            flash(gettext("That app was already revoked, or is unknown."), "info")
     return redirect(url_for("console.app_list"), 303)
 
 

@@ -10,6 +10,8 @@ from authsvc.operators import console_reads
 from authsvc.outbox import admin
 from authsvc.web.console.chart import per_minute_chart
 from authsvc.web.console.sign_in import render
+from authsvc.web.pages.i18n import gettext
+from authsvc.web.pages.language import page_locale
 from authsvc.web.plumbing import db
 
 
@@ -22,8 +24,9 @@ def overview() -> ResponseReturnValue:
     chart = per_minute_chart(console_reads.outcomes_per_minute(conn, now), now)
     return render(
         "overview.html", stats=stats, chart=chart,
-        oldest_due=("none due" if stats.due == 0 else
-                    describe_duration(int(oldest_due)) if oldest_due >= 1 else "under a second"),
+        oldest_due=(gettext("none due") if stats.due == 0 else
+                    describe_duration(int(oldest_due), page_locale()) if oldest_due >= 1
+                    else gettext("under a second")),
         failing=console_reads.failing_webhook_targets(conn, now),
     )
 

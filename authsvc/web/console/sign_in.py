@@ -35,26 +35,28 @@ from authsvc.web.console.guard import (
     set_cookie,
     set_sign_in_cookie,
 )
+from authsvc.web.pages import language
+from authsvc.web.pages.i18n import gettext
 from authsvc.web.plumbing import client_ip, db, services
 
 logger = logging.getLogger(__name__)
 # One answer for a wrong code and for a sign-in whose password was wrong,
 # which this page must not tell apart.
-WRONG_CODE = ("That code does not sign you in. Check the newest email (or your authenticator "
-              "app); if the address or password was mistyped, or the sign-in is older than ten "
-              "minutes, start again.")
 
 
 def render(template: str, status: int = 200, **context: Any) -> Response:
-    """A page from templates/console/."""
-    return make_response(render_template(f"console/{template}", **context), status)
+    """A page from templates/console/, in the language the pages choose, with their switcher."""
+    html = render_template(f"console/{template}", **language.document_language(),
+                           languages=language.switcher_links(),
+                           product_name=services().settings.product_name, **context)
+    return make_response(html, status)
 
 
 def _too_many(retry_after: int) -> Response:
-    wait = describe_duration(max(1, -(-retry_after // 60)) * 60)
-    response = render("message.html", 429, title="Too many attempts",
-                      message=f"Too many sign-in attempts from here. Wait about {wait}, "
-                              "then try again.")
+    wait = describe_duration(max(1, -(-retry_after // 60)) * 60, language.page_locale())
+    response = render("message.html", 429, title=gettext("Too many attempts"),
+                      message=gettext("Too many sign-in attempts from here. Wait about %(wait)s,"
+                                      " then try again.", wait=wait))
     response.headers["Retry-After"] = str(max(retry_after, 1))
     return response
 
@@ -82,7 +84,7 @@ def login() -> ResponseReturnValue:
 def login_code() -> ResponseReturnValue:
     token = request.cookies.get(SIGN_IN_COOKIE)
     if token is None:
-        flash("Sign in with your password first; the code comes after it.", "info")
+        flash(gettext("Sign in with your password first; the code comes after it."), "info")
         return redirect(url_for("console.login"), 303)
     form = ConsoleCodeForm()
     if form.validate_on_submit():
@@ -94,7 +96,12 @@ def login_code() -> ResponseReturnValue:
             return _too_many(exc.retry_after)
         except access.WrongCode:
             log_event(logger, "console_code_refused")
-            form.code.errors = [WRONG_CODE]
+            # One answer for a wrong code and for a sign-in whose password was wrong,
+            # which this page must not tell apart.
+            form.code.errors = [gettext(
+                "That code does not sign you in. Check the newest email (or your authenticator"
+                " app); if the address or password was mistyped, or the sign-in is older than"
+                " ten minutes, start again.")]
         else:
             log_event(logger, "console_signed_in")
             response = redirect(url_for("console.overview"), 303)
@@ -112,7 +119,7 @@ def logout() -> ResponseReturnValue:
     if token:
         access.end_console_session(db(), token)
     log_event(logger, "console_signed_out", user_id=current_operator().user_id)
-    flash("You are signed out of the console.", "success")
+    flash(gettext("You are signed out of the console."), "success")
     response = redirect(url_for("console.login"), 303)
     forget_cookie(response, SESSION_COOKIE)
     return response

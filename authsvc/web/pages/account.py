@@ -24,6 +24,8 @@ from authsvc.web.pages.forms import (
     LoginForm,
     LogoutForm,
 )
+from authsvc.web.pages.i18n import gettext
+from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.pages.rendering import render_page, too_many_requests
 from authsvc.web.pages.session_cookie import (
     current_session,
@@ -36,13 +38,8 @@ from authsvc.web.pages.user_agents import describe_user_agent
 from authsvc.web.plumbing import db, services
 
 logger = logging.getLogger(__name__)
-NOT_YOUR_PASSWORD = "That is not your current password."  # noqa: S105 (a message)
 # The forms on /account that the current password allows.
 AccountForm = ChangePasswordForm | ChangeEmailForm | DeleteAccountForm
-SIGN_IN_AGAIN = (
-    "Your account has no password, so this needs a sign-in by email from the last 10 minutes:"
-    " email yourself a sign-in link, use it, and ask again."
-)
 ProofForm = TypeVar("ProofForm", ChangeEmailForm, DeleteAccountForm)
 
 
@@ -83,9 +80,9 @@ def login() -> ResponseReturnValue:
         except actions.InvalidCredentials:
             # One message for a wrong password and an unconfirmed address:
             # telling them apart would tell anyone which addresses are proven.
-            form.password.errors = [
+            form.password.errors = [gettext(
                 "The email address or password is wrong, or the address is not confirmed yet."
-            ]
+            )]
         else:
             return redirect(url_for("pages.account"), 303)
     return render_page("login.html", 422 if form.errors else 200, form=form)
@@ -96,7 +93,7 @@ def logout() -> ResponseReturnValue:
     form = LogoutForm()
     if form.validate_on_submit():
         end_this_session()
-        flash("You are logged out.", "success")
+        flash(gettext("You are logged out."), "success")
         return redirect(url_for("pages.login"), 303)
     return render_page("logout.html", form=form)
 
@@ -138,20 +135,17 @@ def change_password(signed_in: SessionUser) -> ResponseReturnValue:
             db(), services(), session=signed_in, current=form.current.data, new=form.new.data))
     except actions.SessionEnded:
         end_this_session()
-        flash("Your session ended. Log in again.", "info")
+        flash(gettext("Your session ended. Log in again."), "info")
         return redirect(url_for("pages.login"), 303)
     except WeakPassword as exc:
-        form.new.errors = [str(exc)]
+        form.new.errors = [translated_refusal(exc)]
         return account_page(422, form)
     if refused is not None:
         return refused
     log_event(logger, "password_changed", user_id=signed_in.user.id)
     end_this_session()
-    flash(
-        "Your password was changed and you were logged out everywhere. "
-        "Log in with your new password.",
-        "success",
-    )
+    flash(gettext("Your password was changed and you were logged out everywhere. "
+                  "Log in with your new password."), "success")
     return redirect(url_for("pages.login"), 303)
 
 
@@ -167,16 +161,17 @@ def end_session(signed_in: SessionUser) -> ResponseReturnValue:
         sessions.end_all_sessions(db(), user_id)
         log_event(logger, "sessions_ended", user_id=user_id, which="all")
         end_this_session()
-        flash("Every session was ended, this one too. Log in again.", "success")
+        flash(gettext("Every session was ended, this one too. Log in again."), "success")
         return redirect(url_for("pages.login"), 303)
     well_formed = re.fullmatch(r"[0-9]{1,18}", target) is not None
     ended = well_formed and sessions.end_user_session(db(), user_id, int(target))
     log_event(logger, "sessions_ended", user_id=user_id, which="one", found=bool(ended))
     if target == str(signed_in.session_id):
         end_this_session()
-        flash("This session was ended. Log in again.", "success")
+        flash(gettext("This session was ended. Log in again."), "success")
         return redirect(url_for("pages.login"), 303)
-    flash("That session was ended." if ended else "That session had already ended.", "success")
+    flash(gettext("That session was ended.") if ended
+          else gettext("That session had already ended."), "success")
     return redirect(url_for("pages.account"), 303)
 
 
@@ -190,13 +185,15 @@ def with_current_password(form: AccountForm,
         return too_many_requests(exc.retry_after)
     except actions.InvalidCredentials:
         if "current" in form:
-            form.current.errors = [NOT_YOUR_PASSWORD]
+            form.current.errors = [gettext("That is not your current password.")]
         else:  # no password: the proof was a recent sign-in by email, and it is missing
-            flash(SIGN_IN_AGAIN, "info")
+            flash(gettext("Your account has no password, so this needs a sign-in by email from the"
+                      " last 10 minutes: email yourself a sign-in link, use it, and ask again."),
+              "info")
         return account_page(422, form)
     except SameAddress:
         assert isinstance(form, ChangeEmailForm)
-        form.new_email.errors = ["This is already your address."]
+        form.new_email.errors = [gettext("This is already your address.")]
         return account_page(422, form)
     return None
 
@@ -221,9 +218,9 @@ def _require_session() -> SessionUser | None:
     found = current_session()
     if found is None:
         if had_session:
-            flash("Your session ended. Log in again.", "info")
+            flash(gettext("Your session ended. Log in again."), "info")
         else:
-            flash("Log in to see your account.", "info")
+            flash(gettext("Log in to see your account."), "info")
     return found
 
 

@@ -10,6 +10,7 @@ from flask import Blueprint, request
 from flask.typing import ResponseReturnValue
 
 from authsvc.durations import describe_duration
+from authsvc.web.pages.language import page_locale
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import services
 
@@ -27,7 +28,7 @@ def check_email() -> ResponseReturnValue:
         "check_email.html",
         sent=sent,
         purpose=purpose,
-        ttl_text=describe_duration(services().tokens.ttl(purpose)),
+        ttl_text=describe_duration(services().tokens.ttl(purpose), page_locale()),
     )
 
 

@@ -19,15 +19,13 @@ from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.tokens import TokenError
 from authsvc.observability.logs import log_event
 from authsvc.web.pages.forms import ResetCodeForm, VerifyCodeForm
+from authsvc.web.pages.i18n import gettext
+from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import end_this_session, forget_cached_session
 from authsvc.web.plumbing import db, services
 
 logger = logging.getLogger(__name__)
-WRONG_CODE = (
-    "That code does not work for this address. Check that it is from the newest email"
-    " and that the address is the one it was sent to."
-)
 # A refused code's page status: the form again (422), or the code is gone (410).
 _STATUS = {"invalid_code": 422, "code_exhausted": 410, "token_expired": 410}
 
@@ -37,7 +35,9 @@ def refused_code(template: str, form: FlaskForm, error: TokenError,
     """A code form again after its code was refused: the wrong-code wording, or the page
     saying the code is gone (410). Every code page of every purpose answers so."""
     if error.code == "invalid_code":
-        form.code.errors = [WRONG_CODE]  # type: ignore[attr-defined]
+        form.code.errors = [gettext(  # type: ignore[attr-defined]
+            "That code does not work for this address. Check that it is from the newest email"
+            " and that the address is the one it was sent to.")]  # type: ignore[attr-defined]
     return render_page(template, _STATUS.get(error.code, 422), form=form, problem=error.code,
                        **context)
 
@@ -60,11 +60,11 @@ def verify_code() -> ResponseReturnValue:
     except TokenError as exc:
         return _refused("enter_code.html", form, "verify", exc, needs_password=password is not None)
     except actions.PasswordRequired:
-        form.password.errors = ["Choose a password to confirm this address."]
+        form.password.errors = [gettext("Choose a password to confirm this address.")]
         return render_page("enter_code.html", 422, form=form, purpose="verify",
                            needs_password=True)
     except WeakPassword as exc:
-        form.password.errors = [str(exc)]
+        form.password.errors = [translated_refusal(exc)]
         return render_page("enter_code.html", 422, form=form, purpose="verify",
                            needs_password=True)
     log_event(logger, "email_verified", user_id=user.id, by="code")
@@ -85,12 +85,12 @@ def reset_code() -> ResponseReturnValue:
     except TokenError as exc:
         return _refused("enter_code.html", form, "reset", exc, needs_password=True)
     except WeakPassword as exc:
-        form.password.errors = [str(exc)]
+        form.password.errors = [translated_refusal(exc)]
         return render_page("enter_code.html", 422, form=form, purpose="reset",
                            needs_password=True)
     log_event(logger, "password_reset", user_id=user.id, by="code")
     end_this_session()  # no auto-login: the reset ended every session
-    flash("Your password was changed. Log in with your new password.", "success")
+    flash(gettext("Your password was changed. Log in with your new password."), "success")
     return redirect(url_for("pages.login"), 303)
 
 

@@ -26,6 +26,7 @@ from authsvc.web.pages.account import (
 )
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import ConfirmDeletionForm, DeleteAccountForm, DeletionCodeForm
+from authsvc.web.pages.i18n import gettext
 from authsvc.web.pages.link_problem import link_form, link_page, link_problem
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import end_this_session
@@ -42,9 +43,9 @@ def request_deletion(signed_in: SessionUser) -> ResponseReturnValue:
         form, lambda: deletion.request_account_deletion(
             db(), services(), email=signed_in.user.email, **proof_of(form, signed_in)),
         event="deletion_requested", user_id=signed_in.user.id,
-        sent=lambda: "We sent a link to confirm the deletion to your address (or, if it was"
-        " changed lately, to the address it was changed from). Nothing is deleted until it"
-        " is used.")
+        sent=lambda: gettext("We sent a link to confirm the deletion to your address (or, if it"
+                             " was changed lately, to the address it was changed from). Nothing"
+                             " is deleted until it is used."))
 
 
 def delete_account() -> ResponseReturnValue:

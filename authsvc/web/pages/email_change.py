@@ -43,12 +43,14 @@ from authsvc.web.pages.forms import (
     ConfirmChangeForm,
     UndoChangeForm,
 )
+from authsvc.web.pages.i18n import gettext
 from authsvc.web.pages.link_problem import (
     link_form,
     link_page,
     link_problem,
     posted_token_and_password,
 )
+from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import end_this_session, forget_cached_session
 from authsvc.web.plumbing import db, services
@@ -66,8 +68,9 @@ def request_change(signed_in: SessionUser) -> ResponseReturnValue:
             **proof_of(form, signed_in)),
         event="email_change_requested", user_id=signed_in.user.id,
         # The same words whether or not the address is taken (its holder is told instead).
-        sent=lambda: f"We sent a link to {form.new_email.data}. Your address changes only"
-        " when it is used; until then, sign in as before.")
+        sent=lambda: gettext("We sent a link to %(email)s. Your address changes only when it"
+                             " is used; until then, sign in as before.",
+                             email=form.new_email.data))
 
 
 # Each side of a change: the new address's confirmation, the old address's approval.
@@ -178,7 +181,7 @@ def _redeem_undo() -> ResponseReturnValue:
     except EmailTaken:
         return render_page("email_taken.html", 409, undo=True)
     except WeakPassword as exc:
-        form.password.errors = [str(exc)]
+        form.password.errors = [translated_refusal(exc)]
         try:
             user = links.check_link(db(), services(), token, "email_revert")
         except TokenError as gone:

@@ -18,6 +18,7 @@ from authsvc.accounts import links
 from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
+from authsvc.web.pages.branding import brand_link_page
 from authsvc.web.pages.forms import ConfirmEmailForm, LinkForm, ResendForm, UndoChangeForm
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import db, services
@@ -48,6 +49,9 @@ def link_page(
 ) -> ResponseReturnValue:
     """A link's landing page: only the POST redeems (`redeem`); GET/HEAD `show` the form
     for a live link, or the page saying why it will not redeem."""
+    # The brand first: the page's language may be the brand's default.
+    brand_link_page(request.form.get("token") if request.method == "POST"
+                    else request.args.get("token"), purpose)
     if request.method == "POST":
         return redeem()
     token, user = checked_link(purpose)

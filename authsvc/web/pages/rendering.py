@@ -15,6 +15,8 @@ from authsvc import ratelimit
 from authsvc.accounts.users import User
 from authsvc.durations import describe_duration
 from authsvc.observability.logs import log_event
+from authsvc.web.pages import branding, i18n, language
+from authsvc.web.pages.i18n import gettext, lazy_gettext
 from authsvc.web.pages.icon import CACHEABLE_ENDPOINTS
 from authsvc.web.pages.session_cookie import signed_in_user
 from authsvc.web.plumbing import client_ip, database_failed, db, services
@@ -27,8 +29,14 @@ def render_page(
 ) -> Response:
     """A page from templates/pages/, with the signed-in account for the header."""
     user = signed_in_user() if with_user else None
-    html = render_template(f"pages/{template}", current_user=user, **context)
+    html = render_template(f"pages/{template}", current_user=user, **_frame(), **context)
     return make_response(html, status)
+
+
+def _frame() -> dict[str, Any]:
+    """What every page's frame shows: its language, the switcher, the brand."""
+    return {**language.document_language(), "languages": language.switcher_links(),
+            "brand": branding.page_brand()}
 
 
 def error_page(
@@ -36,7 +44,8 @@ def error_page(
 ) -> Response:
     """An error in the site's frame; the header knows who is logged in unless the server failed."""
     user = None if status >= 500 else _user_if_database_answers()
-    html = render_template("pages/error.html", current_user=user, title=title, message=message)
+    html = render_template("pages/error.html", current_user=user, title=title, message=message,
+                           **_frame())
     response = make_response(html, status)
     if retry_after is not None:
         response.headers["Retry-After"] = str(max(retry_after, 1))
@@ -55,11 +64,11 @@ def _user_if_database_answers() -> User | None:
 
 def too_many_requests(retry_after: int) -> Response:
     # Whole minutes, rounded up: waiting what the page says is always enough.
-    wait = describe_duration(max(1, -(-retry_after // 60)) * 60)
+    wait = describe_duration(max(1, -(-retry_after // 60)) * 60, language.page_locale())
     return error_page(
         429,
-        "Too many attempts",
-        f"Too many attempts from here. Wait about {wait}, then try again.",
+        gettext("Too many attempts"),
+        gettext("Too many attempts from here. Wait about %(wait)s, then try again.", wait=wait),
         retry_after=retry_after,
     )
 
@@ -89,16 +98,23 @@ def _csrf_refused(error: CSRFError) -> Response:
     log_event(logger, "csrf_refused", path=request.path, reason=error.description)
     return error_page(
         400,
-        "This form has expired",
-        "The form was missing its security token or it did not match this browser. "
-        "Go back, reload the page and submit it again.",
+        gettext("This form has expired"),
+        gettext("The form was missing its security token or it did not match this browser. "
+                "Go back, reload the page and submit it again."),
     )
 
 
 # Werkzeug's descriptions speak to developers ("check your spelling"); these to people.
 _PLAIN_WORDS = {
-    404: ("Page not found", "There is no page at this address. Check the link, or start again."),
-    405: ("Not allowed here", "This page cannot be used that way. Go back and try again."),
+    404: (lazy_gettext("Page not found"),
+          lazy_gettext("There is no page at this address. Check the link, or start again.")),
+    405: (lazy_gettext("Not allowed here"),
+          lazy_gettext("This page cannot be used that way. Go back and try again.")),
+    # Werkzeug's own words for the rest are English and speak to developers.
+    400: (lazy_gettext("Something is wrong with this request"),
+          lazy_gettext("The page could not understand what was sent. Go back and try again.")),
+    413: (lazy_gettext("That was too much to send"),
+          lazy_gettext("The form sent more than a page accepts. Go back and try again.")),
 }
 
 
@@ -111,9 +127,10 @@ def _http_error(error: HTTPException) -> Response:
     """
     status = error.code or 500
     if status >= 500:
-        return error_page(status, "Something went wrong", "Please try again in a moment.")
+        return error_page(status, gettext("Something went wrong"),
+                          gettext("Please try again in a moment."))
     title, message = _PLAIN_WORDS.get(status, (error.name, error.description or ""))
-    response = error_page(status, title, message)
+    response = error_page(status, str(title), str(message))
     if isinstance(error, MethodNotAllowed) and error.valid_methods:
         response.headers["Allow"] = ", ".join(sorted(error.valid_methods))
     return response
@@ -125,8 +142,8 @@ def _database_unavailable(error: psycopg.OperationalError) -> Response:
     database_failed()
     response = error_page(
         503,
-        "We are briefly unavailable",
-        "Nothing was changed. Please try again in a moment.",
+        gettext("We are briefly unavailable"),
+        gettext("Nothing was changed. Please try again in a moment."),
     )
     response.headers["Retry-After"] = "2"
     return response
@@ -136,6 +153,9 @@ def install(bp: Blueprint) -> None:
     """Attach the shared behaviour to the pages blueprint."""
     bp.before_request(_limit_form_posts)
     bp.after_request(_never_cache)
+    language.install(bp)
+    branding.install(bp)
+    bp.record_once(lambda state: i18n.install(state.app))
     bp.register_error_handler(CSRFError, _csrf_refused)
     bp.register_error_handler(HTTPException, _http_error)
     # By class, not by code: a blueprint's own class handler (the API's

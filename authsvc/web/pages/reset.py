@@ -12,8 +12,10 @@ from authsvc.accounts.passwords import WeakPassword
 from authsvc.accounts.tokens import TokenError
 from authsvc.observability.logs import log_event
 from authsvc.web.pages.forms import NewPasswordForm
+from authsvc.web.pages.i18n import gettext
 from authsvc.web.pages.link_problem import link_form, link_page, link_problem
 from authsvc.web.pages.link_request import link_request_page
+from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import end_this_session
 from authsvc.web.plumbing import db, services
@@ -42,12 +44,12 @@ def _set_password() -> ResponseReturnValue:
         except TokenError as exc:
             return link_problem(exc, "reset", token)
         except WeakPassword as exc:
-            form.password.errors = [str(exc)]
+            form.password.errors = [translated_refusal(exc)]
         else:
             log_event(logger, "password_reset", user_id=user.id)
             # No auto-login: the reset ended every session, this browser's included.
             end_this_session()
-            flash("Your password was changed. Log in with your new password.", "success")
+            flash(gettext("Your password was changed. Log in with your new password."), "success")
             return redirect(url_for("pages.login"), 303)
     # The form again, with its errors; only now does the page need the address.
     try:

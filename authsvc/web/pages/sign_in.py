@@ -23,17 +23,15 @@ from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import SignInCodeForm, SignInForm
+from authsvc.web.pages.i18n import gettext
 from authsvc.web.pages.link_problem import link_page, link_problem
 from authsvc.web.pages.link_request import link_request_page
+from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import adopt_session
 from authsvc.web.plumbing import db, services
 
 logger = logging.getLogger(__name__)
-DISCARDED = (
-    "The password set for this address before it was confirmed was discarded: anyone can"
-    " sign up with an address, so only a password chosen after proving it counts."
-)
 
 
 def sign_in_page() -> ResponseReturnValue:
@@ -64,7 +62,7 @@ def _redeem() -> ResponseReturnValue:
     except TokenError as exc:
         return link_problem(exc, "sign_in", token)
     except WeakPassword as exc:
-        form.password.errors = [str(exc)]
+        form.password.errors = [translated_refusal(exc)]
         try:
             user = sign_in.check_sign_in_link(db(), services(), token)
         except TokenError as dead:
@@ -93,10 +91,15 @@ def _signed_in(signed_in: SignedIn, *, by: str, chose_password: bool) -> Respons
               account_created=signed_in.created,
               password_discarded=signed_in.password_discarded)
     if signed_in.password_discarded and not chose_password:
-        flash(DISCARDED + " To have one, use “Forgot your password?” on the login page.",
-              "info")
+        flash(gettext("The password set for this address before it was confirmed was discarded:"
+                      " anyone can sign up with an address, so only a password chosen after"
+                      " proving it counts. To have one, use “Forgot your password?” on the"
+                      " login page."), "info")
     elif signed_in.password_discarded:
-        flash(DISCARDED + " The password you just chose is the account's now.", "info")
+        flash(gettext("The password set for this address before it was confirmed was discarded:"
+                      " anyone can sign up with an address, so only a password chosen after"
+                      " proving it counts. The password you just chose is the account's now."),
+              "info")
     return redirect(url_for("pages.account"), 303)
 
 

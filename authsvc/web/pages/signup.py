@@ -8,6 +8,7 @@ from flask.typing import ResponseReturnValue
 from authsvc.accounts import actions
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.web.pages.forms import SignupForm
+from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import db, services
 
@@ -18,7 +19,7 @@ def signup() -> ResponseReturnValue:
         try:
             actions.sign_up(db(), services(), email=form.email.data, password=form.password.data)
         except WeakPassword as exc:
-            form.password.errors = [str(exc)]
+            form.password.errors = [translated_refusal(exc)]
         else:
             return redirect(url_for("pages.check_email", sent="signup"), 303)
     return render_page("signup.html", 422 if form.errors else 200, form=form)

@@ -13,8 +13,10 @@ from authsvc.accounts.tokens import TokenError
 from authsvc.accounts.users import User
 from authsvc.observability.logs import log_event
 from authsvc.web.pages.forms import ConfirmEmailForm
+from authsvc.web.pages.i18n import gettext
 from authsvc.web.pages.link_problem import link_page, link_problem, posted_token_and_password
 from authsvc.web.pages.link_request import link_request_page
+from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import forget_cached_session
 from authsvc.web.plumbing import db, services
@@ -45,10 +47,10 @@ def _confirm() -> ResponseReturnValue:
     except TokenError as exc:
         return link_problem(exc, "verify", token)
     except actions.PasswordRequired:
-        form.password.errors = ["Choose a password to confirm this address."]
+        form.password.errors = [gettext("Choose a password to confirm this address.")]
         return _ask_again(form, token)
     except WeakPassword as exc:
-        form.password.errors = [str(exc)]
+        form.password.errors = [translated_refusal(exc)]
         return _ask_again(form, token)
     log_event(logger, "email_verified", user_id=user.id)
     forget_cached_session()  # confirming ends sessions opened before the proof

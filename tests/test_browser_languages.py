@@ -1,0 +1,217 @@
+"""The pages in German and Arabic in Chromium: axe-core on each, the switcher without
+JavaScript, right-to-left that mirrors, and the Arabic screenshots in docs/.
+
+axe-core is injected from disk (tests/browser/node_modules, `make browser`) into a
+context that bypasses the CSP only for that. Screenshots go to the test's temp
+folder; with AUTHSVC_UPDATE_SCREENSHOTS=1 they refresh docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from authsvc.accounts import actions, deletion, email_change
+from authsvc.apps.keys import register_app
+from testkit.servers import serving
+from tests.browser_support import BROWSER_MARKS, new_tab
+from tests.link_support import latest_claims, latest_link
+from tests.pages_support import PASSWORD, make_account
+
+ROOT = Path(__file__).resolve().parent.parent
+AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
+DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+pytestmark = BROWSER_MARKS
+
+# Pages anyone can open, each with its forms' errors shown where it has a form.
+OPEN_PAGES = ("/signup", "/login", "/reset", "/verify/request", "/sign-in/request",
+              "/verify/code", "/reset/code", "/sign-in/code", "/email-change/code",
+              "/email-change/approve/code", "/account/delete/code", "/check-email?sent=signup",
+              "/verify?token=not-a-token", "/no-such-page", "/logout")
+
+
+@pytest.fixture
+def base_url(app) -> Iterator[str]:
+    with serving(app) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser) -> Iterator[Page]:
+    with new_tab(browser, java_script_enabled=False,
+                 viewport={"width": 1100, "height": 900}) as tab:
+        yield tab
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    if os.environ.get("AUTHSVC_UPDATE_SCREENSHOTS") == "1":
+        return DOC_SCREENSHOTS
+    return tmp_path
+
+
+def _link_pages(conn: Any, svc: Any) -> list[str]:
+    """A live link of each kind that opens a page, the confirmation one branded."""
+    app, _key = register_app(conn, "shop", ["https://shop.example/welcome"])
+    conn.execute("UPDATE apps SET product_name = 'Shop', brand_color = '#aa3300',"
+                 " support_url = 'https://shop.example/help' WHERE id = %s", (app.id,))
+    make_account(conn, svc, "new@example.com", verified=False)
+    verify = svc.tokens.mint(replace(latest_claims(conn, "new@example.com", "verify"),
+                                     brand_app_id=app.id))
+    make_account(conn, svc, "ann@example.com")
+    make_account(conn, svc, "bob@example.com")
+    actions.request_password_reset(conn, svc, email="ann@example.com")
+    actions.request_sign_in(conn, svc, email="ann@example.com")
+    email_change.request_email_change(conn, svc, email="bob@example.com",
+                                      new_email="bob@elsewhere.example", password=PASSWORD)
+    change = latest_link(conn, svc, "bob@elsewhere.example", "email_change")
+    email_change.confirm_email_change(conn, svc, token=change, purpose="email_change")
+    deletion.request_account_deletion(conn, svc, email="ann@example.com", password=PASSWORD)
+    return [
+        f"/verify?token={verify}",
+        f"/reset/confirm?token={latest_link(conn, svc, 'ann@example.com', 'reset')}",
+        f"/sign-in?token={latest_link(conn, svc, 'ann@example.com', 'sign_in')}",
+        f"/email-change/confirm?token={change}",  # used now: the "already used" page
+        f"/email-change/undo?token={latest_link(conn, svc, 'bob@example.com', 'email_revert')}",
+        f"/account/delete?token={latest_link(conn, svc, 'ann@example.com', 'account_delete')}",
+    ]
+
+
+def _violations(tab: Any) -> list[dict[str, Any]]:
+    tab.add_script_tag(path=str(AXE))
+    result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    return [{"id": v["id"], "impact": v["impact"], "nodes": [n["html"] for n in v["nodes"]][:3]}
+            for v in result["violations"] if v["impact"] in ("serious", "critical")]
+
+
+@pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)")
+@pytest.mark.parametrize("locale", ["de", "ar"])
+def test_every_page_in_german_and_arabic_has_no_serious_accessibility_violation(
+        browser, base_url, conn, svc, locale):
+    links = _link_pages(conn, svc)
+    context = browser.new_context(bypass_csp=True, java_script_enabled=True)
+    tab = context.new_page()
+    tab.set_default_timeout(15_000)
+    audited: dict[str, list[dict[str, Any]]] = {}
+    try:
+        tab.goto(f"{base_url}/login?lang={locale}")  # the cookie keeps it from here on
+        for path in (*OPEN_PAGES, *links):
+            tab.goto(base_url + path)
+            assert tab.get_attribute("html", "lang") == locale, path
+            audited[path] = _violations(tab)
+        # A form with its errors, then the signed-in account page.
+        tab.goto(f"{base_url}/signup")
+        tab.locator("form button[type=submit], form input[type=submit]").first.click()
+        audited["/signup (errors)"] = _violations(tab)
+        tab.goto(f"{base_url}/login")
+        tab.locator("input[type=email]").fill("ann@example.com")
+        tab.locator("input[type=password]").fill(PASSWORD)
+        tab.locator("form input[type=submit]").first.click()
+        tab.wait_for_url(f"{base_url}/account")
+        audited["/account"] = _violations(tab)
+    finally:
+        context.close()
+    assert {path: found for path, found in audited.items() if found} == {}
+
+
+def test_the_switcher_works_without_javascript(page, base_url):
+    page.goto(f"{base_url}/signup")
+    expect(page.get_by_role("heading", name="Create an account")).to_be_visible()
+    page.get_by_role("navigation", name="Language").get_by_role("link", name="Deutsch").click()
+    expect(page.get_by_role("heading", name="Konto erstellen")).to_be_visible()
+    assert page.get_attribute("html", "lang") == "de"
+    # Remembered: the next page is German too, and says which language is current.
+    page.get_by_role("link", name="Anmelden").first.click()
+    expect(page.get_by_role("heading", name="Anmelden")).to_be_visible()
+    current = page.get_by_role("navigation", name="Sprache").get_by_role("link", name="Deutsch")
+    assert current.get_attribute("aria-current") == "true"
+    page.get_by_role("navigation", name="Sprache").get_by_role("link", name="العربية").click()
+    expect(page.get_by_role("heading", name="تسجيل الدخول")).to_be_visible()
+    assert page.get_attribute("html", "dir") == "rtl"
+    page.get_by_role("navigation", name="اللغة").get_by_role("link", name="English").click()
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+
+
+def test_arabic_pages_mirror_and_are_photographed(page, base_url, conn, svc, screenshots):
+    page.goto(f"{base_url}/signup?lang=ar")
+    expect(page.get_by_role("heading", name="إنشاء حساب")).to_be_visible()
+    # Right to left: the brand is on the right, the account links on the left.
+    brand = page.locator(".site-header .brand").bounding_box()
+    nav = page.locator(".site-header nav").bounding_box()
+    assert brand is not None and nav is not None and brand["x"] > nav["x"]
+    heading = page.get_by_role("heading", name="إنشاء حساب").bounding_box()
+    card = page.locator("main.card").bounding_box()
+    assert heading is not None and card is not None
+    assert heading["x"] + heading["width"] > card["x"] + card["width"] - 80  # starts at the right
+    page.get_by_role("button", name="إنشاء الحساب").click()  # shows the errors too
+    screenshots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(screenshots / "pages-ar-signup.png"), full_page=True)
+
+    make_account(conn, svc, "ann@example.com")
+    page.goto(f"{base_url}/login")
+    page.get_by_label("البريد الإلكتروني").fill("ann@example.com")
+    page.get_by_label("كلمة المرور").fill(PASSWORD)
+    page.get_by_role("button", name="تسجيل الدخول", exact=True).click()
+    expect(page.get_by_role("heading", name="حسابك")).to_be_visible()
+    page.screenshot(path=str(screenshots / "pages-ar-account.png"), full_page=True)
+
+
+@pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)")
+@pytest.mark.parametrize("locale", ["de", "ar"])
+def test_every_console_page_in_german_and_arabic_has_no_serious_violation(
+        browser, base_url, conn, svc, locale):
+    from tests.accounts_support import one_number, stored_user
+    from tests.console_support import OPERATOR, emailed_code, make_operator
+
+    make_operator(conn, svc)
+    ann = stored_user(conn, make_account(conn, svc, "ann@example.com"))
+    actions.request_password_reset(conn, svc, email="ann@example.com")
+    job_id = one_number(conn, "SELECT id FROM email_jobs WHERE template = 'reset'")
+    context = browser.new_context(bypass_csp=True)
+    tab = context.new_page()
+    tab.set_default_timeout(15_000)
+    audited: dict[str, list[dict[str, Any]]] = {}
+    try:
+        tab.goto(f"{base_url}/admin/login?lang={locale}")
+        audited["/admin/login"] = _violations(tab)
+        tab.locator("input[type=email]").fill(OPERATOR)
+        tab.locator("input[type=password]").fill(PASSWORD)
+        tab.locator("form input[type=submit]").click()
+        tab.wait_for_url(f"{base_url}/admin/login/code")
+        audited["/admin/login/code"] = _violations(tab)
+        tab.locator("input[name=code]").fill(emailed_code(conn, svc))
+        tab.locator("form input[type=submit]").click()
+        tab.wait_for_url(f"{base_url}/admin/")
+        for path in ("/admin/", "/admin/jobs", f"/admin/jobs/{job_id}", "/admin/accounts",
+                     f"/admin/accounts/{ann.id}", "/admin/suppressions", "/admin/apps",
+                     "/admin/log"):
+            tab.goto(base_url + path)
+            assert tab.get_attribute("html", "lang") == locale, path
+            audited[path] = _violations(tab)
+    finally:
+        context.close()
+    assert {path: found for path, found in audited.items() if found} == {}
+
+
+def test_a_branded_link_page_in_german_is_photographed(page, base_url, conn, svc, screenshots):
+    app, _key = register_app(conn, "shop", ["https://shop.example/welcome"])
+    conn.execute("UPDATE apps SET product_name = 'Blumenladen Müller', brand_color = '#1e7a43',"
+                 " support_url = 'https://shop.example/hilfe' WHERE id = %s", (app.id,))
+    make_account(conn, svc, "anna@example.com", verified=False)
+    token = svc.tokens.mint(replace(latest_claims(conn, "anna@example.com", "verify"),
+                                    brand_app_id=app.id))
+    page.goto(f"{base_url}/verify?token={token}&lang=de")
+    expect(page.get_by_role("heading", name="E-Mail-Adresse bestätigen")).to_be_visible()
+    expect(page.locator(".site-header .brand")).to_have_text("Blumenladen Müller")
+    border = page.locator(".site-header").evaluate(
+        "e => getComputedStyle(e).borderTopColor")
+    assert border == "rgb(30, 122, 67)"  # the brand's colour, through the CSP's hash
+    screenshots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(screenshots / "pages-de-branded.png"), full_page=True)

@@ -29,6 +29,7 @@ from tests.api_support import ApiCaller
 from tests.link_support import latest_link
 from tests.worker_support import queue_notices, renderer
 from tools.local_hook import LocalHook
+from tools.local_provider import Answer
 from tools.local_resend import LocalResend
 
 NEW_PASSWORD = "a brand new passphrase"
@@ -152,6 +153,22 @@ def test_the_apps_answer_decides_as_a_providers_would(client, conn, pool, settin
         wait = conn.execute("SELECT extract(epoch FROM next_attempt_at - now())::float8"
                             " FROM email_jobs").fetchone()[0]
         assert 115 < wait <= 120
+
+
+@pytest.mark.parametrize("retry_after", ["\xb2", "Mon, 01 Jan 99999999999999999999 00:00:00 GMT"])
+def test_an_apps_unreadable_retry_after_is_a_retry_not_a_crash(client, conn, pool, settings, svc,
+                                                               hook, transport, retry_after):
+    """The app's answer must never stop the worker that reads it (a non-ASCII digit, a date
+    past the calendar): the job is retried on the usual backoff."""
+    app, key = _app_with_hook(conn, settings, hook)
+    api = ApiCaller(client, app, key)
+    _own_proven_account(api, conn, svc, "ada@example.com")
+    api.post("/password-resets", {"email": "ada@example.com"})
+    hook.answer_next(Answer(503, b"", {"Retry-After": retry_after}))
+    assert _send_all(pool, _delivery(pool, settings), transport) == {"ada@example.com": "retry"}
+    conn.execute("UPDATE email_jobs SET next_attempt_at = now()")
+    assert _send_all(pool, _delivery(pool, settings), transport) == {"ada@example.com": "sent"}
+    assert len(hook.snapshot()) == 1
 
 
 def test_another_apps_users_mail_never_reaches_the_hook(client, conn, pool, settings, svc, hook,

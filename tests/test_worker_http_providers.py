@@ -21,7 +21,12 @@ import pytest
 
 from authsvc.worker import jobs
 from authsvc.worker.delivery import RetryPolicy
-from authsvc.worker.mailers import AmbiguousSendError, PermanentSendError, TransientSendError
+from authsvc.worker.mailers import (
+    AmbiguousSendError,
+    PermanentSendError,
+    SendError,
+    TransientSendError,
+)
 from authsvc.worker.providers.brevo import brevo_idempotency_key
 from testkit.waiting import wait_until
 from tests.provider_support import FAKES, IDEMPOTENT, KEYLESS, every_provider, running_fake
@@ -386,3 +391,36 @@ def test_the_request_bodies_are_the_documented_shapes(conn, pool, settings):
     for name, request in bodies.items():
         if name != "mailgun":
             json.dumps(request["body"])  # plain JSON, as sent
+
+
+# Answers no provider documents that a proxy or a broken provider may still give. Each
+# must end as a SendError (a classified outcome); any other exception stops the worker.
+ODD_ANSWERS = {
+    "a non-ASCII digit as Retry-After": Answer(503, b"", {"Retry-After": "\xb2"}),
+    "a date past the calendar as Retry-After": Answer(
+        429, b"", {"Retry-After": "Mon, 01 Jan 99999999999999999999 00:00:00 GMT"}),
+    "a non-ASCII digit as the rate-limit reset": Answer(
+        429, b"", {"X-RateLimit-Reset": "\xb9", "x-sib-ratelimit-reset": "\xb9"}),
+    "a refusal nested too deep to parse": Answer(503, b"[" * 60000),
+    "an acceptance nested too deep to parse": Answer(200, b"[" * 60000),
+    "a refusal that is not the gzip it says": Answer(502, b"not gzip", {"Content-Encoding": "gzip"}),
+    "an acceptance that is not the gzip it says": Answer(
+        200, b"not gzip", {"Content-Encoding": "gzip"}),
+}
+
+
+@every_provider
+@pytest.mark.parametrize("odd", list(ODD_ANSWERS))
+def test_an_answer_no_provider_documents_is_classified_not_a_crash(conn, pool, settings, case,
+                                                                   odd):
+    email = rendered_notice(settings, pool, conn)
+    answer = ODD_ANSWERS[odd]
+    case.fake.answer_next(answer)
+    with pytest.raises(SendError) as caught:
+        case.mailer().send(email)
+    if answer.status >= 300:
+        assert isinstance(caught.value, TransientSendError)  # a 5xx, 429: retried
+    else:  # a 2xx that names no message: an unknown outcome, as after a lost answer
+        unknown = TransientSendError if case.name in IDEMPOTENT else AmbiguousSendError
+        assert isinstance(caught.value, unknown)
+    assert case.mailer().send(email)  # the next answer is read as usual

@@ -14,7 +14,6 @@ come back in `X-RateLimit-Reset` (a Unix time), read when there is no
 
 from __future__ import annotations
 
-import time
 from email.utils import parseaddr
 from typing import Any, ClassVar
 
@@ -22,9 +21,9 @@ import httpx
 
 from authsvc.worker.mailers import OutgoingEmail
 from authsvc.worker.providers.http import (
-    MAX_RETRY_AFTER_SECONDS,
     HttpProviderMailer,
     retry_after_seconds,
+    unix_time_wait,
 )
 
 
@@ -71,7 +70,5 @@ class SendgridMailer(HttpProviderMailer):
 
     def retry_after(self, response: httpx.Response) -> float | None:
         wait = retry_after_seconds(response.headers.get("Retry-After"))
-        reset = response.headers.get("X-RateLimit-Reset", "").strip()
-        if wait is None and reset.isdigit():
-            wait = min(max(0.0, int(reset) - time.time()), MAX_RETRY_AFTER_SECONDS)
-        return wait
+        return wait if wait is not None else unix_time_wait(
+            response.headers.get("X-RateLimit-Reset"))

@@ -424,3 +424,24 @@ def test_a_sendgrid_batch_larger_than_one_event_fits(app_with, conn):
         assert len(too_big.body) > 1024 * 1024
         assert_problem(_post(hook, "sendgrid", too_big), 413, "payload_too_large")
     assert [row[0] for row in _state(conn)[0]] == ["gone@example.com"]
+
+
+@every_provider
+def test_a_body_nested_too_deep_to_parse_is_refused_not_an_error(app_with, fake, conn, name):
+    """JSON nested past the parser's limit, with the provider's own headers (credentials
+    included): a 4xx that changes nothing, never a 500."""
+    hook = _app(app_with, fake).test_client()
+    if isinstance(fake, LocalSendgrid):
+        real = fake.events([fake.event("bounce", "x@example.com", "m1", type="bounce")])
+    elif isinstance(fake, LocalMailgun):
+        real = fake.event({"event": "complained", "recipient": "x@example.com"})
+    elif isinstance(fake, LocalSes):
+        real = fake.sns_message("Notification", {"Message": "{}"})
+    elif isinstance(fake, LocalResend):
+        real = fake.event("email.bounced", {})
+    else:
+        real = fake.bounce("x@example.com")
+    response = _post(hook, name, Notification(b"[" * 60_000, real.headers))
+    assert response.status_code in (400, 401), response.get_data()
+    assert response.mimetype == "application/problem+json"
+    assert _state(conn) == ([], [])

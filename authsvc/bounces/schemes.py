@@ -111,7 +111,7 @@ def check_credentials(incoming: Incoming, expected: str) -> None:
 def json_body(incoming: Incoming) -> Any:
     try:
         return json.loads(incoming.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's limit
         raise Malformed("The body must be JSON.") from None
 
 

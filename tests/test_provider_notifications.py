@@ -445,3 +445,25 @@ def test_a_body_nested_too_deep_to_parse_is_refused_not_an_error(app_with, fake,
     assert response.status_code in (400, 401), response.get_data()
     assert response.mimetype == "application/problem+json"
     assert _state(conn) == ([], [])
+
+
+@pytest.mark.parametrize("moment", [{"ts_epoch": float("nan")}, {"ts_epoch": None, "ts_event": float("nan")}])
+def test_a_brevo_event_whose_time_is_not_a_number_is_refused(app_with, conn, caplog, moment):
+    """NaN compares false with everything: it must not pass as "within the window"."""
+    with LocalBrevo() as fake:
+        hook = _app(app_with, fake).test_client()
+        real = fake.bounce("gone@example.com")
+        record = {**json.loads(real.body), **moment}
+        forged = Notification(json.dumps(record).encode(), real.headers)  # NaN, as Python writes it
+        _refused(hook, "brevo", forged, conn, caplog, "not a time")
+
+
+@pytest.mark.parametrize("timestamp", ["\xb2", "\u0663", "", "-5", "1e9"])
+def test_a_signed_timestamp_that_is_not_unix_seconds_is_refused(timestamp):
+    """SendGrid's and Mailgun's signed timestamps: ASCII digits only (`"²".isdigit()` holds,
+    but float() refuses it: a 500 instead of a refusal)."""
+    from authsvc.bounces.notices import Refused
+    from authsvc.bounces.schemes import check_unix_time
+
+    with pytest.raises(Refused, match="not a Unix time"):
+        check_unix_time(timestamp, time.time(), window_seconds=300)

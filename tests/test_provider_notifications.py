@@ -447,7 +447,8 @@ def test_a_body_nested_too_deep_to_parse_is_refused_not_an_error(app_with, fake,
     assert _state(conn) == ([], [])
 
 
-@pytest.mark.parametrize("moment", [{"ts_epoch": float("nan")}, {"ts_epoch": None, "ts_event": float("nan")}])
+@pytest.mark.parametrize("moment", [{"ts_epoch": float("nan")},
+                                    {"ts_epoch": None, "ts_event": float("nan")}])
 def test_a_brevo_event_whose_time_is_not_a_number_is_refused(app_with, conn, caplog, moment):
     """NaN compares false with everything: it must not pass as "within the window"."""
     with LocalBrevo() as fake:

@@ -403,7 +403,8 @@ ODD_ANSWERS = {
         429, b"", {"X-RateLimit-Reset": "\xb9", "x-sib-ratelimit-reset": "\xb9"}),
     "a refusal nested too deep to parse": Answer(503, b"[" * 60000),
     "an acceptance nested too deep to parse": Answer(200, b"[" * 60000),
-    "a refusal that is not the gzip it says": Answer(502, b"not gzip", {"Content-Encoding": "gzip"}),
+    "a refusal that is not the gzip it says": Answer(
+        502, b"not gzip", {"Content-Encoding": "gzip"}),
     "an acceptance that is not the gzip it says": Answer(
         200, b"not gzip", {"Content-Encoding": "gzip"}),
 }

@@ -171,6 +171,21 @@ def test_an_apps_unreadable_retry_after_is_a_retry_not_a_crash(client, conn, poo
     assert len(hook.snapshot()) == 1
 
 
+def test_a_delivery_url_that_is_not_ascii_is_refused_and_retried_not_a_crash(
+        client, conn, pool, settings, svc, hook, transport):
+    """http.client cannot put "café" in a request line: such a URL, stored before this check,
+    is a refused target (retried while the operator fixes it), never an exception."""
+    app, key = _app_with_hook(conn, settings, hook)
+    api = ApiCaller(client, app, key)
+    _own_proven_account(api, conn, svc, "ada@example.com")
+    api.post("/password-resets", {"email": "ada@example.com"})
+    conn.execute("UPDATE apps SET delivery_url = %s WHERE id = %s",
+                 (f"{hook.origin}/caf\u00e9", app.id))
+    assert _send_all(pool, _delivery(pool, settings), transport) == {"ada@example.com": "retry"}
+    [error] = conn.execute("SELECT last_error FROM email_jobs").fetchone()
+    assert "delivery URL refused" in error and hook.requests == []
+
+
 def test_another_apps_users_mail_never_reaches_the_hook(client, conn, pool, settings, svc, hook,
                                                          transport):
     """An app asking a reset for someone else's account must not get its link or code."""

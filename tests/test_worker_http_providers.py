@@ -407,6 +407,11 @@ ODD_ANSWERS = {
         502, b"not gzip", {"Content-Encoding": "gzip"}),
     "an acceptance that is not the gzip it says": Answer(
         200, b"not gzip", {"Content-Encoding": "gzip"}),
+    # Each provider's error fields, as lists and objects where its docs say string or number.
+    **{f"a {status} whose error fields are not scalars": Answer.json(status, {
+        "ErrorCode": [100], "Message": ["m"], "name": {"n": 1}, "message": ["m"],
+        "code": ["duplicate_parameter"], "errors": {"e": 1}, "__type": ["Throttling"]})
+       for status in (409, 422)},
 }
 
 
@@ -419,7 +424,9 @@ def test_an_answer_no_provider_documents_is_classified_not_a_crash(conn, pool, s
     case.fake.answer_next(answer)
     with pytest.raises(SendError) as caught:
         case.mailer().send(email)
-    if answer.status >= 300:
+    if 400 <= answer.status < 500 and answer.status not in (408, 429):
+        assert isinstance(caught.value, PermanentSendError)  # nothing says "try again"
+    elif answer.status >= 300:
         assert isinstance(caught.value, TransientSendError)  # a 5xx, 429: retried
     else:  # a 2xx that names no message: an unknown outcome, as after a lost answer
         unknown = TransientSendError if case.name in IDEMPOTENT else AmbiguousSendError

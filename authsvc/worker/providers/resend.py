@@ -52,5 +52,5 @@ class ResendMailer(HttpProviderMailer):
         return text
 
     def retryable_refusal(self, response: httpx.Response, answer: Any) -> bool:
-        return (response.status_code == 409 and isinstance(answer, dict)
-                and answer.get("name") in RETRYABLE_CONFLICTS)
+        return (response.status_code == 409
+                and json_field(answer, "name") in RETRYABLE_CONFLICTS)  # a string, or None

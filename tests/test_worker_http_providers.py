@@ -432,3 +432,24 @@ def test_an_answer_no_provider_documents_is_classified_not_a_crash(conn, pool, s
         unknown = TransientSendError if case.name in IDEMPOTENT else AmbiguousSendError
         assert isinstance(caught.value, unknown)
     assert case.mailer().send(email)  # the next answer is read as usual
+
+
+@every_provider
+def test_an_answer_its_providers_reader_chokes_on_is_an_unknown_outcome(conn, pool, settings,
+                                                                        case, monkeypatch):
+    """Whatever a provider module fails to read is not a crash of the worker: the send is
+    an unknown outcome (retried under the key, or ambiguous without one)."""
+    email = rendered_notice(settings, pool, conn)
+    mailer = case.mailer()
+
+    def chokes(*args: object) -> None:
+        raise KeyError("a field this reader never expected")
+
+    monkeypatch.setattr(mailer, "message_id", chokes)
+    monkeypatch.setattr(mailer, "error_message", chokes)
+    for answer in (None, Answer(503, b"{}")):
+        if answer is not None:
+            case.fake.answer_next(answer)
+        unknown = TransientSendError if case.name in IDEMPOTENT else AmbiguousSendError
+        with pytest.raises(unknown, match="reader could not read: KeyError"):
+            mailer.send(email)

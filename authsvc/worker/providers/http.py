@@ -210,7 +210,16 @@ class HttpProviderMailer:
             raw = b""
         finally:
             response.close()
-        return self._answer(response, raw, email)
+        try:
+            return self._answer(response, raw, email)
+        except SendError:
+            raise
+        except Exception as exc:
+            # A provider module that cannot read some answer must not stop the
+            # worker (any other exception does): whatever it was, it is unknown.
+            raise self._unknown_outcome(
+                f"HTTP {response.status_code}, an answer {self.name}'s reader could not read: "
+                f"{type(exc).__name__}: {exc}") from None
 
     @staticmethod
     def _read(response: httpx.Response, deadline: float) -> bytes:

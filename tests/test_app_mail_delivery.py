@@ -24,6 +24,7 @@ from authsvc.worker.delivery import Delivery, RetryPolicy
 from authsvc.worker.hook_delivery import HookDelivery, hook_body
 from authsvc.worker.providers.resend import ResendMailer
 from authsvc.worker.render import Renderer
+from testkit.waiting import wait_until
 from tests.accounts_support import insert_user
 from tests.api_support import ApiCaller
 from tests.link_support import latest_link
@@ -135,6 +136,24 @@ def test_every_retry_carries_the_same_id_and_body_and_the_app_keeps_one(
     bodies = {json.dumps(r["body"], sort_keys=True) for r in hook.requests}
     assert len(hook.requests) == 3 and len(ids) == 1 and len(bodies) == 1
     assert len(hook.snapshot()) == 1  # deduplicated by the app to exactly one
+
+
+def test_an_app_that_takes_the_email_then_hangs_gets_the_same_id_again(
+        client, conn, pool, settings, svc, hook, transport):
+    """A timeout is retried (the app may have it): the retry carries the same webhook-id,
+    and the app keeps one email."""
+    app, key = _app_with_hook(conn, settings, hook)
+    api = ApiCaller(client, app, key)
+    _own_proven_account(api, conn, svc, "ada@example.com")
+    api.post("/password-resets", {"email": "ada@example.com"})
+    hook.stall_next(1.5)  # stored, then no answer within the 1 s send timeout
+    deliverer = _delivery(pool, settings, timeout=1.0)
+    assert _send_all(pool, deliverer, transport) == {"ada@example.com": "retry"}
+    wait_until(hook.idle, what="the stalled answer to go out")
+    conn.execute("UPDATE email_jobs SET next_attempt_at = now()")
+    assert _send_all(pool, deliverer, transport) == {"ada@example.com": "sent"}
+    assert len({r["headers"]["webhook-id"] for r in hook.requests}) == 1
+    assert len(hook.requests) == 2 and len(hook.snapshot()) == 1
 
 
 @pytest.mark.parametrize("status, outcome", [(400, "failed"), (404, "failed"), (410, "failed"),

@@ -24,11 +24,13 @@ from authsvc.worker.delivery import Delivery, RetryPolicy
 from authsvc.worker.hook_delivery import HookDelivery, hook_body
 from authsvc.worker.providers.resend import ResendMailer
 from authsvc.worker.render import Renderer
+from testkit.waiting import wait_until
 from tests.accounts_support import insert_user
 from tests.api_support import ApiCaller
 from tests.link_support import latest_link
 from tests.worker_support import queue_notices, renderer
 from tools.local_hook import LocalHook
+from tools.local_provider import Answer
 from tools.local_resend import LocalResend
 
 NEW_PASSWORD = "a brand new passphrase"
@@ -136,6 +138,24 @@ def test_every_retry_carries_the_same_id_and_body_and_the_app_keeps_one(
     assert len(hook.snapshot()) == 1  # deduplicated by the app to exactly one
 
 
+def test_an_app_that_takes_the_email_then_hangs_gets_the_same_id_again(
+        client, conn, pool, settings, svc, hook, transport):
+    """A timeout is retried (the app may have it): the retry carries the same webhook-id,
+    and the app keeps one email."""
+    app, key = _app_with_hook(conn, settings, hook)
+    api = ApiCaller(client, app, key)
+    _own_proven_account(api, conn, svc, "ada@example.com")
+    api.post("/password-resets", {"email": "ada@example.com"})
+    hook.stall_next(1.5)  # stored, then no answer within the 1 s send timeout
+    deliverer = _delivery(pool, settings, timeout=1.0)
+    assert _send_all(pool, deliverer, transport) == {"ada@example.com": "retry"}
+    wait_until(hook.idle, what="the stalled answer to go out")
+    conn.execute("UPDATE email_jobs SET next_attempt_at = now()")
+    assert _send_all(pool, deliverer, transport) == {"ada@example.com": "sent"}
+    assert len({r["headers"]["webhook-id"] for r in hook.requests}) == 1
+    assert len(hook.requests) == 2 and len(hook.snapshot()) == 1
+
+
 @pytest.mark.parametrize("status, outcome", [(400, "failed"), (404, "failed"), (410, "failed"),
                                              (408, "retry"), (429, "retry"), (500, "retry"),
                                              (302, "retry")])
@@ -152,6 +172,37 @@ def test_the_apps_answer_decides_as_a_providers_would(client, conn, pool, settin
         wait = conn.execute("SELECT extract(epoch FROM next_attempt_at - now())::float8"
                             " FROM email_jobs").fetchone()[0]
         assert 115 < wait <= 120
+
+
+@pytest.mark.parametrize("retry_after", ["\xb2", "Mon, 01 Jan 99999999999999999999 00:00:00 GMT"])
+def test_an_apps_unreadable_retry_after_is_a_retry_not_a_crash(client, conn, pool, settings, svc,
+                                                               hook, transport, retry_after):
+    """The app's answer must never stop the worker that reads it (a non-ASCII digit, a date
+    past the calendar): the job is retried on the usual backoff."""
+    app, key = _app_with_hook(conn, settings, hook)
+    api = ApiCaller(client, app, key)
+    _own_proven_account(api, conn, svc, "ada@example.com")
+    api.post("/password-resets", {"email": "ada@example.com"})
+    hook.answer_next(Answer(503, b"", {"Retry-After": retry_after}))
+    assert _send_all(pool, _delivery(pool, settings), transport) == {"ada@example.com": "retry"}
+    conn.execute("UPDATE email_jobs SET next_attempt_at = now()")
+    assert _send_all(pool, _delivery(pool, settings), transport) == {"ada@example.com": "sent"}
+    assert len(hook.snapshot()) == 1
+
+
+def test_a_delivery_url_that_is_not_ascii_is_refused_and_retried_not_a_crash(
+        client, conn, pool, settings, svc, hook, transport):
+    """http.client cannot put "café" in a request line: such a URL, stored before this check,
+    is a refused target (retried while the operator fixes it), never an exception."""
+    app, key = _app_with_hook(conn, settings, hook)
+    api = ApiCaller(client, app, key)
+    _own_proven_account(api, conn, svc, "ada@example.com")
+    api.post("/password-resets", {"email": "ada@example.com"})
+    conn.execute("UPDATE apps SET delivery_url = %s WHERE id = %s",
+                 (f"{hook.origin}/caf\u00e9", app.id))
+    assert _send_all(pool, _delivery(pool, settings), transport) == {"ada@example.com": "retry"}
+    [error] = conn.execute("SELECT last_error FROM email_jobs").fetchone()
+    assert "delivery URL refused" in error and hook.requests == []
 
 
 def test_another_apps_users_mail_never_reaches_the_hook(client, conn, pool, settings, svc, hook,

@@ -18,7 +18,11 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from authsvc.accounts import actions
-from authsvc.app_events.targets import is_public_address
+from authsvc.app_events.targets import (
+    WebhookTargetRefused,
+    is_public_address,
+    validate_webhook_url,
+)
 from authsvc.apps.keys import revoke_app
 from authsvc.worker import jobs
 from authsvc.worker.event_delivery import WebhookDelivery
@@ -559,3 +563,12 @@ def test_ipv6_forms_that_reach_private_networks_are_not_public(literal):
 
 def test_a_public_ipv6_address_is_public():
     assert is_public_address(ipaddress.ip_address("2606:4700:4700::1111"))
+
+
+@pytest.mark.parametrize("url", ["https://example.com/caf\u00e9", "https://b\u00fccher.example/h",
+                                 "https://example.com/h?q=\u00e9"])
+def test_a_webhook_url_that_is_not_ascii_is_refused_with_the_form_to_use(url):
+    """http.client writes the request line and Host in ASCII: such a URL would raise a
+    UnicodeEncodeError in the sender (stopping the worker) rather than be refused."""
+    with pytest.raises(WebhookTargetRefused, match="ASCII"):
+        validate_webhook_url(url, production=False)

@@ -75,6 +75,8 @@ def test_delete_clears_the_faults_and_a_new_fault_replaces_the_old(inbox, sink):
         (b"", "JSON object"),
         (b"{not json", "JSON object"),
         (b'["451 x"]', "JSON object"),
+        (b"[" * 100_000, "JSON object"),  # nested past the parser's recursion limit
+        (b'{"reply": "451 x", "count": ' + b"[" * 100_000, "JSON object"),
         ({"reply": "451 x", "count": 1, "when": "now"}, "unknown field 'when'"),
         ({"count": 1}, "reply"),
         ({"reply": 451}, "reply"),

@@ -424,3 +424,47 @@ def test_a_sendgrid_batch_larger_than_one_event_fits(app_with, conn):
         assert len(too_big.body) > 1024 * 1024
         assert_problem(_post(hook, "sendgrid", too_big), 413, "payload_too_large")
     assert [row[0] for row in _state(conn)[0]] == ["gone@example.com"]
+
+
+@every_provider
+def test_a_body_nested_too_deep_to_parse_is_refused_not_an_error(app_with, fake, conn, name):
+    """JSON nested past the parser's limit, with the provider's own headers (credentials
+    included): a 4xx that changes nothing, never a 500."""
+    hook = _app(app_with, fake).test_client()
+    if isinstance(fake, LocalSendgrid):
+        real = fake.events([fake.event("bounce", "x@example.com", "m1", type="bounce")])
+    elif isinstance(fake, LocalMailgun):
+        real = fake.event({"event": "complained", "recipient": "x@example.com"})
+    elif isinstance(fake, LocalSes):
+        real = fake.sns_message("Notification", {"Message": "{}"})
+    elif isinstance(fake, LocalResend):
+        real = fake.event("email.bounced", {})
+    else:
+        real = fake.bounce("x@example.com")
+    response = _post(hook, name, Notification(b"[" * 60_000, real.headers))
+    assert response.status_code in (400, 401), response.get_data()
+    assert response.mimetype == "application/problem+json"
+    assert _state(conn) == ([], [])
+
+
+@pytest.mark.parametrize("moment", [{"ts_epoch": float("nan")},
+                                    {"ts_epoch": None, "ts_event": float("nan")}])
+def test_a_brevo_event_whose_time_is_not_a_number_is_refused(app_with, conn, caplog, moment):
+    """NaN compares false with everything: it must not pass as "within the window"."""
+    with LocalBrevo() as fake:
+        hook = _app(app_with, fake).test_client()
+        real = fake.bounce("gone@example.com")
+        record = {**json.loads(real.body), **moment}
+        forged = Notification(json.dumps(record).encode(), real.headers)  # NaN, as Python writes it
+        _refused(hook, "brevo", forged, conn, caplog, "not a time")
+
+
+@pytest.mark.parametrize("timestamp", ["\xb2", "\u0663", "", "-5", "1e9"])
+def test_a_signed_timestamp_that_is_not_unix_seconds_is_refused(timestamp):
+    """SendGrid's and Mailgun's signed timestamps: ASCII digits only (`"²".isdigit()` holds,
+    but float() refuses it: a 500 instead of a refusal)."""
+    from authsvc.bounces.notices import Refused
+    from authsvc.bounces.schemes import check_unix_time
+
+    with pytest.raises(Refused, match="not a Unix time"):
+        check_unix_time(timestamp, time.time(), window_seconds=300)

@@ -21,7 +21,12 @@ import pytest
 
 from authsvc.worker import jobs
 from authsvc.worker.delivery import RetryPolicy
-from authsvc.worker.mailers import AmbiguousSendError, PermanentSendError, TransientSendError
+from authsvc.worker.mailers import (
+    AmbiguousSendError,
+    PermanentSendError,
+    SendError,
+    TransientSendError,
+)
 from authsvc.worker.providers.brevo import brevo_idempotency_key
 from testkit.waiting import wait_until
 from tests.provider_support import FAKES, IDEMPOTENT, KEYLESS, every_provider, running_fake
@@ -386,3 +391,65 @@ def test_the_request_bodies_are_the_documented_shapes(conn, pool, settings):
     for name, request in bodies.items():
         if name != "mailgun":
             json.dumps(request["body"])  # plain JSON, as sent
+
+
+# Answers no provider documents that a proxy or a broken provider may still give. Each
+# must end as a SendError (a classified outcome); any other exception stops the worker.
+ODD_ANSWERS = {
+    "a non-ASCII digit as Retry-After": Answer(503, b"", {"Retry-After": "\xb2"}),
+    "a date past the calendar as Retry-After": Answer(
+        429, b"", {"Retry-After": "Mon, 01 Jan 99999999999999999999 00:00:00 GMT"}),
+    "a non-ASCII digit as the rate-limit reset": Answer(
+        429, b"", {"X-RateLimit-Reset": "\xb9", "x-sib-ratelimit-reset": "\xb9"}),
+    "a refusal nested too deep to parse": Answer(503, b"[" * 60000),
+    "an acceptance nested too deep to parse": Answer(200, b"[" * 60000),
+    "a refusal that is not the gzip it says": Answer(
+        502, b"not gzip", {"Content-Encoding": "gzip"}),
+    "an acceptance that is not the gzip it says": Answer(
+        200, b"not gzip", {"Content-Encoding": "gzip"}),
+    # Each provider's error fields, as lists and objects where its docs say string or number.
+    **{f"a {status} whose error fields are not scalars": Answer.json(status, {
+        "ErrorCode": [100], "Message": ["m"], "name": {"n": 1}, "message": ["m"],
+        "code": ["duplicate_parameter"], "errors": {"e": 1}, "__type": ["Throttling"]})
+       for status in (409, 422)},
+}
+
+
+@every_provider
+@pytest.mark.parametrize("odd", list(ODD_ANSWERS))
+def test_an_answer_no_provider_documents_is_classified_not_a_crash(conn, pool, settings, case,
+                                                                   odd):
+    email = rendered_notice(settings, pool, conn)
+    answer = ODD_ANSWERS[odd]
+    case.fake.answer_next(answer)
+    with pytest.raises(SendError) as caught:
+        case.mailer().send(email)
+    if 400 <= answer.status < 500 and answer.status not in (408, 429):
+        assert isinstance(caught.value, PermanentSendError)  # nothing says "try again"
+    elif answer.status >= 300:
+        assert isinstance(caught.value, TransientSendError)  # a 5xx, 429: retried
+    else:  # a 2xx that names no message: an unknown outcome, as after a lost answer
+        unknown = TransientSendError if case.name in IDEMPOTENT else AmbiguousSendError
+        assert isinstance(caught.value, unknown)
+    assert case.mailer().send(email)  # the next answer is read as usual
+
+
+@every_provider
+def test_an_answer_its_providers_reader_chokes_on_is_an_unknown_outcome(conn, pool, settings,
+                                                                        case, monkeypatch):
+    """Whatever a provider module fails to read is not a crash of the worker: the send is
+    an unknown outcome (retried under the key, or ambiguous without one)."""
+    email = rendered_notice(settings, pool, conn)
+    mailer = case.mailer()
+
+    def chokes(*args: object) -> None:
+        raise KeyError("a field this reader never expected")
+
+    monkeypatch.setattr(mailer, "message_id", chokes)
+    monkeypatch.setattr(mailer, "error_message", chokes)
+    for answer in (None, Answer(503, b"{}")):
+        if answer is not None:
+            case.fake.answer_next(answer)
+        unknown = TransientSendError if case.name in IDEMPOTENT else AmbiguousSendError
+        with pytest.raises(unknown, match="reader could not read: KeyError"):
+            mailer.send(email)

@@ -55,6 +55,12 @@ def parse_webhook_url(url: str, *, production: bool) -> WebhookTarget:
         or any(unicodedata.category(c)[0] in {"C", "Z"} for c in url)
     ):
         raise WebhookTargetRefused(f"not a usable webhook URL: {url!r}")
+    if not url.isascii():
+        # The request line and Host go out in ASCII (http.client would raise instead).
+        raise WebhookTargetRefused(
+            f"webhook URLs must be ASCII: write the host in punycode (xn--…) and "
+            f"percent-encode the path and query: {url!r}"
+        )
     try:
         parts = urlsplit(url)
         port = parts.port

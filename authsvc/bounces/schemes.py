@@ -14,6 +14,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -70,6 +71,8 @@ def event_name(kind: str, subtype: object) -> str:
 
 def check_fresh(when: float, now: float, *, window_seconds: float, what: str) -> None:
     """Refused when `when` lies outside [now - window, now + a little clock skew]."""
+    if not math.isfinite(when):  # NaN would pass both comparisons below
+        raise Refused(f"{what} is not a time: {when!r}")
     if when < now - window_seconds:
         raise Refused(f"{what} is {int(now - when)} s old, older than its {int(window_seconds)} s"
                       " window (a replay?)")
@@ -79,7 +82,7 @@ def check_fresh(when: float, now: float, *, window_seconds: float, what: str) ->
 
 def check_unix_time(timestamp: str, now: float, *, window_seconds: float) -> None:
     """A signed Unix time in whole seconds, within its window (check_fresh); Refused otherwise."""
-    if not timestamp.isdigit():
+    if not (timestamp.isascii() and timestamp.isdigit()):  # not "²", which float() refuses
         raise Refused(f"timestamp {timestamp!r} is not a Unix time")
     check_fresh(float(timestamp), now, window_seconds=window_seconds, what="the timestamp")
 
@@ -111,7 +114,7 @@ def check_credentials(incoming: Incoming, expected: str) -> None:
 def json_body(incoming: Incoming) -> Any:
     try:
         return json.loads(incoming.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's limit
         raise Malformed("The body must be JSON.") from None
 
 

@@ -46,7 +46,7 @@ def parse_fault(body: bytes | None) -> tuple[str, int]:
     """The reply and count of a POST body, or BadRequest naming what is wrong."""
     try:
         data = json.loads(body or b"")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise BadRequest('the body must be a JSON object: {"reply": "451 …", "count": 1}') from None
     if not isinstance(data, dict):
         raise BadRequest('the body must be a JSON object: {"reply": "451 …", "count": 1}')

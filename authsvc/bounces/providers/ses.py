@@ -41,7 +41,7 @@ class SesReader(ProviderReader):
             return Reading([notice(message_id, kind)])
         try:
             event = json.loads(str(message.get("Message")))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise Malformed("The SNS Message is not an SES notification.") from None
         if not isinstance(event, dict):
             raise Malformed("The SNS Message is not an SES notification.")

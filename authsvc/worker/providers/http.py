@@ -63,14 +63,28 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     if value is None or not value.strip():
         return None
     text = value.strip()
-    if text.isdigit():
+    if _ascii_digits(text):
         return min(float(text), MAX_RETRY_AFTER_SECONDS)
     try:
         when = parsedate_to_datetime(text).timestamp()
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):  # a year past the calendar
         return None
     wait = when - (time.time() if now is None else now)
     return min(max(0.0, wait), MAX_RETRY_AFTER_SECONDS)
+
+
+def unix_time_wait(value: str | None, now: float | None = None) -> float | None:
+    """Seconds until a Unix time (a rate-limit reset header), or None when it is not one."""
+    text = (value or "").strip()
+    if not _ascii_digits(text) or len(text) > 12:  # past the year 33000: not a reset time
+        return None
+    wait = int(text) - (time.time() if now is None else now)
+    return min(max(0.0, wait), MAX_RETRY_AFTER_SECONDS)
+
+
+def _ascii_digits(text: str) -> bool:
+    # str.isdigit() alone also takes "²" or "٣", which float() and int() may refuse.
+    return text.isascii() and text.isdigit()
 
 
 def refusal_is_permanent(status: int) -> bool:
@@ -283,9 +297,23 @@ class HttpProviderMailer:
             raise self._unknown_outcome(
                 f"HTTP {response.status_code}, answer cut off: {type(exc).__name__}: "
                 f"{exc or 'connection lost'}") from None
+        except httpx.DecodingError:
+            # A body that is not the Content-Encoding it claims: the status
+            # still says what happened (a 2xx without a readable id is unknown).
+            self.close()
+            raw = b""
         finally:
             response.close()
-        return self._answer(response, raw, email)
+        try:
+            return self._answer(response, raw, email)
+        except SendError:
+            raise
+        except Exception as exc:
+            # A provider module that cannot read some answer must not stop the
+            # worker (any other exception does): whatever it was, it is unknown.
+            raise self._unknown_outcome(
+                f"HTTP {response.status_code}, an answer {self.name}'s reader could not read: "
+                f"{type(exc).__name__}: {exc}") from None
 
     @staticmethod
     def _read(response: httpx.Response, deadline: float) -> bytes:
@@ -319,7 +347,7 @@ class HttpProviderMailer:
     def _answer(self, response: httpx.Response, raw: bytes, email: OutgoingEmail) -> str:
         try:
             answer: Any = json.loads(raw) if raw else None
-        except ValueError:  # not JSON, not UTF-8, or cut off
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, cut off, or nested too deep
             answer = None
         status = response.status_code
         if 200 <= status < 300:

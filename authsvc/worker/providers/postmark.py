@@ -56,7 +56,9 @@ class PostmarkMailer(HttpProviderMailer):
         return text
 
     def retryable_refusal(self, response: httpx.Response, answer: Any) -> bool:
-        return isinstance(answer, dict) and answer.get("ErrorCode") in RETRYABLE_ERROR_CODES
+        code = answer.get("ErrorCode") if isinstance(answer, dict) else None
+        # Only a number can be one (a list or an object is not even hashable).
+        return isinstance(code, int) and code in RETRYABLE_ERROR_CODES
 
     def greeting_answer(self, answer: Any) -> tuple[bool, str]:
         # The answer also lists the server's tokens: only its name is said.

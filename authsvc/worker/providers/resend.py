@@ -61,8 +61,8 @@ class ResendMailer(HttpProviderMailer):
         return text
 
     def retryable_refusal(self, response: httpx.Response, answer: Any) -> bool:
-        return (response.status_code == 409 and isinstance(answer, dict)
-                and answer.get("name") in RETRYABLE_CONFLICTS)
+        return (response.status_code == 409
+                and json_field(answer, "name") in RETRYABLE_CONFLICTS)  # a string, or None
 
     def greeting_answer(self, answer: Any) -> tuple[bool, str]:
         domains = answer.get("data") if isinstance(answer, dict) else None
@@ -70,7 +70,8 @@ class ResendMailer(HttpProviderMailer):
             return True, ""
         names = [d.get("name") for d in domains if isinstance(d, dict)]
         listed = ", ".join(str(n) for n in names[:5]) + (", …" if len(names) > 5 else "")
-        return True, f"{len(names)} domain(s){': ' + listed if names else ''}"
+        counted = f"{len(names)} domain" + ("" if len(names) == 1 else "s")
+        return True, f"{counted}{': ' + listed if names else ''}"
 
     def key_refused(self, response: httpx.Response, answer: Any) -> bool:
         message = answer.get("message") if isinstance(answer, dict) else None

@@ -16,7 +16,6 @@ fails the check, since it would fail every email.
 
 from __future__ import annotations
 
-import time
 from email.utils import parseaddr
 from typing import Any, ClassVar
 
@@ -24,9 +23,9 @@ import httpx
 
 from authsvc.worker.mailers import OutgoingEmail
 from authsvc.worker.providers.http import (
-    MAX_RETRY_AFTER_SECONDS,
     HttpProviderMailer,
     retry_after_seconds,
+    unix_time_wait,
 )
 
 SEND_SCOPE = "mail.send"
@@ -84,7 +83,5 @@ class SendgridMailer(HttpProviderMailer):
 
     def retry_after(self, response: httpx.Response) -> float | None:
         wait = retry_after_seconds(response.headers.get("Retry-After"))
-        reset = response.headers.get("X-RateLimit-Reset", "").strip()
-        if wait is None and reset.isdigit():
-            wait = min(max(0.0, int(reset) - time.time()), MAX_RETRY_AFTER_SECONDS)
-        return wait
+        return wait if wait is not None else unix_time_wait(
+            response.headers.get("X-RateLimit-Reset"))

@@ -10,6 +10,10 @@ from typing import Any
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parent.parent
+# axe-core, injected from disk (`make browser` installs it; no CDN).
+AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
+DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -50,3 +54,13 @@ def new_tab(browser: Any, **context_options: Any) -> Iterator[Any]:
         yield tab
     finally:
         context.close()
+
+
+def serious_violations(tab: Any, *, iframes: bool = True) -> list[dict[str, Any]]:
+    """axe-core's serious and critical findings on the page `tab` shows (its context must
+    bypass the CSP, which would refuse the injected script)."""
+    tab.add_script_tag(path=str(AXE))
+    options = "{resultTypes: ['violations']" + ("" if iframes else ", iframes: false") + "}"
+    result = tab.evaluate(f"axe.run(document, {options})")
+    return [{"id": v["id"], "impact": v["impact"], "nodes": [n["html"] for n in v["nodes"]][:3]}
+            for v in result["violations"] if v["impact"] in ("serious", "critical")]

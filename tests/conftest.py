@@ -20,9 +20,10 @@ from authsvc.db.connections import connect, create_pool
 from authsvc.inbox.smtp import InboxSink
 from authsvc.services import Services, build_services
 from authsvc.web.app import create_app
+from testkit.servers import serving
 from testkit.smtp_double import SmtpDouble
 from tests.api_support import ApiCaller, register_shop_app
-from tests.browser_support import launched_chromium
+from tests.browser_support import DOC_SCREENSHOTS, launched_chromium, new_tab
 from tests.inbox_support import HttpClient, inbox_services, running_sink, serving_inbox
 from tests.pg import TestDatabases, direct_server_url, server_url
 
@@ -201,3 +202,25 @@ def browser() -> Iterator[Any]:
     """Chromium under Playwright, one per test module (tests/browser_support.py)."""
     with launched_chromium() as chromium:
         yield chromium
+
+
+@pytest.fixture
+def base_url(app: Flask) -> Iterator[str]:
+    """The test app served over HTTP, for a browser."""
+    with serving(app) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A browser tab with JavaScript off: every page must work with plain HTML forms."""
+    with new_tab(browser, java_script_enabled=False) as tab:
+        yield tab
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where screenshots go: docs/screenshots/ only when AUTHSVC_UPDATE_SCREENSHOTS=1."""
+    if os.environ.get("AUTHSVC_UPDATE_SCREENSHOTS") == "1":
+        return DOC_SCREENSHOTS
+    return tmp_path

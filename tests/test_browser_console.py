@@ -8,33 +8,20 @@ temp folder; with AUTHSVC_UPDATE_SCREENSHOTS=1 they refresh docs/screenshots/.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
 
 from authsvc.accounts import actions
-from testkit.servers import serving
 from tests.accounts_support import one_number, stored_user
-from tests.browser_support import BROWSER_MARKS, new_tab
+from tests.browser_support import AXE, BROWSER_MARKS, new_tab, serious_violations
 from tests.console_support import OPERATOR, emailed_code, make_operator
 from tests.pages_support import PASSWORD, make_account
 from tests.worker_support import worker
 
-ROOT = Path(__file__).resolve().parent.parent
-AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
-DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
-
 pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture
-def base_url(app) -> Iterator[str]:
-    with serving(app) as url:
-        yield url
 
 
 @pytest.fixture
@@ -42,13 +29,6 @@ def page(browser) -> Iterator[Page]:
     with new_tab(browser, java_script_enabled=False,
                  viewport={"width": 1200, "height": 900}) as tab:
         yield tab
-
-
-@pytest.fixture
-def screenshots(tmp_path: Path) -> Path:
-    if os.environ.get("AUTHSVC_UPDATE_SCREENSHOTS") == "1":
-        return DOC_SCREENSHOTS
-    return tmp_path
 
 
 def _sign_in(page: Page, base_url: str, conn: Any, svc: Any) -> None:
@@ -114,13 +94,13 @@ def test_every_console_page_has_no_serious_accessibility_violation(browser, base
     try:
         audited = {}
         tab.goto(f"{base_url}/admin/login")
-        audited["/admin/login"] = _violations(tab)
+        audited["/admin/login"] = serious_violations(tab)
         _sign_in(tab, base_url, conn, svc)
         for path in ("/admin/", "/admin/jobs", f"/admin/jobs/{job_id}", "/admin/accounts",
                      f"/admin/accounts/{ann.id}", "/admin/suppressions", "/admin/apps",
                      "/admin/log"):
             tab.goto(base_url + path)
-            audited[path] = _violations(tab)
+            audited[path] = serious_violations(tab)
     finally:
         context.close()
     assert {path: found for path, found in audited.items() if found} == {}

@@ -9,7 +9,6 @@ into the checkout by default).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,13 +18,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from authsvc.accounts import actions
-from tests.browser_support import BROWSER_MARKS, new_tab
+from tests.browser_support import AXE, BROWSER_MARKS, new_tab, serious_violations
 from tests.inbox_support import email, send, serve_front
 from tests.inbox_ui_support import links_in_each_state, send_links_email
-
-ROOT = Path(__file__).resolve().parent.parent
-AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
-DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 pytestmark = [
     *BROWSER_MARKS,
@@ -51,27 +46,13 @@ def audit(browser) -> Iterator[Any]:
     context = browser.new_context(bypass_csp=True)
     tab = context.new_page()
 
-    def serious_violations(address: str) -> list[dict[str, Any]]:
+    def audited(address: str) -> list[dict[str, Any]]:
         tab.goto(address)
-        tab.add_script_tag(path=str(AXE))
         # The email's own HTML (third-party content, in a sandboxed frame) is not ours to audit.
-        result = tab.evaluate("axe.run(document, {iframes: false, resultTypes: ['violations']})")
-        return [
-            {"id": v["id"], "impact": v["impact"], "nodes": [n["html"] for n in v["nodes"]][:3]}
-            for v in result["violations"]
-            if v["impact"] in ("serious", "critical")
-        ]
+        return serious_violations(tab, iframes=False)
 
-    yield serious_violations
+    yield audited
     context.close()
-
-
-@pytest.fixture
-def screenshots(tmp_path):
-    """Where screenshots go: docs/screenshots/ only when asked to refresh them."""
-    if os.environ.get("AUTHSVC_UPDATE_SCREENSHOTS") == "1":
-        return DOC_SCREENSHOTS
-    return tmp_path
 
 
 def test_the_scope_list_updates_live_when_mail_arrives(page, url, sink, audit, screenshots):

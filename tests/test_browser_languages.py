@@ -8,10 +8,8 @@ folder; with AUTHSVC_UPDATE_SCREENSHOTS=1 they refresh docs/screenshots/.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,14 +17,9 @@ from playwright.sync_api import Page, expect
 
 from authsvc.accounts import actions, deletion, email_change
 from authsvc.apps.keys import register_app
-from testkit.servers import serving
-from tests.browser_support import BROWSER_MARKS, new_tab
+from tests.browser_support import AXE, BROWSER_MARKS, new_tab, serious_violations
 from tests.link_support import latest_claims, latest_link
 from tests.pages_support import PASSWORD, make_account
-
-ROOT = Path(__file__).resolve().parent.parent
-AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
-DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 pytestmark = BROWSER_MARKS
 
@@ -38,23 +31,10 @@ OPEN_PAGES = ("/signup", "/login", "/reset", "/verify/request", "/sign-in/reques
 
 
 @pytest.fixture
-def base_url(app) -> Iterator[str]:
-    with serving(app) as url:
-        yield url
-
-
-@pytest.fixture
 def page(browser) -> Iterator[Page]:
     with new_tab(browser, java_script_enabled=False,
                  viewport={"width": 1100, "height": 900}) as tab:
         yield tab
-
-
-@pytest.fixture
-def screenshots(tmp_path: Path) -> Path:
-    if os.environ.get("AUTHSVC_UPDATE_SCREENSHOTS") == "1":
-        return DOC_SCREENSHOTS
-    return tmp_path
 
 
 def _link_pages(conn: Any, svc: Any) -> list[str]:
@@ -84,13 +64,6 @@ def _link_pages(conn: Any, svc: Any) -> list[str]:
     ]
 
 
-def _violations(tab: Any) -> list[dict[str, Any]]:
-    tab.add_script_tag(path=str(AXE))
-    result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
-    return [{"id": v["id"], "impact": v["impact"], "nodes": [n["html"] for n in v["nodes"]][:3]}
-            for v in result["violations"] if v["impact"] in ("serious", "critical")]
-
-
 @pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)")
 @pytest.mark.parametrize("locale", ["de", "ar"])
 def test_every_page_in_german_and_arabic_has_no_serious_accessibility_violation(
@@ -105,17 +78,17 @@ def test_every_page_in_german_and_arabic_has_no_serious_accessibility_violation(
         for path in (*OPEN_PAGES, *links):
             tab.goto(base_url + path)
             assert tab.get_attribute("html", "lang") == locale, path
-            audited[path] = _violations(tab)
+            audited[path] = serious_violations(tab)
         # A form with its errors, then the signed-in account page.
         tab.goto(f"{base_url}/signup")
         tab.locator("form button[type=submit], form input[type=submit]").first.click()
-        audited["/signup (errors)"] = _violations(tab)
+        audited["/signup (errors)"] = serious_violations(tab)
         tab.goto(f"{base_url}/login")
         tab.locator("input[type=email]").fill("ann@example.com")
         tab.locator("input[type=password]").fill(PASSWORD)
         tab.locator("form input[type=submit]").first.click()
         tab.wait_for_url(f"{base_url}/account")
-        audited["/account"] = _violations(tab)
+        audited["/account"] = serious_violations(tab)
     finally:
         context.close()
     assert {path: found for path, found in audited.items() if found} == {}
@@ -180,12 +153,12 @@ def test_every_console_page_in_german_and_arabic_has_no_serious_violation(
     audited: dict[str, list[dict[str, Any]]] = {}
     try:
         tab.goto(f"{base_url}/admin/login?lang={locale}")
-        audited["/admin/login"] = _violations(tab)
+        audited["/admin/login"] = serious_violations(tab)
         tab.locator("input[type=email]").fill(OPERATOR)
         tab.locator("input[type=password]").fill(PASSWORD)
         tab.locator("form input[type=submit]").click()
         tab.wait_for_url(f"{base_url}/admin/login/code")
-        audited["/admin/login/code"] = _violations(tab)
+        audited["/admin/login/code"] = serious_violations(tab)
         tab.locator("input[name=code]").fill(emailed_code(conn, svc))
         tab.locator("form input[type=submit]").click()
         tab.wait_for_url(f"{base_url}/admin/")
@@ -194,7 +167,7 @@ def test_every_console_page_in_german_and_arabic_has_no_serious_violation(
                      "/admin/log"):
             tab.goto(base_url + path)
             assert tab.get_attribute("html", "lang") == locale, path
-            audited[path] = _violations(tab)
+            audited[path] = serious_violations(tab)
     finally:
         context.close()
     assert {path: found for path, found in audited.items() if found} == {}

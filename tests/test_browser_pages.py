@@ -18,28 +18,14 @@ import pytest
 from playwright.sync_api import expect
 
 from authsvc.testing import ScopedInbox
-from testkit.servers import serving
 from testkit.waiting import free_port, wait_until_ready
 from tests.accounts_support import stored_user
-from tests.browser_support import BROWSER_MARKS, new_tab
+from tests.browser_support import BROWSER_MARKS
 from tests.conftest import TEST_KEY
 from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, make_account
 
 pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture
-def base_url(app) -> Iterator[str]:
-    with serving(app) as url:
-        yield url
-
-
-@pytest.fixture
-def page(browser):
-    # No JavaScript: every page must work with plain HTML forms.
-    with new_tab(browser, java_script_enabled=False) as tab:
-        yield tab
 
 
 def test_sign_up_then_confirm_the_email_in_a_browser(page, base_url, conn, svc):

@@ -17,7 +17,6 @@ from playwright.sync_api import Page, expect
 from authsvc.accounts import actions
 from authsvc.accounts.users import find_user_by_email
 from authsvc.resources import templates_dir
-from testkit.servers import serving
 from tests.browser_support import BROWSER_MARKS, new_tab
 from tests.inbox_support import email, send, serve_front
 from tests.pages_support import PASSWORD, make_account
@@ -92,12 +91,6 @@ def fits_the_screen(tab: Page, selector: str, *, words_whole: bool = True) -> No
 def phone(browser) -> Iterator[Page]:
     with new_tab(browser, viewport=PHONE, user_agent=CHROME_156) as tab:
         yield tab
-
-
-@pytest.fixture
-def base_url(app) -> Iterator[str]:
-    with serving(app) as url:
-        yield url
 
 
 @pytest.mark.parametrize("width", [390, 1024])

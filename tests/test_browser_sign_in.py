@@ -7,29 +7,13 @@ worker would (tests/test_browser_pages.py runs the real-email path).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from playwright.sync_api import expect
 
-from testkit.servers import serving
 from tests.browser_support import BROWSER_MARKS, new_tab
 from tests.link_support import latest_code, latest_link
 from tests.pages_support import make_account
 
 pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture
-def base_url(app) -> Iterator[str]:
-    with serving(app) as url:
-        yield url
-
-
-@pytest.fixture
-def page(browser):
-    with new_tab(browser, java_script_enabled=False) as tab:
-        yield tab
 
 
 def _session_cookie(page) -> str | None:

@@ -9,8 +9,6 @@ QUIT), or makes one authenticated read-only call to an HTTP provider
 
 from __future__ import annotations
 
-import smtplib
-import ssl
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -21,6 +19,7 @@ from authsvc.cli.startup import database_url_or_exit
 from authsvc.config import ConfigError, Settings, load_settings
 from authsvc.db.connections import connect
 from authsvc.db.migrate import available_migrations, pending_migrations
+from authsvc.worker.mailers import SmtpMailer, TransientSendError
 from authsvc.worker.providers import HTTP_PROVIDERS
 
 TIMEOUT = 10.0
@@ -130,25 +129,9 @@ def _mail(settings: Settings) -> Outcome:
     target = settings.smtp
     where = f"smtp {target.host}:{target.port} ({target.security})"
     try:
-        smtp: smtplib.SMTP
-        if target.security == "ssl":
-            smtp = smtplib.SMTP_SSL(target.host, target.port, timeout=TIMEOUT,
-                                    context=ssl.create_default_context())
-        else:
-            smtp = smtplib.SMTP(target.host, target.port, timeout=TIMEOUT)
-        with smtp:
-            smtp.ehlo()
-            if target.security == "starttls":
-                smtp.starttls(context=ssl.create_default_context())
-                smtp.ehlo()
-            if target.username:
-                smtp.login(target.username, target.password or "")
-    except smtplib.SMTPResponseException as exc:
-        reply = exc.smtp_error.decode(errors="replace") if isinstance(exc.smtp_error, bytes) \
-            else str(exc.smtp_error)
-        return Outcome("mail transport", "FAIL", f"{where}: {exc.smtp_code} {reply}")
-    except (OSError, smtplib.SMTPException) as exc:
-        return Outcome("mail transport", "FAIL", f"{where}: {type(exc).__name__}: {exc}")
+        SmtpMailer(target, timeout=TIMEOUT).greet()
+    except TransientSendError as exc:
+        return Outcome("mail transport", "FAIL", f"{where}: {exc}")
     logged_in = ", logged in" if target.username else ""
     return Outcome("mail transport", "ok", f"{where} greeted{logged_in}; nothing sent")
 

@@ -178,6 +178,15 @@ class SmtpMailer:
             raise TransientSendError(f"connect: {type(exc).__name__}: {exc}") from None
         return smtp
 
+    def greet(self) -> None:
+        """Connect, greet, TLS and log in as configured, then leave: nothing is sent
+        (`authsvc check`). TransientSendError says what failed."""
+        smtp = self._connect()
+        try:
+            smtp.quit()
+        except (OSError, smtplib.SMTPException):
+            smtp.close()  # greeted already; a server that hangs up first is no failure
+
     def _session(self) -> tuple[smtplib.SMTP, bool]:
         """The open connection (reused=True) or a new one."""
         if self._smtp is not None and time.monotonic() - self._last_used > MAILER_IDLE_SECONDS:

@@ -70,6 +70,17 @@ class Received:
         assert part is not None
         return str(part.get_content())  # type: ignore[attr-defined]
 
+    @property
+    def html(self) -> str:
+        part = self.message.get_body(preferencelist=("html",))
+        assert part is not None
+        return str(part.get_content())  # type: ignore[attr-defined]
+
+    @property
+    def link(self) -> str:
+        """The first link with a token in the plain-text part."""
+        return next(word for word in self.text.split() if "token=" in word)
+
 
 class SmtpDouble:
     """Start with `with SmtpDouble() as smtp:`; point AUTHSVC_SMTP_URL at `smtp.url`."""

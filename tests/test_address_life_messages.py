@@ -29,22 +29,10 @@ from tests.address_life_support import (
 )
 from tests.api_support import SIGNUP_PASSWORD, ApiCaller, register_shop_app
 from tests.webhook_support import register_webhook_app, serving, webhook_worker
-from tests.worker_support import running, worker
+from tests.worker_support import deliver_once_to, running, worker
 
 PASSWORD = SIGNUP_PASSWORD
 _CODE = re.compile(r"^\s*(\d{6})\s*$", re.MULTILINE)
-
-
-def _sent(database_url, settings, svc, smtp: SmtpDouble, to: str) -> Received:
-    """Run the worker once; the newest message it delivered to `to`."""
-    worker(database_url, settings, smtp.url, svc.clock, once=True).run()
-    return [m for m in smtp.messages if m.rcpt_tos == [to]][-1]
-
-
-def _html(message: Received) -> str:
-    body = message.message.get_body(preferencelist=("html",))
-    assert body is not None
-    return str(body.get_content())
 
 
 def _link_path(message: Received) -> str:
@@ -57,12 +45,12 @@ def test_the_change_email_has_its_link_its_code_and_its_expiry(
 ):
     ann = confirmed(api, conn, svc, "ann@example.com")
     request_change(api, ann, PASSWORD, "new@example.com")
-    message = _sent(database_url, settings, svc, smtp, "new@example.com")
+    message = deliver_once_to(database_url, settings, svc.clock, smtp, "new@example.com")
 
     assert message.subject == "Confirm your new email address"
     assert _link_path(message) == "/email-change/confirm"
     [code] = _CODE.findall(message.text)
-    assert code in _html(message)
+    assert code in message.html
     assert "valid for 1 hour" in message.text and "expires at" in message.text
     assert "/email-change/code" in message.text
     assert ann not in message.text  # the new mailbox learns nothing of the old address
@@ -73,12 +61,12 @@ def test_the_undo_notice_masks_the_new_address_and_carries_the_undo_link_without
 ):
     ann = confirmed(api, conn, svc, "ann@example.com")
     changed(api, conn, svc, ann, PASSWORD, "nadia@example.net")
-    message = _sent(database_url, settings, svc, smtp, ann)
+    message = deliver_once_to(database_url, settings, svc.clock, smtp, ann)
 
     assert message.subject == "Your account's email address was changed"
     assert "n\u2022\u2022\u2022@example.net" in message.text
-    assert "n\u2022\u2022\u2022@example.net" in _html(message)
-    assert "nadia@example.net" not in message.text + _html(message)
+    assert "n\u2022\u2022\u2022@example.net" in message.html
+    assert "nadia@example.net" not in message.text + message.html
     assert _link_path(message) == "/email-change/undo"
     assert _CODE.findall(message.text) == []
     assert "valid for 7 days" in message.text
@@ -92,7 +80,7 @@ def test_the_restored_notice_and_the_reset_after_an_undo(
     worker(database_url, settings, smtp.url, svc.clock, once=True).run()
     sent_before = len(smtp.messages)
     assert api.post("/email-changes/undo", {"token": undo}).status_code == 200
-    notice = _sent(database_url, settings, svc, smtp, "new@example.com")
+    notice = deliver_once_to(database_url, settings, svc.clock, smtp, "new@example.com")
     reset = [m for m in smtp.messages[sent_before:] if m.rcpt_tos == [ann]]
 
     assert len(smtp.messages) - sent_before == 2  # what expect-one sees: one in each mailbox
@@ -108,7 +96,7 @@ def test_the_already_used_notice_goes_to_the_holder_and_says_nothing_changed(
     confirmed(api, conn, svc, "holder@example.com")
     ann = confirmed(api, conn, svc, "ann@example.com")
     request_change(api, ann, PASSWORD, "holder@example.com")
-    message = _sent(database_url, settings, svc, smtp, "holder@example.com")
+    message = deliver_once_to(database_url, settings, svc.clock, smtp, "holder@example.com")
 
     assert message.subject == "An account already uses this address"
     assert "nothing changed" in message.text
@@ -119,7 +107,7 @@ def test_the_already_used_notice_goes_to_the_holder_and_says_nothing_changed(
 def test_the_deletion_email_says_it_cannot_be_undone(api, conn, svc, database_url, settings, smtp):
     ann = confirmed(api, conn, svc, "ann@example.com")
     assert api.post("/account-deletions", {"email": ann, "password": PASSWORD}).status_code == 202
-    message = _sent(database_url, settings, svc, smtp, ann)
+    message = deliver_once_to(database_url, settings, svc.clock, smtp, ann)
 
     assert message.subject == "Confirm deleting your account"
     assert _link_path(message) == "/account/delete"
@@ -135,13 +123,14 @@ def test_an_apps_change_link_opens_its_redirect_only_for_its_own_account(
     body = {"email": ann, "password": PASSWORD, "new_email": "new@example.com",
             "redirect_url": "https://allowed.example.com/welcome"}
     assert api.post("/email-changes", body).status_code == 202
-    assert _link_path(_sent(database_url, settings, svc, smtp, "new@example.com")) == "/welcome"
+    message = deliver_once_to(database_url, settings, svc.clock, smtp, "new@example.com")
+    assert _link_path(message) == "/welcome"
 
     other_app, key = register_shop_app(conn, "other")
     other = ApiCaller(api.client, other_app, key)
     # The shop's redirect is on the other app's allowlist too; the account is not the other's.
     assert other.post("/email-changes", body).status_code == 202
-    message = _sent(database_url, settings, svc, smtp, "new@example.com")
+    message = deliver_once_to(database_url, settings, svc.clock, smtp, "new@example.com")
     assert _link_path(message) == "/email-change/confirm"
     assert "Requested through the app \u201cother\u201d" in message.text
 

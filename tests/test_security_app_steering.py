@@ -65,18 +65,8 @@ def mailbox(database_url: str, settings: Settings, svc: Services, smtp: SmtpDoub
     return Mailbox(database_url, settings, svc, smtp)
 
 
-def _html(message: Received) -> str:
-    body = message.message.get_body(preferencelist=("html",))
-    assert body is not None
-    return str(body.get_content())
-
-
-def _link(message: Received) -> str:
-    return next(word for word in message.text.split() if "token=" in word)
-
-
 def _token(message: Received) -> str:
-    return parse_qs(urlsplit(_link(message)).query)["token"][0]
+    return parse_qs(urlsplit(message.link).query)["token"][0]
 
 
 def _assert_own_pages(message: Received, settings: Settings, purpose: str,
@@ -84,9 +74,9 @@ def _assert_own_pages(message: Received, settings: Settings, purpose: str,
     """The link and the code page are authsvc's, nothing points at the app, the app is named."""
     paths = {"verify": ("/verify", "/verify/code"), "reset": ("/reset/confirm", "/reset/code")}
     link_path, code_path = paths[purpose]
-    assert _link(message).startswith(f"{settings.base_url}{link_path}?token=")
+    assert message.link.startswith(f"{settings.base_url}{link_path}?token=")
     assert f"at {settings.base_url}{code_path}:" in " ".join(message.text.split())
-    html = _html(message)
+    html = message.html
     for part in (message.text, html):
         assert "evil.example" not in part
         assert "allowed.example.com" not in part
@@ -95,7 +85,7 @@ def _assert_own_pages(message: Received, settings: Settings, purpose: str,
 
 
 def _assert_app_pages(message: Received, redirect: str, app_name: str) -> None:
-    assert _link(message).startswith(redirect + "?token=")
+    assert message.link.startswith(redirect + "?token=")
     assert f"at {redirect}:" in " ".join(message.text.split())
     assert f"Requested through the app “{app_name}”." in " ".join(message.text.split())
 
@@ -163,7 +153,7 @@ def test_completing_another_apps_reset_does_not_make_the_account_that_apps(
     notice = mailbox.one()
     # The "password changed" notice names the app whose reset was used, as the reset did.
     assert "Requested through the app “Evil Corp”." in " ".join(notice.text.split())
-    assert "Requested through the app “Evil Corp”." in _html(notice)
+    assert "Requested through the app “Evil Corp”." in notice.html
     assert _apps_of(conn, ANN) == {"shop"}
     evil.post("/password-resets", {"email": ANN, "redirect_url": EVIL_REDIRECT})
     _assert_own_pages(mailbox.one(), settings, "reset", "Evil Corp")
@@ -333,7 +323,7 @@ def test_an_app_name_cannot_inject_markup_headers_or_links(conn, svc, api, mailb
     mailbox.new()
     hostile.post("/password-resets", {"email": ANN})
     message = mailbox.one()
-    html = _html(message)
+    html = message.html
     assert "<b>" not in html and "href=\"https://evil" not in html
     assert message.header("Bcc") is None
     assert sorted(message.message.keys()) == sorted(mailbox.smtp.messages[0].message.keys())

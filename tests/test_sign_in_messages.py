@@ -16,29 +16,13 @@ from click.testing import CliRunner
 from authsvc.apps import keys
 from authsvc.cli import main as cli_main
 from authsvc.inbox.link_states import link_state
-from testkit.smtp_double import Received, SmtpDouble
 from tests.address_life_support import confirmed, user_id_of
 from tests.api_support import ALLOWED_REDIRECT, ApiCaller, register_shop_app
 from tests.sign_in_support import confirm, request_sign_in, sign_in_link, sign_up_by_email_app
 from tests.webhook_support import register_webhook_app, serving
-from tests.worker_support import worker
+from tests.worker_support import deliver_once_to
 
 _CODE = re.compile(r"^\s*(\d{6})\s*$", re.MULTILINE)
-
-
-def _sent(database_url, settings, svc, smtp: SmtpDouble, to: str) -> Received:
-    worker(database_url, settings, smtp.url, svc.clock, once=True).run()
-    return [m for m in smtp.messages if m.rcpt_tos == [to]][-1]
-
-
-def _html(message: Received) -> str:
-    body = message.message.get_body(preferencelist=("html",))
-    assert body is not None
-    return str(body.get_content())
-
-
-def _link(message: Received) -> str:
-    return next(word for word in message.text.split() if "token=" in word)
 
 
 def test_the_sign_in_email_has_its_link_its_code_and_its_expiry(
@@ -46,12 +30,12 @@ def test_the_sign_in_email_has_its_link_its_code_and_its_expiry(
 ):
     confirmed(api, conn, svc, "ann@example.com")
     request_sign_in(api, "ann@example.com")
-    message = _sent(database_url, settings, svc, smtp, "ann@example.com")
+    message = deliver_once_to(database_url, settings, svc.clock, smtp, "ann@example.com")
     assert message.subject == "Your sign-in link"
-    link = _link(message)
+    link = message.link
     assert urlsplit(link).path == "/sign-in"
     [code] = _CODE.findall(message.text)
-    assert code in _html(message) and link.replace("&", "&amp;") in _html(message)
+    assert code in message.html and link.replace("&", "&amp;") in message.html
     assert "valid for 15 minutes" in message.text and "expires at" in message.text
     assert "/sign-in/code" in message.text
     # The emailed link and code are the ones that redeem.
@@ -121,7 +105,7 @@ def test_unknown_addresses_get_a_note_only_when_the_setting_is_on(
     rows = conn.execute("SELECT template, payload->>'asked_for' FROM email_jobs"
                         " ORDER BY id").fetchall()
     assert rows == [("no_account", "reset"), ("no_account", "sign_in")]
-    message = _sent(database_url, settings, svc, smtp, "none@example.com")
+    message = deliver_once_to(database_url, settings, svc.clock, smtp, "none@example.com")
     assert message.subject == "No account uses this address"
     assert "token=" not in message.text and not _CODE.findall(message.text)
     # A known address gets its link, never the note.

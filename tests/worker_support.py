@@ -181,3 +181,10 @@ def deliver_now(pool: object, deliverer: Delivery, mailer: Mailer, job: ClaimedJ
     with pool.connection() as conn:  # type: ignore[attr-defined]
         [recorded] = jobs.record_outcomes(conn, [outcome])
     return "lease_lost" if outcome.event == "sent" and not recorded else outcome.event
+
+
+def deliver_once_to(database_url: str, settings: Settings, clock: Clock, smtp: Any,
+                    to: str) -> Any:
+    """Run the worker once; the newest message it delivered to `to` (a testkit Received)."""
+    worker(database_url, settings, smtp.url, clock, once=True).run()
+    return [m for m in smtp.messages if m.rcpt_tos == [to]][-1]

@@ -72,10 +72,18 @@ WITH due AS (
                   AS delivery_url,
               j.created_at,
               -- The account's locale (SPEC §14: an email without the request's
-              -- own uses it), and the app whose brand and templates the email
-              -- takes: the asking app's own account, never an operator's.
+              -- own uses it), and the app whose brand (and, for the emails that
+              -- ask to act, templates) the email takes: the asking app's own
+              -- account, never an operator's. A link email was its own when it
+              -- was queued (own_account); a notice that protects the person is
+              -- branded when the account is the app's as it is now.
               (SELECT u.locale FROM users AS u WHERE u.id = j.user_id) AS user_locale,
-              CASE WHEN j.kind = 'email' AND (j.payload ->> 'own_account') = 'true'
+              CASE WHEN j.kind = 'email' AND j.app_id IS NOT NULL
+                        AND ((j.payload ->> 'own_account') = 'true'
+                             OR (j.template IN ('password_changed', 'email_changed',
+                                                'email_restored', 'account_exists',
+                                                'email_in_use')
+                                 AND account_belongs_to_app(j.user_id, j.app_id)))
                         AND NOT EXISTS (SELECT 1 FROM operators AS o WHERE o.user_id = j.user_id)
                    THEN j.app_id END AS brand_app_id
 ), logged AS (

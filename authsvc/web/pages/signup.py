@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, redirect, url_for
+from flask import Blueprint, g, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions
@@ -16,7 +16,8 @@ def signup() -> ResponseReturnValue:
     form = SignupForm()
     if form.validate_on_submit():
         try:
-            actions.sign_up(db(), services(), email=form.email.data, password=form.password.data)
+            actions.sign_up(db(), services(), email=form.email.data, password=form.password.data,
+                            locale=getattr(g, "locale", None))
         except WeakPassword as exc:
             form.password.errors = [str(exc)]
         else:

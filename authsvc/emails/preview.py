@@ -15,6 +15,9 @@ from authsvc.emails.compose import app_template, render_parts
 from authsvc.emails.wording import brand_values, describe_moment
 from authsvc.locales import choose_locale
 
+# The payload key of a preview job (`authsvc templates preview`): sample values, subject
+# marked (compose.PREVIEW_PREFIX).
+PREVIEW = "preview"
 SAMPLE_EMAIL = "person@example.com"
 SAMPLE_CODE = "000000"
 SAMPLE_LIFETIME = 24 * 3600

@@ -23,8 +23,15 @@ from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings
 from authsvc.durations import describe_duration
 from authsvc.emails import app_templates, sandbox
-from authsvc.emails.compose import EmailTemplate, builtin_template, render_parts, translate
+from authsvc.emails.compose import (
+    PREVIEW_PREFIX,
+    EmailTemplate,
+    builtin_template,
+    render_parts,
+    translate,
+)
 from authsvc.emails.looks import AppLook, AppLooks
+from authsvc.emails.preview import PREVIEW, sample_context
 from authsvc.emails.wording import brand_values, describe_moment, requested_by
 from authsvc.locales import choose_locale
 from authsvc.observability.logs import log_event
@@ -225,7 +232,11 @@ class Renderer:
         try:
             look = self.look(job)
             locale = self.locale(job, look)
-            context = self._context(job, look, locale)
+            if job.payload.get(PREVIEW):
+                context = sample_context(self.settings.base_url, locale, self.clock())
+                subject_prefix = PREVIEW_PREFIX
+            else:
+                context = self._context(job, look, locale)
             template = self.template(job, look, locale)
             try:
                 subject, text, html = render_parts(template, context)

@@ -12,8 +12,8 @@ from uuid import UUID
 
 import pytest
 
-from authsvc.config import load_settings
 from authsvc.apps.brands import Brand
+from authsvc.config import load_settings
 from authsvc.emails.compose import HOLES, _environment, flatten
 from authsvc.emails.wording import brand_values
 from authsvc.inbox.parsing import parse_message

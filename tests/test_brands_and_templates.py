@@ -315,3 +315,16 @@ def test_the_apps_default_locale_applies_to_its_own_accounts_only(api, other, ma
     _brand(other, default_locale="de")
     other.post("/password-resets", {"email": ANN})
     assert mailbox.one().message["Content-Language"] == "en"
+
+
+def test_an_operators_account_never_gets_an_apps_brand_or_template(api, conn, mailbox):
+    _brand(api, product_name="Shop Brand", default_locale="de")
+    assert api.call("PUT", "/templates/verify/de", TEMPLATE).status_code == 200
+    api.sign_up(ANN)
+    assert mailbox.one().text.startswith("Shop Brand")  # the app's own account, for now
+    conn.execute("INSERT INTO operators (user_id) SELECT id FROM users WHERE email = %s", (ANN,))
+    api.post("/verifications", {"email": ANN})
+    message = mailbox.one()
+    assert "Shop Brand" not in message.text and "says hi" not in message.text
+    assert message.message["Content-Language"] == "en"  # not the app's default either
+    assert message.message["From"] == "authsvc <no-reply@localhost>"

@@ -18,12 +18,9 @@ import time
 from collections.abc import Callable, Sequence
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from authsvc.accounts.tokens import TokenClaims
-from authsvc.apps import brands, keys
 from authsvc.config import load_settings
-from authsvc.emails import app_templates
 from authsvc.emails.compose import render_parts
 from authsvc.emails.looks import database_looks
 from authsvc.services import token_codec
@@ -33,37 +30,11 @@ from authsvc.worker.mailers import OutgoingEmail, needs_smtputf8
 from authsvc.worker.mime import boundary_for, build_message
 from authsvc.worker.render import Renderer
 from bench.common import fresh_database, report, worker_env
-from bench.drain import queue_links
+from bench.drain import brand_jobs, queue_links
 
 JOBS = 2_000
 ROUNDS = 7
 BATCH = 100
-
-
-# The languages-and-brands row: an app's own accounts, its brand, German, its own
-# template (text and `{{ name }}` holes: the common shape) for both kinds.
-BRANDED_TEXT = ("Hallo,\n\n{{ product_name }}: {{ link }}\n\nCode: {{ code }}"
-                " ({{ expires_in }}, {{ expires_at }})\n")
-BRANDED_HTML = ('<p>Hallo,</p><p><a href="{{ link }}" style="background: {{ brand_color }}">'
-                "{{ product_name }}</a></p><p>Code: <b>{{ code }}</b> ({{ expires_in }},"
-                " {{ expires_at }})</p>")
-
-
-def brand_jobs(url: str) -> None:
-    """Make every queued link job an app's own account's email, asked in German, with the
-    app's brand and its template for both kinds (`authsvc worker` then takes that path)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        app, _key = keys.register_app(conn, "Bench Shop", [])
-        changes = {"product_name": "Bench Shop", "logo_url": "https://shop.example/logo.png",
-                   "brand_color": "#aa3300", "support_url": "https://shop.example/help",
-                   "default_locale": "de"}
-        brands.update_brand(conn, app.id, changes)
-        for kind in ("verify", "reset"):
-            app_templates.put_template(conn, app.id, kind, "de", subject="{{ product_name }}",
-                                       text=BRANDED_TEXT, html=BRANDED_HTML)
-        mark = {"own_account": True, "locale": "de", "app_name": "Bench Shop"}
-        conn.execute("UPDATE email_jobs SET app_id = %s, payload = payload || %s",
-                      (app.id, Jsonb(mark)))
 
 
 def _claimed(url: str, *, branded: bool = False) -> list[ClaimedJob]:

@@ -67,15 +67,20 @@ def requested_by(app_name: str | None, base_url: str, locale: str) -> str:
     return translate(locale, "Requested through the app “%(app)s”.") % {"app": name}
 
 
-@lru_cache(maxsize=4096)
 def describe_moment(moment: datetime, locale: str) -> str:
     """A link's expiry to the minute, in the locale's own date and time words, in UTC.
 
     Said as UTC explicitly ("7 déc. 2026, 09:30 UTC"): the worker does not
-    know the reader's zone. Cached: the links of one minute share it.
+    know the reader's zone.
     """
+    return _describe_minute(moment.astimezone(UTC).replace(second=0, microsecond=0), locale)
+
+
+@lru_cache(maxsize=4096)
+def _describe_minute(moment: datetime, locale: str) -> str:
+    # Cached by the minute: the links issued in one minute share it (Babel's
+    # formatting costs tens of µs; a cache hit well under one).
     where = babel_locale(locale)
-    moment = moment.astimezone(UTC).replace(second=0, microsecond=0)
     time = format_time(moment, "short", tzinfo=UTC, locale=where)
     date = format_date(moment, "medium", locale=where)
     pattern = str(get_datetime_format("medium", locale=where))  # "{1}, {0}": date, time

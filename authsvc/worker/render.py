@@ -184,17 +184,17 @@ class Renderer:
             context["expires_at"] = describe_moment(
                 self.codec.expires_at(purpose, job.issued_at), locale)
             context["expires_in"] = describe_duration(self.codec.ttl(purpose), locale)
+            claims = TokenClaims(job.user_id, purpose, job.token_version, job.issued_at)
             if purpose in LINK_PATHS:  # the console's sign-in code comes without a link
                 # The link's pages show the brand its email showed (SPEC §14).
-                claims = TokenClaims(job.user_id, purpose, job.token_version, job.issued_at,
-                                     look.brand.app_id)
+                branded = claims if look.brand.app_id is None else TokenClaims(
+                    job.user_id, purpose, job.token_version, job.issued_at, look.brand.app_id)
                 target = redirect_url or self.settings.base_url + LINK_PATHS[purpose]
-                context["link"] = with_token(str(target), self.codec.mint(claims))
+                context["link"] = with_token(str(target), self.codec.mint(branded))
             if purpose in CODE_PATHS:
                 # The same claims as the link, typed by hand on another device:
                 # on the app's own page (its redirect URL, with no token) when
-                # an app started the flow, else on ours.
-                claims = TokenClaims(job.user_id, purpose, job.token_version, job.issued_at)
+                # an app started the flow, else on ours. A code carries no brand.
                 context["code"] = self.codec.mint_code(claims)
                 context["code_url"] = str(redirect_url or self.settings.base_url
                                           + CODE_PATHS[purpose])

@@ -232,7 +232,8 @@ def test_notices_that_protect_the_person_keep_built_in_bodies_under_the_brand(ap
     assert "says hi" not in notice.text and "Shop Brand" in notice.text  # the app's brand
 
 
-def test_a_template_failing_at_render_falls_back_to_the_built_in_one(api, conn, mailbox):
+def test_a_template_failing_at_render_falls_back_to_the_built_in_one(api, conn, mailbox,
+                                                                     caplog):
     # Written past the API (no upload would take it): the worker checks it again.
     api.sign_up(ANN)
     mailbox.one()
@@ -243,9 +244,13 @@ def test_a_template_failing_at_render_falls_back_to_the_built_in_one(api, conn, 
     api.post("/verifications", {"email": ANN})
     message = mailbox.one()
     assert "Confirm that this address is yours" in message.text  # the built-in one went
+    # Refused when the worker loaded the app's look, so never tried on an email.
+    [refused] = [r for r in caplog.records if r.getMessage() == "app_template_refused"]
+    assert refused.kind == "verify"  # type: ignore[attr-defined]
 
 
-def test_a_template_over_the_output_bound_falls_back(api, conn, mailbox):
+def test_a_template_over_the_output_bound_falls_back_logged_with_the_job(
+        api, conn, mailbox, caplog):
     api.sign_up(ANN)
     mailbox.one()
     growth = "{{ link }}" * 6000 + "{{ code }}"  # within 64 KiB, well over 256 KiB out
@@ -253,6 +258,10 @@ def test_a_template_over_the_output_bound_falls_back(api, conn, mailbox):
         == 200
     api.post("/verifications", {"email": ANN})
     assert "Confirm that this address is yours" in mailbox.one().text
+    [failed] = [r for r in caplog.records if r.getMessage() == "app_template_failed"]
+    job_id = conn.execute("SELECT max(id) FROM email_jobs WHERE template = 'verify'").fetchone()
+    assert (failed.job_id, failed.kind) == (job_id[0], "verify")  # type: ignore[attr-defined]
+    assert "RenderLimit" in failed.error  # type: ignore[attr-defined]
 
 
 # --- locales -----------------------------------------------------------------------

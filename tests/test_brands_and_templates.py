@@ -315,15 +315,20 @@ def test_the_account_keeps_its_signups_locale_and_its_latest_redeemed_links(
     assert mailbox.one().message["Content-Language"] == "es"
 
 
-def test_the_apps_default_locale_applies_to_its_own_accounts_only(api, other, mailbox):
+def test_the_asking_apps_default_locale_comes_after_the_request_and_the_account(
+        api, other, conn, mailbox):
     _brand(api, default_locale="pt-BR")
     api.sign_up(ANN)
     message = mailbox.one()
     assert message.message["Content-Language"] == "pt-BR"
     assert "Confirme" in message.message["Subject"]
-    _brand(other, default_locale="de")
+    _brand(other, default_locale="de", product_name="Other Brand")
+    other.post("/password-resets", {"email": ANN})  # not its account: its default, our brand
+    reset = mailbox.one()
+    assert reset.message["Content-Language"] == "de" and "Other Brand" not in reset.text
+    conn.execute("UPDATE users SET locale = 'fr' WHERE email = %s", (ANN,))
     other.post("/password-resets", {"email": ANN})
-    assert mailbox.one().message["Content-Language"] == "en"
+    assert mailbox.one().message["Content-Language"] == "fr"  # the account's first
 
 
 def test_an_operators_account_never_gets_an_apps_brand_or_template(api, conn, mailbox):
@@ -335,5 +340,4 @@ def test_an_operators_account_never_gets_an_apps_brand_or_template(api, conn, ma
     api.post("/verifications", {"email": ANN})
     message = mailbox.one()
     assert "Shop Brand" not in message.text and "says hi" not in message.text
-    assert message.message["Content-Language"] == "en"  # not the app's default either
     assert message.message["From"] == "authsvc <no-reply@localhost>"

@@ -174,7 +174,7 @@ def apps_list() -> None:
 @click.option("--brand-color", callback=_brand_field, help="The brand's colour, #rrggbb.")
 @click.option("--support-url", callback=_brand_field, help="Where its accounts get help.")
 @click.option("--default-locale", callback=_brand_field,
-              help="Its accounts' emails when neither request nor account names a locale.")
+              help="Emails its calls queue when neither request nor account names a locale.")
 @click.option("--mail-from", callback=_brand_field,
               help="The From of its accounts' emails, 'Name <address>' (operators only).")
 def apps_update(

@@ -146,12 +146,18 @@ class Renderer:
             return self._service
         return self.looks.get(job.brand_app_id)
 
-    @staticmethod
-    def locale(job: ClaimedJob, look: AppLook) -> str:
-        """SPEC §14: the request's locale, else the account's, else the app's default
-        (its own accounts' emails only: the default is part of its brand), else `en`."""
-        return choose_locale(job.payload.get("locale"), job.user_locale,
-                             look.brand.default_locale)
+    def locale(self, job: ClaimedJob, look: AppLook) -> str:
+        """SPEC §14: the request's locale, else the account's, else the default locale of
+        the app whose call queued it, else `en`.
+
+        The asking app's default applies to any account's email its call
+        queued, as the `locale` it could have sent with the call would: it
+        names a language, not a brand.
+        """
+        default = look.brand.default_locale
+        if look.brand.app_id is None and job.app_id is not None and self.looks is not None:
+            default = self.looks.get(job.app_id).brand.default_locale
+        return choose_locale(job.payload.get("locale"), job.user_locale, default)
 
     def template(self, job: ClaimedJob, look: AppLook, locale: str) -> EmailTemplate:
         """The app's template for this kind (its lookup order), else the built-in one; an

@@ -98,7 +98,7 @@ _FIELD_DESCRIPTIONS = {
     "locale": "A BCP 47 language tag (e.g. `de`, `pt-BR`) for the emails this request"
     " sends; a malformed one is 400 invalid_request. Shipped: en, de, fr, es, pt-BR, ar;"
     " another tag falls back by its language, then to the account's locale, then to the"
-    " app's default (its own accounts), then en. Only redeeming the email's link makes it"
+    " app's default_locale, then en. Only redeeming the email's link makes it"
     " the account's locale; a new account keeps its signup's.",
     "template": "Jinja in a sandbox (docs/templates.md): the variables "
     + ", ".join(sorted(VARIABLES)) + "; `if`/`else`; the filters " + ", ".join(FILTERS)
@@ -618,7 +618,7 @@ _BRAND_FIELDS: dict[str, Any] = {
     "brand_color": {**_NULLABLE_TEXT, "pattern": "^#[0-9a-fA-F]{6}$"},
     "support_url": {**_NULLABLE_TEXT, "maxLength": MAX_BRAND_URL},
     "default_locale": {**_NULLABLE_TEXT, "maxLength": 35,
-                       "description": "Emails of the app's own accounts when neither the"
+                       "description": "The emails this app's calls queue when neither the"
                        " request nor the account names a locale"},
 }
 _TEMPLATE_FIELDS: dict[str, Any] = {name: {"type": "string"} for name in ("subject", "text",

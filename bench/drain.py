@@ -87,9 +87,10 @@ BRANDED_HTML = ('<p>Hallo,</p><p><a href="{{ link }}" style="background: {{ bran
                 " {{ expires_at }})</p>")
 
 
-def brand_jobs(url: str) -> None:
-    """Make every queued link job an app's own account's email, asked in German, with the
-    app's brand and its template for both kinds (`authsvc worker` then takes that path)."""
+def brand_jobs(url: str, *, half: bool = False) -> None:
+    """Make every queued link job (`half`: every other pair, both kinds) an app's own
+    account's email, asked in German, with the app's brand and its template for both kinds
+    (`authsvc worker` then takes that path)."""
     with psycopg.connect(url, autocommit=True) as conn:
         app, _key = keys.register_app(conn, "Bench Shop", [])
         changes = {"product_name": "Bench Shop", "logo_url": "https://shop.example/logo.png",
@@ -100,8 +101,8 @@ def brand_jobs(url: str) -> None:
             app_templates.put_template(conn, app.id, kind, "de", subject="{{ product_name }}",
                                        text=BRANDED_TEXT, html=BRANDED_HTML)
         mark = {"own_account": True, "locale": "de", "app_name": "Bench Shop"}
-        conn.execute("UPDATE email_jobs SET app_id = %s, payload = payload || %s",
-                      (app.id, Jsonb(mark)))
+        conn.execute("UPDATE email_jobs SET app_id = %s, payload = payload || %s"
+                     " WHERE NOT %s OR id %% 4 < 2", (app.id, Jsonb(mark), half))
 
 
 def trail_rate(url: str, jobs: int) -> float:

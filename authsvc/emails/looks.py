@@ -31,6 +31,11 @@ class AppLook:
 
     brand: Brand
     templates: dict[tuple[str, str], EmailTemplate] = field(default_factory=dict)
+    # The built-in templates compiled in this brand, by (kind, locale), filled as the
+    # worker meets them (worker/render.py Renderer.builtin): kept with the look, so
+    # finding one costs a lookup by two strings, not a hash of the whole brand.
+    builtins: dict[tuple[str, str], EmailTemplate] = field(default_factory=dict,
+                                                            compare=False)
 
     def template_for(self, kind: str, locale: str) -> EmailTemplate | None:
         """SPEC §14's lookup, but for the built-in last: the app's template for `locale`,
@@ -80,6 +85,8 @@ class AppLooks:
         if cached is not None and cached[0] > now:
             return cached[1]
         look = self._load(app_id)
+        if cached is not None and cached[1].brand == look.brand:
+            look.builtins.update(cached[1].builtins)  # the same brand: compiled already
         self._cache[app_id] = (now + self._ttl, look)
         return look
 

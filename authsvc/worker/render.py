@@ -18,7 +18,7 @@ import jinja2
 
 from authsvc.accounts.addresses import is_canonical, masked
 from authsvc.accounts.tokens import TokenClaims, TokenCodec
-from authsvc.apps.brands import Brand, service_brand
+from authsvc.apps.brands import service_brand
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings
 from authsvc.durations import describe_duration
@@ -119,20 +119,16 @@ class Renderer:
         self._constants = {"base_url": base, "login_url": base + "/login",
                            "reset_url": base + "/reset", "signup_url": base + "/signup"}
         self._service = AppLook(service_brand(settings.product_name))
-        self._builtins: dict[tuple[str, str, Brand], EmailTemplate] = {}
         self._last_date: tuple[tuple[float, tzinfo | None], str] = ((-1.0, None), "")
 
-    def builtin(self, kind: str, locale: str, brand: Brand) -> EmailTemplate:
-        """The built-in `kind` in `locale` under `brand`, compiled on first use (a few
-        ms; the brand's words and colours are compiled in, not filled per message)."""
-        key = (kind, locale, brand)
-        compiled = self._builtins.get(key)
+    def builtin(self, kind: str, locale: str, look: AppLook) -> EmailTemplate:
+        """The built-in `kind` in `locale` under `look`'s brand, compiled on first use (a
+        few ms; the brand's words and colours are compiled in, not filled per message)."""
+        compiled = look.builtins.get((kind, locale))
         if compiled is None:
-            if len(self._builtins) > 8192:  # brands change: keep the cache bounded
-                self._builtins.clear()
             compiled = builtin_template(kind, locale,
-                                        {**self._constants, **brand_values(brand, locale)})
-            self._builtins[key] = compiled  # a race only compiles twice
+                                        {**self._constants, **brand_values(look.brand, locale)})
+            look.builtins[(kind, locale)] = compiled  # a race only compiles twice
         return compiled
 
     def link_expires_at(self, job: ClaimedJob) -> datetime | None:
@@ -166,7 +162,7 @@ class Renderer:
             own = look.template_for(job.template, locale)
             if own is not None:
                 return own
-        return self.builtin(job.template, locale, look.brand)
+        return self.builtin(job.template, locale, look)
 
     def _context(self, job: ClaimedJob, look: AppLook | None = None,
                  locale: str | None = None) -> dict[str, object]:
@@ -255,7 +251,7 @@ class Renderer:
                 log_event(log, "app_template_failed", level=logging.WARNING,
                           job_id=job.id, app_id=str(look.brand.app_id), kind=job.template,
                           locale=template.locale, error=f"{type(exc).__name__}: {exc}")
-                template = self.builtin(job.template, locale, look.brand)
+                template = self.builtin(job.template, locale, look)
                 subject, text, html = render_parts(template, context)
         except (jinja2.TemplateError, KeyError, AssertionError) as exc:
             raise TemplateError(f"{job.template}: {type(exc).__name__}: {exc}") from None

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from flask import g
 
 from authsvc.apps.keys import register_app, revoke_app
 from authsvc.config import Settings
 from authsvc.services import Services
 from testkit.smtp_double import Received, SmtpDouble
 from tests.api_support import ApiCaller, assert_problem
+from tests.pages_support import submit
 from tests.worker_support import worker
 
 ANN = "ann@example.com"
@@ -341,3 +343,15 @@ def test_an_operators_account_never_gets_an_apps_brand_or_template(api, conn, ma
     message = mailbox.one()
     assert "Shop Brand" not in message.text and "says hi" not in message.text
     assert message.message["From"] == "authsvc <no-reply@localhost>"
+
+
+def test_page_flows_queue_their_emails_in_the_pages_locale(app, client, conn):
+    """The pages put their chosen locale on flask.g (the page side of SPEC §14); the emails
+    their forms queue carry it, and a new account keeps it."""
+    app.before_request(lambda: setattr(g, "locale", "fr"))
+    submit(client, "/signup", {"email": ANN, "password": "correct horse battery"})
+    submit(client, "/reset", {"email": ANN})
+    rows = conn.execute("SELECT template, payload ->> 'locale' FROM email_jobs"
+                        " WHERE recipient = %s ORDER BY id", (ANN,)).fetchall()
+    assert rows == [("verify", "fr"), ("reset", "fr")]
+    assert _locale_of(conn, ANN) == "fr"

@@ -154,6 +154,7 @@ def test_sandbox_escapes_are_refused_at_upload_with_the_line(api, attack):
     ("text", "no link here {{ code }}", "must print {{ link }}"),
     ("html", "{{ link }} but no code", "must print {{ code }}"),
     ("html", "{% if code %}{{ link }} {{ code }}{% endif %}", "must print"),
+    ("text", "{{ link|upper }} {{ code }}", "must print {{ link }} as is"),
     ("text", "{{ link }} {{ code }} {{ unknown }}", "unknown variable 'unknown'"),
     ("text", "{{ link }} {{ code }} {% if %}", "line 1"),
 ])

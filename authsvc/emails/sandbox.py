@@ -31,7 +31,7 @@ FILTERS = ("upper", "lower", "capitalize", "title", "trim", "default", "e", "esc
 REQUIRED = ("link", "code")
 MAX_TEMPLATE_BYTES = 64 * 1024  # subject, text and html together
 MAX_OUTPUT_CHARS = 256 * 1024  # per part
-MAX_RENDER_SECONDS = 0.100  # per email, all parts
+MAX_RENDER_SECONDS = 0.100  # per part (subject, text, html), checked between output pieces
 MAX_CONSTANT_CHARS = 200  # a `default('…')` argument or a compared string
 
 # Comparisons an `if` may make: equality only (no ordering tricks on strings).

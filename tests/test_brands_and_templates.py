@@ -356,3 +356,14 @@ def test_page_flows_queue_their_emails_in_the_pages_locale(app, client, conn):
                         " WHERE recipient = %s ORDER BY id", (ANN,)).fetchall()
     assert rows == [("verify", "fr"), ("reset", "fr")]
     assert _locale_of(conn, ANN) == "fr"
+
+
+def test_a_template_in_a_language_authsvc_does_not_ship_serves_the_apps_default(api, mailbox):
+    _brand(api, default_locale="ja", support_url="https://shop.example/help")
+    japanese = {"subject": "ご確認", "text": "{{ link }} {{ code }} {{ locale }}",
+                "html": "<p>{{ link }} {{ code }}</p>"}
+    assert api.call("PUT", "/templates/verify/ja", japanese).status_code == 200
+    api.sign_up(ANN)  # no request locale, no account locale: the app's default, ja
+    message = mailbox.one()
+    assert message.message["Subject"] == "ご確認"
+    assert message.message["Content-Language"] == "ja" and message.text.endswith(" ja")

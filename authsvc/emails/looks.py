@@ -19,6 +19,7 @@ from authsvc.apps.brands import Brand, load_brand
 from authsvc.emails import app_templates, sandbox
 from authsvc.emails.compose import EmailTemplate, app_template
 from authsvc.emails.wording import brand_values
+from authsvc.locales import choose_locale
 from authsvc.observability.logs import log_event
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,9 @@ def load_look(conn: psycopg.Connection, app_id: UUID, service_product_name: str)
             try:
                 compiled[(stored.kind, stored.locale.lower())] = app_template(
                     stored.kind, stored.locale, stored.subject, stored.text, stored.html,
-                    brand_values(brand, stored.locale))
+                    # Its words (the support line) in the shipped locale nearest to
+                    # the template's: an app may store a language authsvc does not ship.
+                    brand_values(brand, choose_locale(stored.locale)))
             except sandbox.TemplateInvalid as exc:  # stored some other way: never used
                 log_event(log, "app_template_refused", level=logging.WARNING,
                           app_id=str(app_id), kind=stored.kind, locale=stored.locale,

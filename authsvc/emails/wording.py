@@ -73,13 +73,14 @@ def describe_moment(moment: datetime, locale: str) -> str:
     Said as UTC explicitly ("7 déc. 2026, 09:30 UTC"): the worker does not
     know the reader's zone.
     """
-    return _describe_minute(moment.astimezone(UTC).replace(second=0, microsecond=0), locale)
+    return _describe_minute(int(moment.timestamp()) // 60, locale)
 
 
 @lru_cache(maxsize=4096)
-def _describe_minute(moment: datetime, locale: str) -> str:
-    # Cached by the minute: the links issued in one minute share it (Babel's
-    # formatting costs tens of µs; a cache hit well under one).
+def _describe_minute(minute: int, locale: str) -> str:
+    # Cached by the minute since the epoch: the links issued in one minute share
+    # it (Babel's formatting costs tens of µs; a hit, keyed by an int, under one).
+    moment = datetime.fromtimestamp(minute * 60, UTC)
     where = babel_locale(locale)
     time = format_time(moment, "short", tzinfo=UTC, locale=where)
     date = format_date(moment, "medium", locale=where)

@@ -30,7 +30,7 @@ CATALOG_LOCALES := de fr es pt_BR ar
 .PHONY: translations
 translations: $(STAMP)
 	@for domain in $(DOMAINS); do \
-	  $(BIN)/pybabel -q extract -F babel-$$domain.cfg -k _l -k lazy_gettext -k _ln:1,2 -k lazy_ngettext:1,2 --sort-by-file \
+	  $(BIN)/pybabel -q extract -F babel-$$domain.cfg -k _l -k lazy_gettext -k _ln:1,2 -k lazy_ngettext:1,2 -k N_ -k translate:2 --sort-by-file \
 	    --no-wrap --project=authsvc --msgid-bugs-address=- -o translations/$$domain.pot . || exit 1; \
 	  for locale in $(CATALOG_LOCALES); do \
 	    if [ -f translations/$$locale/LC_MESSAGES/$$domain.po ]; then \

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
+from authsvc.apps import brands, keys
+from authsvc.emails import app_templates
 from authsvc.observability.logs import configure_logging
 from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.loop import Worker, WorkerOptions
@@ -75,6 +78,33 @@ def queue_links(url: str, jobs: int, *, queued: bool = True) -> None:
         conn.execute("VACUUM ANALYZE")
 
 
+# The languages-and-brands row: an app's own accounts, its brand, German, its own
+# template (text and `{{ name }}` holes: the common shape) for both kinds.
+BRANDED_TEXT = ("Hallo,\n\n{{ product_name }}: {{ link }}\n\nCode: {{ code }}"
+                " ({{ expires_in }}, {{ expires_at }})\n")
+BRANDED_HTML = ('<p>Hallo,</p><p><a href="{{ link }}" style="background: {{ brand_color }}">'
+                "{{ product_name }}</a></p><p>Code: <b>{{ code }}</b> ({{ expires_in }},"
+                " {{ expires_at }})</p>")
+
+
+def brand_jobs(url: str, *, half: bool = False) -> None:
+    """Make every queued link job (`half`: every other pair, both kinds) an app's own
+    account's email, asked in German, with the app's brand and its template for both kinds
+    (`authsvc worker` then takes that path)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        app, _key = keys.register_app(conn, "Bench Shop", [])
+        changes = {"product_name": "Bench Shop", "logo_url": "https://shop.example/logo.png",
+                   "brand_color": "#aa3300", "support_url": "https://shop.example/help",
+                   "default_locale": "de"}
+        brands.update_brand(conn, app.id, changes)
+        for kind in ("verify", "reset"):
+            app_templates.put_template(conn, app.id, kind, "de", subject="{{ product_name }}",
+                                       text=BRANDED_TEXT, html=BRANDED_HTML)
+        mark = {"own_account": True, "locale": "de", "app_name": "Bench Shop"}
+        conn.execute("UPDATE email_jobs SET app_id = %s, payload = payload || %s"
+                     " WHERE NOT %s OR id %% 4 < 2", (app.id, Jsonb(mark), half))
+
+
 def trail_rate(url: str, jobs: int) -> float:
     """Jobs/s from the first claim to the last recorded outcome; all must be sent."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -123,11 +153,14 @@ def mechanics_drain(url: str, jobs: int, *, concurrency: int, batch: int,
 
 
 def pipeline_drain(url: str, jobs: int, *, concurrency: int, batch: int,
-                   processes: int = 1, logs: bool = True) -> float:
+                   processes: int = 1, logs: bool = True, branded: bool = False) -> float:
     """`authsvc worker --once` to null:// over link jobs: claim, mint, render, build MIME,
     discard, record; `logs`: its JSON lines to a file, as deployed (else
-    AUTHSVC_LOG_LEVEL=warning)."""
+    AUTHSVC_LOG_LEVEL=warning); `branded`: every job an app's own account's, in German,
+    from the app's template, in its brand (brand_jobs)."""
     queue_links(url, jobs)
+    if branded:
+        brand_jobs(url)
     with tempfile.TemporaryDirectory() as data:
         env = worker_env(url, "null://", data)
         if not logs:

@@ -105,6 +105,7 @@ def run() -> dict[str, Any]:
                 add(system, f"1 process, --concurrency {concurrency} --batch {batch}",
                     run(concurrency, batch), f"{kind}-profile")
             _best_of_each(system, kind, _best_profile(drains, f"{kind}-profile"), run, add)
+        _branded_pipeline(fresh, drains, add)
 
         _timed("start", lambda: _start_latencies(fresh), results)
         _timed("latency", fresh(sections.latency), results)
@@ -137,6 +138,25 @@ def _best_of_each(system: str, kind: str, profile: tuple[int, int], run: Callabl
         add(system + ("" if logs else ", logs off"),
             f"{what}, --concurrency {c} --batch {b} (best of {ROUNDS})",
             best[(processes, logs)], label)
+
+
+def _branded_pipeline(fresh: Callable[[Callable[[str], Any]], Callable[[], Any]],
+                      drains: list[dict[str, Any]],
+                      add: Callable[[str, str, float, str], None]) -> None:
+    """Issue 25's row: a branded, localised email from an app's own template, beside the
+    plain pipeline at the same profile, taking turns, best of ROUNDS each."""
+    c, b = _best_profile(drains, "pipeline-profile")
+    best = {False: 0.0, True: 0.0}
+    for _round in range(ROUNDS):
+        for branded in best:
+            drained: Callable[[str], float] = partial(
+                drain.pipeline_drain, jobs=JOBS, concurrency=c, batch=b, branded=branded)
+            best[branded] = max(best[branded], fresh(drained)())
+    profile = f"1 process, --concurrency {c} --batch {b} (best of {ROUNDS}, taking turns)"
+    add("authsvc worker, pipeline to null://, plain (beside the next row)", profile,
+        best[False], "pipeline-plain-beside")
+    add("authsvc worker, pipeline: branded, localised (de), app template", profile,
+        best[True], "pipeline-branded")
 
 
 def _start_latencies(fresh: Callable[[Callable[[str], Any]], Callable[[], Any]]) -> Any:
@@ -192,6 +212,11 @@ def verdicts(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
          f"authsvc {start['authsvc']['p50_ms']:.1f} ms, pgqueuer"
          f" {start['pgqueuer']['p50_ms']:.1f} ms",
          start["authsvc"]["p50_ms"] <= start["pgqueuer"]["p50_ms"]),
+        *([("e. branded, localised, app-template pipeline ≥ 90 % of the plain one beside it",
+            f"{_best(d, 'pipeline-branded'):,.0f} against {_best(d, 'pipeline-plain-beside'):,.0f}"
+            f" emails/s ({_best(d, 'pipeline-branded') / _best(d, 'pipeline-plain-beside'):.0%})",
+            _best(d, "pipeline-branded") >= 0.9 * _best(d, "pipeline-plain-beside"))]
+          if any(x["kind"] == "pipeline-branded" for x in d) else []),  # runs before it
         ("d. log cost (logs on against off, mechanics) ≤ 15 %",
          f"{_best(d, 'mechanics-1'):,.0f} against {mech_quiet:,.0f} jobs/s ({log_cost:.0%});"
          f" pipeline {_best(d, 'pipeline-1'):,.0f} against {pipe_quiet:,.0f}"

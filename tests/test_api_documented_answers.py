@@ -20,7 +20,13 @@ from authsvc.accounts.code_tries import MAX_ATTEMPTS
 from authsvc.apps.idempotency import try_lock_key
 from authsvc.apps.keys import register_app
 from authsvc.web.app import MAX_BODY_BYTES
-from tests.api_support import ALLOWED_REDIRECT, ApiCaller, assert_documented, register_shop_app
+from tests.api_support import (
+    ALLOWED_REDIRECT,
+    ApiCaller,
+    assert_documented,
+    documented_path,
+    register_shop_app,
+)
 from tests.link_support import latest_code, latest_link
 
 PASSWORD = "correct horse battery"
@@ -194,6 +200,7 @@ def test_every_documented_answer_is_given_and_no_other(
         return _record(seen, "POST", path, strict.post(path, body))
 
     _approval_answers(strict_post, fresh, conn, svc, clock)
+    _app_settings_answers(seen, client, api, conn, app_with, monkeypatch)
 
     documented = _documented(client.get("/api/v1/openapi.json").get_json())
     assert sorted(documented - seen) == [], "documented but never given (invented?)"
@@ -388,3 +395,61 @@ def _approval_answers(
     change(fay, fresh())
     clock.advance(svc.tokens.ttl("email_change_approval"))
     post("/email-changes/approve", {"token": approval(fay)})  # 410 token_expired
+
+
+TEMPLATE = {"subject": "s", "text": "{{ link }} {{ code }}", "html": "{{ link }} {{ code }}"}
+
+
+def _app_settings_answers(seen: Observed, client: Any, api: ApiCaller, conn: psycopg.Connection,
+                          app_with: Any, monkeypatch: Any) -> None:
+    """Every answer of the calling app's own settings (SPEC §14: /app, /templates)."""
+    def call(method: str, path: str, body: Any = None, **kwargs: Any) -> TestResponse:
+        return _record(seen, method, documented_path(path), api.call(method, path, body, **kwargs))
+
+    template = "/templates/verify/de"
+    operations = [("GET", "/app"), ("PATCH", "/app"), ("GET", "/templates"),
+                  ("PUT", template), ("DELETE", template), ("POST", template + "/preview")]
+    bodies = {"PATCH": {"product_name": "Shop"}, "PUT": TEMPLATE, "POST": {}}
+    limited_app = app_with(AUTHSVC_RATE_LIMIT_APP="1/1m").test_client()
+    limited, limited_key = register_app(conn, "limited-settings", [])
+    for method, path in operations:
+        response = client.open("/api/v1" + path, method=method, json=bodies.get(method))
+        _record(seen, method, documented_path(path), response)  # 401
+        limited_caller = ApiCaller(limited_app, limited, limited_key)
+        limited_caller.call(method, path, bodies.get(method))
+        _record(seen, method, documented_path(path),
+                limited_caller.call(method, path, bodies.get(method)))  # 429
+    failing_points = {
+        ("GET", "/app"): "authsvc.apps.brands.brand_fields",
+        ("PATCH", "/app"): "authsvc.web.api.app_settings.read_json_object",
+        ("GET", "/templates"): "authsvc.emails.app_templates.list_templates",
+        ("PUT", template): "authsvc.web.api.app_settings.parse_body",
+        ("DELETE", template): "authsvc.emails.app_templates.delete_template",
+        ("POST", template + "/preview"): "authsvc.web.api.app_settings.parse_body",
+    }
+    for exc in (RuntimeError("bug"), psycopg.OperationalError("gone")):
+        def fail(*_args: object, exc: Exception = exc, **_kwargs: object) -> object:
+            raise exc
+        for (method, path), target in failing_points.items():
+            with monkeypatch.context() as patch:
+                patch.setattr(target, fail)
+                call(method, path, bodies.get(method))  # 500, 503
+    for method, path in (("PATCH", "/app"), ("PUT", template), ("POST", template + "/preview")):
+        call(method, path, data="x", headers={"Content-Type": "text/plain"})  # 415
+        call(method, path, data=b"{" + b" " * (1024 * 1024) + b"}",
+             headers={"Content-Type": "application/json"})  # 413
+        call(method, path, {"nope": 1})  # 400 invalid_request
+    call("GET", "/app")  # 200
+    call("PATCH", "/app", {"brand_color": "#aabbcc"})  # 200
+    call("PUT", "/templates/nope/de", TEMPLATE)  # 404 not_found
+    call("PUT", template, {**TEMPLATE, "text": "{% for x in y %}{% endfor %}"})  # 422
+    call("POST", template + "/preview", {})  # 404 template_not_found
+    call("POST", "/templates/nope/de/preview", {})  # 404 not_found
+    call("POST", template + "/preview", {**TEMPLATE, "html": "{{ nope }}"})  # 422
+    call("PUT", template, TEMPLATE)  # 200
+    call("GET", "/templates")  # 200
+    call("POST", template + "/preview", {})  # 200
+    call("DELETE", "/templates/verify/not%20a%20tag")  # 400
+    call("DELETE", "/templates/nope/de")  # 404 not_found
+    call("DELETE", template)  # 204
+    call("DELETE", template)  # 404 template_not_found

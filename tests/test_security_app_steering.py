@@ -75,7 +75,7 @@ def _assert_own_pages(message: Received, settings: Settings, purpose: str,
     paths = {"verify": ("/verify", "/verify/code"), "reset": ("/reset/confirm", "/reset/code")}
     link_path, code_path = paths[purpose]
     assert message.link.startswith(f"{settings.base_url}{link_path}?token=")
-    assert f"at {settings.base_url}{code_path}:" in " ".join(message.text.split())
+    assert f"on this page: {settings.base_url}{code_path}" in " ".join(message.text.split())
     html = message.html
     for part in (message.text, html):
         assert "evil.example" not in part
@@ -86,7 +86,7 @@ def _assert_own_pages(message: Received, settings: Settings, purpose: str,
 
 def _assert_app_pages(message: Received, redirect: str, app_name: str) -> None:
     assert message.link.startswith(redirect + "?token=")
-    assert f"at {redirect}:" in " ".join(message.text.split())
+    assert f"on this page: {redirect}" in " ".join(message.text.split())
     assert f"Requested through the app “{app_name}”." in " ".join(message.text.split())
 
 

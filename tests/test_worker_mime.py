@@ -10,15 +10,17 @@ from email.utils import format_datetime
 from typing import Any
 from uuid import UUID
 
-import jinja2
 import pytest
 
+from authsvc.apps.brands import Brand
 from authsvc.config import load_settings
+from authsvc.emails.compose import HOLES, _environment, flatten
+from authsvc.emails.wording import brand_values
 from authsvc.inbox.parsing import parse_message
-from authsvc.resources import templates_dir
+from authsvc.locales import SUPPORTED_LOCALES
+from authsvc.outbox.rules import TEMPLATES as ALL_TEMPLATES
 from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.mime import boundary_for, build_message, legacy_message
-from authsvc.worker.render import compile_template
 from tests.worker_support import renderer
 
 TEMPLATES = ["verify", "reset", "account_exists", "password_changed"]
@@ -100,26 +102,23 @@ def test_the_test_inbox_reads_the_message(env, template):
         assert "a=1&amp;b=%3C2%3E&amp;token=" in parsed.html
 
 
-@pytest.mark.parametrize("name", [f"{t}.{k}" for t in TEMPLATES for k in ("txt", "html")])
-def test_templates_compiled_once_render_as_jinja_does(name):
-    loader = jinja2.FileSystemLoader(str(templates_dir() / "email"))
+@pytest.mark.parametrize("locale", SUPPORTED_LOCALES)
+@pytest.mark.parametrize("name", [f"{t}.{k}" for t in ALL_TEMPLATES for k in ("txt", "html")])
+def test_templates_compiled_once_render_as_jinja_does(name, locale):
     html = name.endswith(".html")
-    environment = jinja2.Environment(loader=loader, autoescape=html,  # noqa: S701
-                                     undefined=jinja2.StrictUndefined)
-    context = {key: f"<{key}> & \"'x'\" {{0}} {{{key}}}" for key in
-               ("recipient", "base_url", "reset_url", "login_url", "link", "expires_at",
-                "valid_for", "code", "code_url", "requested_by")}
-    assert compile_template(environment, name)(context) == (
-        environment.get_template(name).render(context)
+    environment = _environment(locale, html)
+    constants = {"base_url": "http://b", "login_url": "http://b/login",
+                 "reset_url": "http://b/reset", "signup_url": "http://b/signup",
+                 "locale": locale, "dir": "ltr",
+                 **brand_values(Brand("<b>Shop</b>", "https://x.test/l.png", "#aa0000",
+                                      "https://x.test/help"), locale)}
+    context = {key: f"<{key}> & \"'x'\" {{0}} %s {{{key}}}" for key in HOLES}
+    template = environment.get_template(name)
+    assert flatten(template, constants, html=html)(context) == (
+        template.render({**constants, **context})
     )
     with pytest.raises(KeyError):
-        compile_template(environment, name)({})
-
-
-def test_a_template_with_logic_is_still_rendered_by_jinja():
-    loader = jinja2.DictLoader({"t.txt": "{% if x %}yes {{ x|upper }}{% endif %}\n"})
-    environment = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined)  # noqa: S701
-    assert compile_template(environment, "t.txt")({"x": "a"}) == "yes A"
+        flatten(template, constants, html=html)({})
 
 
 def test_the_date_header_is_what_format_datetime_writes_for_each_moment(env):

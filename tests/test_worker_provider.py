@@ -179,7 +179,8 @@ def test_the_request_body_is_resends_documented_shape(conn, pool, settings, prov
     assert body["to"] == [email.recipient]
     assert body["subject"] == "Your password was changed"
     assert body["text"].strip() and body["html"].lstrip().startswith("<")
-    assert body["headers"] == {"X-Authsvc-Job": str(email.public_job_id)}
+    # The email's language travels with it (SPEC §14), as in the SMTP message.
+    assert body["headers"] == {"Content-Language": "en", "X-Authsvc-Job": str(email.public_job_id)}
     for tag in body["tags"]:
         assert re.fullmatch(r"[A-Za-z0-9_-]{1,256}", tag["name"])
         assert re.fullmatch(r"[A-Za-z0-9_-]{1,256}", tag["value"])

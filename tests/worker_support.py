@@ -17,6 +17,7 @@ import psycopg
 
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings, parse_smtp_url
+from authsvc.emails.looks import database_looks
 from authsvc.services import token_codec
 from authsvc.worker import jobs
 from authsvc.worker.delivery import Delivery, RetryPolicy
@@ -29,7 +30,10 @@ FAR = float("inf")  # a lease deadline that never stops a direct deliver() call
 
 
 def renderer(settings: Settings, clock: Clock = system_clock) -> Renderer:
-    return Renderer(settings, token_codec(settings, clock), clock)
+    """The worker's renderer as `authsvc worker` builds it: apps' looks from the database."""
+    looks = (database_looks(settings.database_url, settings.product_name, ttl=0.0)
+             if settings.database_url else None)
+    return Renderer(settings, token_codec(settings, clock), clock, looks=looks)
 
 
 def smtp_factory(smtp_url: str) -> Callable[[float], SmtpMailer]:

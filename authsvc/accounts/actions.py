@@ -28,6 +28,7 @@ from authsvc.accounts.tokens import TokenClaims
 from authsvc.accounts.users import User
 from authsvc.apps import account_apps
 from authsvc.apps.keys import App
+from authsvc.locales import supported_locale
 from authsvc.outbox import NO_OUTCOME_EVENTS, count_and_queue_link, enqueue_email
 from authsvc.services import Services
 
@@ -60,6 +61,7 @@ def sign_up(
     password: str,
     redirect_url: str | None = None,
     app: App | None = None,
+    locale: str | None = None,
 ) -> None:
     """Create an account (or record another signup for it) and queue its email.
 
@@ -69,7 +71,8 @@ def sign_up(
     address; a second signup makes the address contested (users.sql).
     `app`: the app whose API call this is; the account becomes its when this
     signup creates it, and `redirect_url` applies only to its own accounts
-    (a contested unproven address is nobody's: account_apps).
+    (a contested unproven address is nobody's: account_apps). `locale`: the
+    request's; a new account keeps it (SPEC §14), and the email is in it.
     """
     check_policy(password, email)
     # Hash before touching the row: every branch costs one argon2 hash.
@@ -77,6 +80,7 @@ def sign_up(
     now = svc.clock()
     with conn.transaction():
         user = users.register_signup(conn, email, password_hash)
+        users.note_signup_locale(conn, user.id, supported_locale(locale))
         own = app is not None and account_apps.note_signup(
             conn, user_id=user.id, app_id=app.id, now=now
         )
@@ -89,7 +93,7 @@ def sign_up(
         if user.verified:
             enqueue_email(
                 conn, template="account_exists", recipient=email, user_id=user.id,
-                payload=links.email_payload(app), app_id=app_id,
+                payload=links.email_payload(app, locale=locale), app_id=app_id,
             )
             return
         enqueue_email(
@@ -100,7 +104,7 @@ def sign_up(
             purpose="verify",
             token_version=user.verify_version,
             issued_at=links.issued_at(now),
-            payload=links.email_payload(app, redirect_url, own_account=own),
+            payload=links.email_payload(app, redirect_url, own_account=own, locale=locale),
             app_id=app_id,
         )
 
@@ -113,6 +117,7 @@ def request_link(
     email: str,
     redirect_url: str | None = None,
     app: App | None = None,
+    locale: str | None = None,
 ) -> bool:
     """Queue a fresh `purpose` link: reset and sign_in for any account, verify for an
     unverified one.
@@ -144,7 +149,8 @@ def request_link(
         conn, email=email, purpose=purpose, issued_at=links.issued_at(now),
         budget=links.email_budget(svc, email, purpose, now),
         code_digest=code_tries.address_digest(email),
-        payload={**links.email_payload(app, redirect_url), NO_OUTCOME_EVENTS: True},
+        payload={**links.email_payload(app, redirect_url, locale=locale),
+                 NO_OUTCOME_EVENTS: True},
         app_id=app.id if app else None,
         sign_up=purpose == "sign_in" and app is not None and app.sign_up_by_email,
         notify_unknown=svc.settings.notify_unknown_addresses and purpose != "verify",

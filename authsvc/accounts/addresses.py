@@ -16,7 +16,7 @@ import unicodedata
 
 from email_validator import SPECIAL_USE_DOMAIN_NAMES, EmailNotValidError, validate_email
 
-from authsvc.accounts.hidden_characters import has_blank_looking
+from authsvc.accounts.hidden_characters import has_blank_looking, hides_text
 
 MAX_ADDRESS_LENGTH = 254
 MAX_LOCAL_PART_LENGTH = 64  # RFC 5321; email-validator's strict mode enforces it
@@ -119,3 +119,30 @@ def masked(address: str) -> str:
     """
     local, _, domain = address.rpartition("@")
     return f"{local[:1]}\u2022\u2022\u2022@{domain}"
+
+
+MAX_DISPLAY_NAME = 64
+
+
+def parse_mailbox(value: object) -> str:
+    """A sender as `Name <address>` (or a bare address), the address through parse_address.
+
+    For an app's From line (`authsvc apps update --mail-from`): the name is
+    plain words (no quotes, angle brackets, hidden or control characters), so
+    the header cannot carry a second address or reorder what a reader sees.
+    Returned as `Name <address>`, or the address alone.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidAddress("expected 'Name <address>' or an address")
+    name, bracket, rest = value.strip().rpartition("<")
+    if not bracket:
+        return parse_address(value)
+    if not rest.endswith(">"):
+        raise InvalidAddress("expected 'Name <address>': the address ends with '>'")
+    address = parse_address(rest[:-1])
+    name = " ".join(name.split())
+    plain = not any(c in name for c in '"<>@,;:\\') and not hides_text(name.replace(" ", ""))
+    if len(name) > MAX_DISPLAY_NAME or not plain:
+        raise InvalidAddress(f"the name must be at most {MAX_DISPLAY_NAME} plain characters,"
+                             " without quotes, brackets, '@', ',', ';' or ':'")
+    return f"{name} <{address}>" if name else address

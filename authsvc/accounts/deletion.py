@@ -61,6 +61,7 @@ def deletion_recipient(conn: Connection, svc: Services, user: User, now: datetim
 def request_account_deletion(
     conn: Connection, svc: Services, *, email: str, password: str | None = None,
     sign_in_code: str | None = None, session: SessionUser | None = None, app: App | None = None,
+    locale: str | None = None,
 ) -> None:
     """Send a deletion link and code for the account `email` and one proof open (its
     password, or for an account with none a sign-in code or a recent sign-in session:
@@ -84,7 +85,8 @@ def request_account_deletion(
         enqueue_email(
             conn, template="account_delete", recipient=recipient, user_id=user.id,
             purpose="account_delete", token_version=int(row[0]), issued_at=links.issued_at(now),
-            payload={**links.email_payload(app, own_account=own), NO_OUTCOME_EVENTS: True},
+            payload={**links.email_payload(app, own_account=own, locale=locale),
+                     NO_OUTCOME_EVENTS: True},
             app_id=app.id if app else None,
         )
 

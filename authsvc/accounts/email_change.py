@@ -90,6 +90,7 @@ def request_email_change(
     session: SessionUser | None = None,
     redirect_url: str | None = None,
     app: App | None = None,
+    locale: str | None = None,
 ) -> None:
     """Send a change link and code to `new_email`, for the account `email` and one proof
     open: its password, or for an account with none a sign-in code or a recent sign-in
@@ -105,7 +106,7 @@ def request_email_change(
     user = actions.confirm_identity(conn, svc, email=email, password=password,
                                     sign_in_code=sign_in_code, session=session)
     now = svc.clock()
-    payload = {**links.email_payload(app, redirect_url), NO_OUTCOME_EVENTS: True}
+    payload = {**links.email_payload(app, redirect_url, locale=locale), NO_OUTCOME_EVENTS: True}
     approval = links.email_budget(svc, email, "email_change_approval", now).params()
     params = {
         **links.email_budget(svc, new_email, "email_change", now).params(),

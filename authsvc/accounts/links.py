@@ -24,11 +24,14 @@ from authsvc.accounts.users import User
 from authsvc.app_events.producer import FlowApp, flow_app, queue_event, user_data
 from authsvc.apps import account_apps
 from authsvc.apps.keys import App
+from authsvc.locales import supported_locale
 from authsvc.observability.logs import log_event
 from authsvc.ratelimit import RateLimitHit
 from authsvc.services import Services
 
 logger = logging.getLogger(__name__)
+# The payload key of the request's locale (SPEC §14).
+LOCALE = "locale"
 
 
 def email_budget(svc: Services, email: str, purpose: str, now: datetime) -> RateLimitHit:
@@ -43,18 +46,26 @@ def email_budget(svc: Services, email: str, purpose: str, now: datetime) -> Rate
 
 
 def email_payload(
-    app: App | None, redirect_url: str | None = None, *, own_account: bool = False
+    app: App | None, redirect_url: str | None = None, *, own_account: bool = False,
+    locale: str | None = None,
 ) -> dict[str, object]:
-    """What a queued email carries: the link target, the asking app's name, whose account.
+    """What a queued email carries: the link target, the asking app's name, whose account,
+    the request's language.
 
     Every email an app's call queues names that app (authsvc/worker/render.py), so a
     person can tell who asked even when the link opens authsvc's own pages.
     `own_account`: the account was already the app's when this was queued,
     so redeeming it is a flow through the app (account_apps.OWN_ACCOUNT).
+    `locale`: the request's (a well-formed tag, API or page), kept as the
+    shipped locale it maps to, if any; the worker renders in it, and
+    redeeming the link makes it the account's (users.sql record_redemption).
     """
     payload: dict[str, object] = {"redirect_url": redirect_url} if redirect_url else {}
     if own_account:
         payload[account_apps.OWN_ACCOUNT] = True
+    shipped = supported_locale(locale)
+    if shipped is not None:
+        payload[LOCALE] = shipped
     return payload | ({"app_name": app.name} if app else {})
 
 

@@ -152,6 +152,12 @@ def record_redemption(
     conn.execute(Q["record_redemption"], params)
 
 
+def note_signup_locale(conn: Connection, user_id: int, locale: str | None) -> None:
+    """The account's locale, if it has none yet: the signup that created it (SPEC §14)."""
+    if locale is not None:
+        conn.execute(Q["note_signup_locale"], {"user_id": user_id, "locale": locale})
+
+
 def was_redeemed(conn: Connection, user_id: int, purpose: str, version: int) -> bool:
     params = {"user_id": user_id, "purpose": purpose, "version": version}
     row = conn.execute(Q["was_redeemed"], params).fetchone()

@@ -96,9 +96,24 @@ UPDATE users SET password_hash = %(password_hash)s
 WHERE id = %(user_id)s AND password_hash = %(verified_hash)s;
 
 -- record_redemption --
--- Remember that this exact link was used, to tell "used" from "superseded".
-INSERT INTO token_redemptions (user_id, purpose, version, redeemed_at)
-VALUES (%(user_id)s, %(purpose)s, %(version)s, %(now)s);
+-- Remember that this exact link was used, to tell "used" from "superseded";
+-- and the account takes the locale the redeemed link's email was asked in
+-- (SPEC §14: the latest link it redeemed; a request alone never sets it).
+WITH redeemed AS (
+    INSERT INTO token_redemptions (user_id, purpose, version, redeemed_at)
+    VALUES (%(user_id)s, %(purpose)s, %(version)s, %(now)s)
+)
+UPDATE users AS u SET locale = j.locale
+FROM (SELECT payload ->> 'locale' AS locale FROM email_jobs
+      WHERE user_id = %(user_id)s AND purpose = %(purpose)s AND token_version = %(version)s
+        AND kind = 'email'
+      ORDER BY id DESC LIMIT 1) AS j
+WHERE u.id = %(user_id)s AND j.locale IS NOT NULL AND u.locale IS DISTINCT FROM j.locale;
+
+-- note_signup_locale --
+-- The locale of the signup that made the account; a later signup request for
+-- the same address (anyone's app can send one) leaves it.
+UPDATE users SET locale = %(locale)s WHERE id = %(user_id)s AND locale IS NULL;
 
 -- was_redeemed --
 -- Whether this exact link was used.

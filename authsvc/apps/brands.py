@@ -7,13 +7,19 @@ brand, which is the service's own where the app set nothing.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from psycopg import Connection
 
+from authsvc.accounts.addresses import InvalidAddress, parse_mailbox
+from authsvc.accounts.hidden_characters import hides_text
 from authsvc.db.queries import load_queries
+from authsvc.locales import parse_locale_tag, supported_locale
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
 
@@ -42,3 +48,89 @@ def load_brand(conn: Connection, app_id: UUID, service_product_name: str) -> Bra
     product_name, logo_url, brand_color, support_url, default_locale, mail_from = row
     return Brand(product_name or service_product_name, logo_url, brand_color, support_url,
                  default_locale, mail_from, app_id)
+
+
+# --- changing a brand (PATCH /api/v1/app, `authsvc apps update`) ---------------------
+
+MAX_PRODUCT_NAME = 64
+MAX_BRAND_URL = 2048
+_COLOR = re.compile(r"#[0-9A-Fa-f]{6}")
+# The fields an app may set on itself; mail_from is the operators' alone (CLI).
+APP_FIELDS = ("product_name", "logo_url", "brand_color", "support_url", "default_locale")
+
+
+class InvalidBrand(ValueError):
+    """A brand field refused: `field` names it, the message says why."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+
+
+def _url(field: str, value: str, *, https_only: bool) -> str:
+    parts = urlsplit(value)
+    schemes = {"https"} if https_only else {"https", "http"}
+    if (len(value) > MAX_BRAND_URL or hides_text(value) or "\\" in value
+            or any(c.isspace() for c in value)):
+        raise InvalidBrand(field, "is not a usable URL")
+    if parts.scheme not in schemes or not parts.hostname or parts.username or parts.password:
+        needed = "an https URL" if https_only else "an http(s) URL"
+        raise InvalidBrand(field, f"must be {needed} without credentials")
+    return value
+
+
+def check_brand_field(field: str, value: object) -> str | None:
+    """`value` as stored for `field` (None clears it); InvalidBrand otherwise.
+
+    One rule for the API and the CLI. The product name is plain text: any
+    characters but hidden, reordering or control ones, at most 64; emails
+    and pages escape it. The logo is https only (it is fetched by mail
+    clients next to the person's own content); the colour is `#rrggbb`.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidBrand(field, "must be a string or null")
+    if field == "product_name":
+        name = " ".join(value.split())
+        if not name or len(name) > MAX_PRODUCT_NAME:
+            raise InvalidBrand(field, f"must be 1-{MAX_PRODUCT_NAME} characters of plain text")
+        if hides_text(name.replace(" ", "")):  # its single spaces are its own
+            raise InvalidBrand(field, "contains hidden, control or direction-changing characters")
+        return name
+    if field == "logo_url":
+        return _url(field, value, https_only=True)
+    if field == "support_url":
+        return _url(field, value, https_only=False)
+    if field == "brand_color":
+        if _COLOR.fullmatch(value) is None:
+            raise InvalidBrand(field, "must be a colour as #rrggbb")
+        return value.lower()
+    if field == "default_locale":
+        try:
+            tag = parse_locale_tag(value)
+        except ValueError as exc:
+            raise InvalidBrand(field, str(exc)) from None
+        return supported_locale(tag) or tag
+    if field == "mail_from":
+        try:
+            return parse_mailbox(value)
+        except InvalidAddress as exc:
+            raise InvalidBrand(field, str(exc)) from None
+    raise InvalidBrand(field, "is not a brand field")
+
+
+def brand_fields(conn: Connection, app_id: UUID) -> dict[str, str | None] | None:
+    """The app's brand as set (None fields: unset), mail_from included; None if no live app."""
+    row = conn.execute(Q["load_brand"], {"app_id": app_id}).fetchone()
+    if row is None:
+        return None
+    return dict(zip((*APP_FIELDS, "mail_from"), row, strict=True))
+
+
+def update_brand(conn: Connection, app_id: UUID, changes: Mapping[str, str | None]) -> bool:
+    """Set the given (checked) fields, leave the others; False if the app is not live."""
+    given = {name: name in changes for name in (*APP_FIELDS, "mail_from")}
+    params = {**{f"set_{k}": v for k, v in given.items()},
+              **{name: changes.get(name) for name in given}, "app_id": app_id}
+    return conn.execute(Q["update_brand"], params).fetchone() is not None

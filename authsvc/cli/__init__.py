@@ -27,6 +27,7 @@ COMMANDS = {
     "users": "authsvc.cli.users:users_group",
     "operators": "authsvc.cli.operators:operators_group",
     "check": "authsvc.cli.check:check",
+    "templates": "authsvc.cli.templates:templates",
 }
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from uuid import UUID
 
 import click
 import psycopg
 
 from authsvc.app_events.targets import WebhookTargetRefused, validate_webhook_url
-from authsvc.apps import keys
+from authsvc.apps import brands, keys
 from authsvc.apps.keys import register_app, validate_redirect_url
 from authsvc.cli.options import parsed_by
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
@@ -36,6 +37,25 @@ def _check_name(name: str) -> str:
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         raise click.BadParameter("may not contain control characters", param_hint="NAME")
     return name.strip()
+
+
+@dataclass(frozen=True)
+class Changed:
+    """A brand option given on the command line: its checked value, None to clear it."""
+
+    value: str | None
+
+
+def _brand_field(_ctx: click.Context, param: click.Parameter, value: str | None) -> Changed | None:
+    """A brand option through the API's own rule (apps/brands.py check_brand_field)."""
+    if value is None:
+        return None
+    if value == "":
+        return Changed(None)
+    try:
+        return Changed(brands.check_brand_field(str(param.name), value))
+    except brands.InvalidBrand as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _check_webhook(settings: Settings, url: str, option: str = "--webhook-url") -> str:
@@ -148,6 +168,15 @@ def apps_list() -> None:
     "--sign-up-by-email/--no-sign-up-by-email", default=None,
     help="Whether a sign-in link requested for an address with no account creates the account.",
 )
+@click.option("--product-name", callback=_brand_field,
+              help="The brand's name in its accounts' emails and pages (plain text, ≤ 64).")
+@click.option("--logo-url", callback=_brand_field, help="The brand's logo (https only).")
+@click.option("--brand-color", callback=_brand_field, help="The brand's colour, #rrggbb.")
+@click.option("--support-url", callback=_brand_field, help="Where its accounts get help.")
+@click.option("--default-locale", callback=_brand_field,
+              help="Emails its calls queue when neither request nor account names a locale.")
+@click.option("--mail-from", callback=_brand_field,
+              help="The From of its accounts' emails, 'Name <address>' (operators only).")
 def apps_update(
     app_id: UUID,
     redirect_urls: list[str],
@@ -157,18 +186,24 @@ def apps_update(
     delivery_url: str | None,
     no_delivery_url: bool,
     sign_up_by_email: bool | None,
+    **brand: Changed,
 ) -> None:
-    """Change an app's redirect URLs, webhook, mail delivery URL or sign-up by email."""
+    """Change an app's redirect URLs, webhook, mail delivery URL, sign-up by email or brand.
+
+    A brand option given as '' clears that field (the service's own again).
+    """
     if webhook_url is not None and no_webhook:
         raise click.UsageError("--webhook-url and --no-webhook contradict each other")
     if delivery_url is not None and no_delivery_url:
         raise click.UsageError("--delivery-url and --no-delivery-url contradict each other")
     if not (redirect_urls or webhook_url is not None or no_webhook or new_webhook_secret
-            or delivery_url is not None or no_delivery_url or sign_up_by_email is not None):
+            or delivery_url is not None or no_delivery_url or sign_up_by_email is not None
+            or any(value is not None for value in brand.values())):
         raise click.UsageError(
             "nothing to change: give --redirect-url, --webhook-url, --no-webhook,"
-            " --new-webhook-secret, --delivery-url, --no-delivery-url or"
-            " --[no-]sign-up-by-email"
+            " --new-webhook-secret, --delivery-url, --no-delivery-url,"
+            " --[no-]sign-up-by-email or a brand option (--product-name, --logo-url,"
+            " --brand-color, --support-url, --default-locale, --mail-from)"
         )
     settings = settings_or_exit()
     if webhook_url is not None:
@@ -191,6 +226,9 @@ def apps_update(
             keys.clear_delivery_url(conn, app_id)
         if sign_up_by_email is not None:
             keys.set_sign_up_by_email(conn, app_id, sign_up_by_email)
+        changes = {name: value.value for name, value in brand.items() if value is not None}
+        if changes:
+            brands.update_brand(conn, app_id, changes)
         if new_webhook_secret:
             try:
                 secret = keys.replace_webhook_secret(conn, app_id, settings.secret_keys)

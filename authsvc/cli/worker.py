@@ -17,6 +17,7 @@ from authsvc.cli.startup import FiniteFloatRange, database_url_or_exit, settings
 from authsvc.config import Settings
 from authsvc.db.connections import connect, resolve_listen_url
 from authsvc.db.migrate import pending_migrations
+from authsvc.emails.looks import database_looks
 from authsvc.observability.logs import configure_logging, log_event
 from authsvc.services import token_codec
 from authsvc.worker.delivery import RetryPolicy
@@ -164,7 +165,8 @@ def worker(
             message = f"cannot serve metrics on port {metrics_port}: {exc}"
             raise click.ClickException(message) from None
     runner = Worker(
-        url, Renderer(settings, codec), smtp_mailer_factory(settings), options,
+        url, Renderer(settings, codec, looks=database_looks(url, settings.product_name)),
+        smtp_mailer_factory(settings), options,
         webhooks=webhooks, listen_url=resolve_listen_url(settings), metrics=metrics,
     )
 

@@ -32,9 +32,6 @@ from authsvc.worker.mailers import OutgoingEmail, PermanentSendError, TransientS
 from authsvc.worker.providers.http import refusal_is_permanent, retry_after_seconds
 
 EVENT_TYPE = "email.send"
-# Every email is in English until the catalogs of SPEC §14 arrive.
-LOCALE = "en"
-
 
 def hook_body(job: ClaimedJob, email: OutgoingEmail, mail_from: str) -> tuple[str, str]:
     """(webhook-id, body): the same bytes on every attempt of the job."""
@@ -45,7 +42,7 @@ def hook_body(job: ClaimedJob, email: OutgoingEmail, mail_from: str) -> tuple[st
         if queued else None,
         "data": {
             "to": email.recipient, "from": mail_from, "subject": email.subject,
-            "text": email.text, "html": email.html, "kind": email.kind, "locale": LOCALE,
+            "text": email.text, "html": email.html, "kind": email.kind, "locale": email.locale,
             "link": email.link, "code": email.code,
         },
     }

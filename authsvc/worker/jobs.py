@@ -64,6 +64,8 @@ class ClaimedJob(NamedTuple):
     # Emails only: the asking app's hook, when it may deliver this one (migrations/0029).
     delivery_url: str | None = None
     created_at: datetime | None = None
+    user_locale: str | None = None  # the account's (SPEC §14), after the request's own
+    brand_app_id: UUID | None = None  # the app whose brand and templates this email takes
 
     @property
     def superseded(self) -> bool:

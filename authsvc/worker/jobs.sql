@@ -59,9 +59,27 @@ WITH due AS (
               CASE WHEN j.kind = 'email' AND (j.payload ->> 'own_account') = 'true' THEN
                   (SELECT a.delivery_url FROM apps AS a
                    WHERE a.id = j.app_id AND a.revoked_at IS NULL AND a.delivery_url IS NOT NULL
-                     AND app_delivers_mail_to(j.user_id, j.app_id, j.recipient)) END
+                     AND app_delivers_mail_to(j.user_id, j.app_id, j.recipient)
+                     -- An operator's mail never goes to an app's hook (SPEC §14).
+                     AND NOT EXISTS (SELECT 1 FROM operators AS o WHERE o.user_id = j.user_id))
+                  END
                   AS delivery_url,
-              j.created_at
+              j.created_at,
+              -- The account's locale (SPEC §14: an email without the request's
+              -- own uses it), and the app whose brand (and, for the emails that
+              -- ask to act, templates) the email takes: the asking app's own
+              -- account, never an operator's. A link email was its own when it
+              -- was queued (own_account); a notice that protects the person is
+              -- branded when the account is the app's as it is now.
+              (SELECT u.locale FROM users AS u WHERE u.id = j.user_id) AS user_locale,
+              CASE WHEN j.kind = 'email' AND j.app_id IS NOT NULL
+                        AND ((j.payload ->> 'own_account') = 'true'
+                             OR (j.template IN ('password_changed', 'email_changed',
+                                                'email_restored', 'account_exists',
+                                                'email_in_use')
+                                 AND account_belongs_to_app(j.user_id, j.app_id)))
+                        AND NOT EXISTS (SELECT 1 FROM operators AS o WHERE o.user_id = j.user_id)
+                   THEN j.app_id END AS brand_app_id
 ), logged AS (
     INSERT INTO email_job_events (job_id, event, lease_owner, lease_expires_at, attempt, token_version)
     SELECT id, 'claimed', lease_owner, lease_expires_at, attempt_count, token_version FROM claimed

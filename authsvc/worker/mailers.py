@@ -83,6 +83,7 @@ class OutgoingEmail:
     kind: str = ""  # the template: verify, reset, ...
     link: str | None = None  # the minted link and its code, for emails that carry them
     code: str | None = None
+    locale: str = "en"  # what Content-Language says (SPEC §14)
 
     @property
     def needs_smtputf8(self) -> bool:

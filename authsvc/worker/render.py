@@ -1,4 +1,4 @@
-"""Turn a claimed job into a ready-to-send message: mint the link, render, build.
+"""Turn a claimed job into a ready-to-send message: choose its look, mint the link, render, build.
 
 The link is minted here, at send time, from the version and issued_at kept
 on the row; no usable token is ever stored.
@@ -6,45 +6,39 @@ on the row; no usable token is ever stored.
 
 from __future__ import annotations
 
-import re
-import unicodedata
-from collections.abc import Callable, Mapping
+import logging
 from datetime import datetime, tzinfo
 from email.utils import format_datetime, parseaddr
 from functools import lru_cache
+from typing import NamedTuple
 from urllib.parse import parse_qsl, quote_plus, urlencode, urlsplit, urlunsplit
 from uuid import UUID
 
 import jinja2
-from jinja2 import nodes
-from markupsafe import escape
 
 from authsvc.accounts.addresses import is_canonical, masked
-from authsvc.accounts.hidden_characters import hides_text
 from authsvc.accounts.tokens import TokenClaims, TokenCodec
+from authsvc.apps.brands import service_brand
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings
 from authsvc.durations import describe_duration
-from authsvc.resources import templates_dir
+from authsvc.emails import app_templates, sandbox
+from authsvc.emails.compose import (
+    PREVIEW_PREFIX,
+    EmailTemplate,
+    builtin_template,
+    render_parts,
+    translate,
+)
+from authsvc.emails.looks import AppLook, AppLooks
+from authsvc.emails.preview import PREVIEW, sample_context
+from authsvc.emails.wording import brand_values, describe_moment, requested_by
+from authsvc.locales import choose_locale
+from authsvc.observability.logs import log_event
 from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.mailers import OutgoingEmail, needs_smtputf8
 from authsvc.worker.mime import boundary_for, build_message
 
-SUBJECTS = {
-    "verify": "Confirm your email address",
-    "reset": "Reset your password",
-    "account_exists": "You already have an account",
-    "password_changed": "Your password was changed",
-    "email_change": "Confirm your new email address",
-    "email_change_approval": "Approve changing your account's email address",
-    "email_in_use": "An account already uses this address",
-    "email_changed": "Your account's email address was changed",
-    "email_restored": "This address no longer signs in to your account",
-    "account_delete": "Confirm deleting your account",
-    "sign_in": "Your sign-in link",
-    "no_account": "No account uses this address",
-    "console_code": "Your operator console sign-in code",
-}
 LINK_PATHS = {
     "verify": "/verify",
     "reset": "/reset/confirm",
@@ -67,50 +61,7 @@ CODE_PATHS = {
 }
 # Addresses a notice shows masked (n•••@example.com), from the job's payload.
 MASKED = {"new_email": "new_email_masked", "restored_email": "restored_email_masked"}
-
-
-# What a mail client would make a link of in an app's name: a scheme's colon,
-# a path's slashes, an address's @, and a dot inside a word (a host name);
-# the Unicode full stops browsers read as dots count as dots. A dot before a
-# space or at the end ("Shop Inc.") stays.
-_LINK_PUNCTUATION = re.compile(r"[:/\\@]|[.\u3002](?=\S)")
-MAX_APP_NAME_SHOWN = 100
-
-
-def shown_app_name(name: str) -> str:
-    """An app's name as an email may show it: one line of plain words, never a link.
-
-    App names are set by operators, but the email goes to someone who did
-    not choose that app, so the name is treated as untrusted text: NFKC
-    first (fullwidth and other compatibility forms of ':', '/', '@', '.'
-    become the ASCII ones), then hidden, control and line-breaking
-    characters and the link punctuation above become spaces. HTML escaping
-    is the template's (autoescape).
-    """
-    plain = "".join(" " if hides_text(c) else c for c in unicodedata.normalize("NFKC", name))
-    words = _LINK_PUNCTUATION.sub(" ", plain).split()
-    return " ".join(words)[:MAX_APP_NAME_SHOWN].strip()
-
-
-def requested_by(job: ClaimedJob, base_url: str) -> str:
-    """The sentence that names who asked for this email (SPEC §14 "Whose account").
-
-    An app's API call: that app, by name, whether or not the link opens its
-    pages. Otherwise authsvc's own pages at `base_url`.
-    """
-    if job.app_id is None:
-        return f"Requested on {base_url}."
-    name = shown_app_name(str(job.payload.get("app_name") or ""))
-    return f"Requested through the app “{name}”." if name else "Requested through an app."
-
-
-def _minute_utc(moment: datetime) -> str:
-    """`moment` as the emails show it, "2026-12-07 09:30 UTC": strftime's text, without strftime.
-
-    Fields formatted directly: 1.0 µs of CPU against strftime's 1.8.
-    """
-    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-            f" {moment.hour:02d}:{moment.minute:02d} UTC")
+log = logging.getLogger(__name__)
 
 
 class TemplateError(Exception):
@@ -148,73 +99,36 @@ def message_id_for(public_job_id: UUID | str, domain: str) -> str:
     return f"<authsvc-job-{public_job_id}@{domain}>"
 
 
-Render = Callable[[Mapping[str, object]], str]
-
-
-def compile_template(env: jinja2.Environment, name: str) -> Render:
-    """The template as its static text split once around its `{{ name }}` holes.
-
-    Our email templates are plain text with substitutions; joining the static
-    parts with the (escaped, for HTML) values gives what Jinja renders, without
-    running the template per message. A template using anything more (filters,
-    blocks, conditions) is rendered by Jinja as usual.
-    """
-    source = env.loader.get_source(env, name)[0] if env.loader else ""
-    tree = env.parse(source)
-    pieces: list[str] = []
-    holes: list[tuple[int, str]] = []  # (where in pieces, the name whose value goes there)
-    simple = all(isinstance(node, nodes.Output) for node in tree.body)
-    for output in tree.body if simple else ():
-        for node in output.nodes:  # type: ignore[attr-defined]
-            if isinstance(node, nodes.TemplateData):
-                pieces.append(node.data)
-            elif isinstance(node, nodes.Name) and node.ctx == "load":
-                holes.append((len(pieces), node.name))
-                pieces.append("")
-            else:
-                simple = False
-    if not simple:
-        template = env.get_template(name)
-        return lambda context: template.render(context)
-    show: Callable[[object], str] = escape if env.autoescape else str
-
-    def render(context: Mapping[str, object]) -> str:
-        # The static pieces copied, the holes filled in place: about 3 µs less
-        # per email for the two parts than a generator testing each piece's
-        # type (bench/pipeline_parts.py, "templates").
-        out = pieces.copy()
-        for at, hole in holes:
-            out[at] = show(context[hole])  # a missing value raises KeyError, as StrictUndefined
-        return "".join(out)
-
-    return render
-
-
 class Renderer:
-    """Builds the message for a job; one instance per process, safe across threads."""
+    """Builds the message for a job; one instance per process, safe across threads.
 
-    def __init__(self, settings: Settings, codec: TokenCodec, clock: Clock = system_clock) -> None:
+    `looks`: apps' brands and templates (emails/looks.py); without it every
+    email is in the service's own brand with the built-in templates.
+    """
+
+    def __init__(self, settings: Settings, codec: TokenCodec, clock: Clock = system_clock,
+                 *, looks: AppLooks | None = None) -> None:
         self.settings = settings
         self.codec = codec
         self.clock = clock
+        self.looks = looks
         self.sender = parseaddr(settings.mail_from)[1]
         self.domain = message_domain(settings.mail_from)
-        loader = jinja2.FileSystemLoader(str(templates_dir() / "email"))
-        strict = jinja2.StrictUndefined
-        self._html = jinja2.Environment(loader=loader, autoescape=True, undefined=strict)
-        # Plain-text parts are not HTML: escaping would corrupt links with '&'.
-        self._text = jinja2.Environment(loader=loader, autoescape=False, undefined=strict)  # noqa: S701
-        self._compiled: dict[str, tuple[Render, Render]] = {}
-        self._valid_for = {p: describe_duration(codec.ttl(p)) for p in {*LINK_PATHS, *CODE_PATHS}}
+        base = settings.base_url
+        # What built-in templates print that only the settings decide: compiled in.
+        self._constants = {"base_url": base, "login_url": base + "/login",
+                           "reset_url": base + "/reset", "signup_url": base + "/signup"}
+        self._service = AppLook(service_brand(settings.product_name))
         self._last_date: tuple[tuple[float, tzinfo | None], str] = ((-1.0, None), "")
 
-    def _templates(self, template: str) -> tuple[Render, Render]:
-        """(text, html) renderers for `template`, compiled on first use."""
-        compiled = self._compiled.get(template)
+    def builtin(self, kind: str, locale: str, look: AppLook) -> EmailTemplate:
+        """The built-in `kind` in `locale` under `look`'s brand, compiled on first use (a
+        few ms; the brand's words and colours are compiled in, not filled per message)."""
+        compiled = look.builtins.get((kind, locale))
         if compiled is None:
-            compiled = (compile_template(self._text, f"{template}.txt"),
-                        compile_template(self._html, f"{template}.html"))
-            self._compiled[template] = compiled  # a race only compiles twice
+            compiled = builtin_template(kind, locale,
+                                        {**self._constants, **brand_values(look.brand, locale)})
+            look.builtins[(kind, locale)] = compiled  # a race only compiles twice
         return compiled
 
     def link_expires_at(self, job: ClaimedJob) -> datetime | None:
@@ -222,16 +136,45 @@ class Renderer:
             return None
         return self.codec.expires_at(job.purpose, job.issued_at)
 
-    def _context(self, job: ClaimedJob) -> dict[str, object]:
-        base = self.settings.base_url
-        context: dict[str, object] = {
-            "recipient": job.recipient,
-            "base_url": base,
-            "reset_url": base + "/reset",
-            "login_url": base + "/login",
-            "requested_by": requested_by(job, base),
-        }
+    def look(self, job: ClaimedJob) -> AppLook:
+        """The brand and templates `job` takes: its app's for the app's own account."""
+        if job.brand_app_id is None or self.looks is None:
+            return self._service
+        return self.looks.get(job.brand_app_id)
+
+    def locale(self, job: ClaimedJob, look: AppLook) -> str:
+        """SPEC §14: the request's locale, else the account's, else the default locale of
+        the app whose call queued it, else `en`.
+
+        The asking app's default applies to any account's email its call
+        queued, as the `locale` it could have sent with the call would: it
+        names a language, not a brand.
+        """
+        default = look.brand.default_locale
+        if look.brand.app_id is None and job.app_id is not None and self.looks is not None:
+            default = self.looks.get(job.app_id).brand.default_locale
+        return choose_locale(job.payload.get("locale"), job.user_locale, default)
+
+    def template(self, job: ClaimedJob, look: AppLook, locale: str) -> EmailTemplate:
+        """The app's template for this kind (its lookup order), else the built-in one; an
+        app never replaces the notices that protect the person."""
+        if job.template in app_templates.KINDS:
+            own = look.template_for(job.template, locale)
+            if own is not None:
+                return own
+        return self.builtin(job.template, locale, look)
+
+    def _context(self, job: ClaimedJob, look: AppLook | None = None,
+                 locale: str | None = None) -> dict[str, object]:
+        look = look or self.look(job)
+        locale = locale or self.locale(job, look)
         payload = job.payload
+        # Every email an app's call queued names that app, branded or not.
+        app_name = None if job.app_id is None else str(payload.get("app_name") or "")
+        context: dict[str, object] = {
+            "email": job.recipient,
+            "requested_by": requested_by(app_name, self.settings.base_url, locale),
+        }
         for key, shown in MASKED.items():
             if key in payload:
                 context[shown] = masked(str(payload[key]))
@@ -239,19 +182,24 @@ class Renderer:
         if purpose is not None:
             assert job.user_id is not None and job.token_version is not None
             assert job.issued_at is not None
-            claims = TokenClaims(job.user_id, purpose, job.token_version, job.issued_at)
             redirect_url = payload.get("redirect_url")
-            context["expires_at"] = _minute_utc(self.codec.expires_at(purpose, job.issued_at))
-            context["valid_for"] = self._valid_for[purpose]
+            context["expires_at"] = describe_moment(
+                self.codec.expires_at(purpose, job.issued_at), locale)
+            context["expires_in"] = describe_duration(self.codec.ttl(purpose), locale)
+            claims = TokenClaims(job.user_id, purpose, job.token_version, job.issued_at)
             if purpose in LINK_PATHS:  # the console's sign-in code comes without a link
-                target = redirect_url or base + LINK_PATHS[purpose]
-                context["link"] = with_token(str(target), self.codec.mint(claims))
+                # The link's pages show the brand its email showed (SPEC §14).
+                branded = claims if look.brand.app_id is None else TokenClaims(
+                    job.user_id, purpose, job.token_version, job.issued_at, look.brand.app_id)
+                target = redirect_url or self.settings.base_url + LINK_PATHS[purpose]
+                context["link"] = with_token(str(target), self.codec.mint(branded))
             if purpose in CODE_PATHS:
                 # The same claims as the link, typed by hand on another device:
                 # on the app's own page (its redirect URL, with no token) when
-                # an app started the flow, else on ours.
+                # an app started the flow, else on ours. A code carries no brand.
                 context["code"] = self.codec.mint_code(claims)
-                context["code_url"] = str(redirect_url or base + CODE_PATHS[purpose])
+                context["code_url"] = str(redirect_url or self.settings.base_url
+                                          + CODE_PATHS[purpose])
         return context
 
     def _date(self) -> str:
@@ -271,61 +219,98 @@ class Renderer:
 
     def parts(self, job: ClaimedJob) -> tuple[list[tuple[str, str]], str, str]:
         """The message's headers (in order, unfolded), text and HTML; TemplateError if it fails."""
-        text, html, _context = self._bodies(job)
+        built = self._build(job)
         job_id = str(job.public_id)
         message_id = message_id_for(job_id, self.domain)
-        return self._headers(job, message_id, self._extra(job, job_id)), text, html
+        return self._headers(job, built, message_id, self._extra(job, job_id, built)), \
+            built.text, built.html
 
-    def _bodies(self, job: ClaimedJob) -> tuple[str, str, dict[str, object]]:
+    def _build(self, job: ClaimedJob, *, subject_prefix: str = "") -> _Built:
         if not is_canonical(job.recipient):
             # Mail goes to exactly the stored address or nowhere: a row the
             # parser would not produce (written before it, or by hand) could
             # make the SMTP client deliver elsewhere.
             raise TemplateError("recipient is not one plain, canonical address; not sent")
         try:
-            context = self._context(job)
-            render_text, render_html = self._templates(job.template)
-            return render_text(context), render_html(context), context
+            look = self.look(job)
+            locale = self.locale(job, look)
+            if job.payload.get(PREVIEW):
+                context = sample_context(self.settings.base_url, locale, self.clock())
+                subject_prefix = PREVIEW_PREFIX
+            else:
+                context = self._context(job, look, locale)
+            template = self.template(job, look, locale)
+            try:
+                subject, text, html = render_parts(template, context)
+            except (sandbox.RenderLimit, jinja2.TemplateError, KeyError, TypeError,
+                    ValueError) as exc:
+                if not template.app_owned:
+                    raise
+                # An app's template that fails now (it was checked when stored)
+                # never costs the person the email: the built-in one goes instead.
+                log_event(log, "app_template_failed", level=logging.WARNING,
+                          job_id=job.id, app_id=str(look.brand.app_id), kind=job.template,
+                          locale=template.locale, error=f"{type(exc).__name__}: {exc}")
+                template = self.builtin(job.template, locale, look)
+                subject, text, html = render_parts(template, context)
         except (jinja2.TemplateError, KeyError, AssertionError) as exc:
             raise TemplateError(f"{job.template}: {type(exc).__name__}: {exc}") from None
+        if subject_prefix:
+            subject = f"{translate(locale, subject_prefix)} {subject}"
+        mail_from = look.brand.mail_from or self.settings.mail_from
+        return _Built(subject, text, html, template.locale, mail_from, context)
 
     @staticmethod
-    def _extra(job: ClaimedJob, job_id: str) -> tuple[tuple[str, str], ...]:
-        job_header = ("X-Authsvc-Job", job_id)
+    def _extra(job: ClaimedJob, job_id: str, built: _Built) -> tuple[tuple[str, str], ...]:
+        common = (("Content-Language", built.locale), ("X-Authsvc-Job", job_id))
         if job.token_version is None:
-            return (job_header,)
-        return job_header, ("X-Authsvc-Token-Version", str(job.token_version))
+            return common
+        return (*common, ("X-Authsvc-Token-Version", str(job.token_version)))
 
-    def _headers(self, job: ClaimedJob, message_id: str,
+    def _headers(self, job: ClaimedJob, built: _Built, message_id: str,
                  extra: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
         return [
-            ("From", self.settings.mail_from),
+            ("From", built.mail_from),
             ("To", job.recipient),
-            ("Subject", SUBJECTS[job.template]),
+            ("Subject", built.subject),
             ("Date", self._date()),
             ("Message-ID", message_id),
             *extra,
         ]
 
-    def render(self, job: ClaimedJob) -> OutgoingEmail:
-        """The complete message for `job`; TemplateError if it cannot be built."""
-        text, html, context = self._bodies(job)
+    def render(self, job: ClaimedJob, *, subject_prefix: str = "") -> OutgoingEmail:
+        """The complete message for `job`; TemplateError if it cannot be built.
+
+        `subject_prefix`: a catalog msgid put before the subject (a preview's "[Preview]").
+        """
+        built = self._build(job, subject_prefix=subject_prefix)
         job_id = str(job.public_id)  # formatted once for two headers: 0.6 µs of CPU each time
         message_id = message_id_for(job_id, self.domain)
         # Same on every attempt (no Date): a provider compares a retried
         # request's body with the first one under the same idempotency key;
         # the MIME bytes, boundary included, differ only in the Date line.
-        extra = self._extra(job, job_id)
-        headers = self._headers(job, message_id, extra)
+        extra = self._extra(job, job_id, built)
+        headers = self._headers(job, built, message_id, extra)
         utf8 = needs_smtputf8(self.sender, job.recipient)
         try:
-            data = build_message(headers, text, html, utf8=utf8,
+            data = build_message(headers, built.text, built.html, utf8=utf8,
                                  boundary=boundary_for(job.public_id.int))
         except UnicodeError as exc:
             raise TemplateError(f"{job.template}: cannot encode the message: {exc}") from None
-        link, code = context.get("link"), context.get("code")
+        link, code = built.context.get("link"), built.context.get("code")
         return OutgoingEmail(job.id, job.public_id, self.sender, job.recipient, message_id, data,
-                             from_header=self.settings.mail_from, subject=SUBJECTS[job.template],
-                             text=text, html=html, headers=extra, kind=job.template,
+                             from_header=built.mail_from, subject=built.subject,
+                             text=built.text, html=built.html, headers=extra, kind=job.template,
                              link=str(link) if link is not None else None,
-                             code=str(code) if code is not None else None)
+                             code=str(code) if code is not None else None, locale=built.locale)
+
+
+class _Built(NamedTuple):
+    """A job's rendered parts and what its headers need."""
+
+    subject: str
+    text: str
+    html: str
+    locale: str  # Content-Language
+    mail_from: str  # the From header: the app's sender for its own accounts, if it has one
+    context: dict[str, object]

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from authsvc.accounts.passwords import MIN_LENGTH as MIN_PASSWORD_LENGTH
+from authsvc.apps.brands import MAX_BRAND_URL, MAX_PRODUCT_NAME
 from authsvc.apps.idempotency import MAX_KEY_LENGTH
+from authsvc.emails.app_templates import KINDS as TEMPLATE_KINDS
+from authsvc.emails.sandbox import FILTERS, VARIABLES
 from authsvc.web.api.problems import API_PREFIX, TITLES, problem_type
 from authsvc.web.api.requests import (
     ACCOUNT_DELETION,
@@ -21,6 +24,8 @@ from authsvc.web.api.requests import (
     SIGN_IN_CONFIRM,
     SIGN_IN_REQUEST,
     SIGNUP,
+    TEMPLATE_BODY,
+    TEMPLATE_DRAFT,
     VERIFICATION_CONFIRM,
     BodySpec,
     Field,
@@ -91,7 +96,15 @@ _FIELD_DESCRIPTIONS = {
     " code of a current sign-in email (`requestSignInLink`; spaces are ignored). It is used"
     " up; a wrong one answers 401 invalid_credentials, as a wrong password does.",
     "locale": "A BCP 47 language tag (e.g. `de`, `pt-BR`) for the emails this request"
-    " sends; a malformed one is 400 invalid_request. Emails are in English for now.",
+    " sends; a malformed one is 400 invalid_request. Shipped: en, de, fr, es, pt-BR, ar;"
+    " another tag falls back by its language, then to the account's locale, then to the"
+    " app's default_locale, then en. Only redeeming the email's link makes it"
+    " the account's locale; a new account keeps its signup's.",
+    "template": "Jinja in a sandbox (docs/templates.md): the variables "
+    + ", ".join(sorted(VARIABLES)) + "; `if`/`else`; the filters " + ", ".join(FILTERS)
+    + ". Nothing else (loops, macros, includes, attribute access, calls, arithmetic)."
+    " The text and HTML parts must print `{{ link }}` and `{{ code }}`; at most 64 KiB"
+    " for the three parts together.",
 }
 _EXAMPLES = {
     "email": "ann@example.com",
@@ -101,6 +114,7 @@ _EXAMPLES = {
     "code": "123456",
     "sign_in_code": "123456",
     "locale": "en",
+    "template": "{{ product_name }}: {{ link }} ({{ code }})",
 }
 
 
@@ -486,6 +500,156 @@ OPERATIONS: dict[str, Operation] = {
         replayable=False,
     ),
 }
+
+@dataclass(frozen=True)
+class ResourceOperation:
+    """One documented operation on the calling app's own settings (SPEC §14), with its
+    method and path parameters; `body` names its request schema, if it takes one."""
+
+    method: str
+    path: str
+    operation_id: str
+    tag: str
+    summary: str
+    description: str
+    success: tuple[int, str, str | None]  # status, description, schema (None: no body)
+    problems: dict[int, list[str]]
+    body: str | None = None
+
+
+# Answers every call on the app's settings can give (the key, its budget, a bug, the database).
+_SETTINGS_PROBLEMS: dict[int, list[str]] = {401: ["unauthorized"], 429: ["rate_limited"],
+                                            500: ["internal_error"],
+                                            503: ["service_unavailable"]}
+# And those of a call with a JSON body.
+_BODY_PROBLEMS: dict[int, list[str]] = {400: ["invalid_request"],
+                                        413: ["payload_too_large"],
+                                        415: ["unsupported_media_type"]}
+_TEMPLATE_PATH = "/templates/{kind}/{locale}"
+_TEMPLATE_RULES = (
+    " The kind is one of " + ", ".join(TEMPLATE_KINDS) + " (any other: 404 not_found); the"
+    " locale a BCP 47 tag (malformed: 400 invalid_request). Emails of this app's own accounts"
+    " use the app's template for the email's locale, else for its language, else for the"
+    " app's default locale, else the built-in one."
+)
+_REFUSED = (" A template that does not parse or uses anything outside the sandbox is 422"
+            " template_invalid, naming the part and the line in `errors`.")
+RESOURCE_OPERATIONS: tuple[ResourceOperation, ...] = (
+    ResourceOperation(
+        "get", "/app", "getAppBrand", "app", "The calling app's brand",
+        "The brand this app's own accounts see in their emails and on the pages their links"
+        " open; a null field is the service's own. `mail_from` is set by operators only.",
+        (200, "The app's brand", "AppBrand"), dict(_SETTINGS_PROBLEMS)),
+    ResourceOperation(
+        "patch", "/app", "updateAppBrand", "app", "Change the calling app's brand",
+        f"Send any of product_name (plain text, 1-{MAX_PRODUCT_NAME} characters), logo_url"
+        " (https only), brand_color (#rrggbb), support_url (http or https) and default_locale"
+        " (a BCP 47 tag); null clears a field. A refused value, an unknown field or"
+        " `mail_from` (operators only) is 400 invalid_request naming the field.",
+        (200, "The brand as it is now", "AppBrand"),
+        {**_SETTINGS_PROBLEMS, **_BODY_PROBLEMS}, body="AppBrandChange"),
+    ResourceOperation(
+        "get", "/templates", "listEmailTemplates", "templates", "The calling app's templates",
+        "Every email template this app stored, by kind then locale.",
+        (200, "The app's templates", "EmailTemplates"), dict(_SETTINGS_PROBLEMS)),
+    ResourceOperation(
+        "put", _TEMPLATE_PATH, "putEmailTemplate", "templates",
+        "Store the calling app's template for a kind and locale",
+        "Replaces the one stored for the kind and locale, if any." + _TEMPLATE_RULES + _REFUSED,
+        (200, "The stored template", "StoredEmailTemplate"),
+        {**_SETTINGS_PROBLEMS, **_BODY_PROBLEMS, 404: ["not_found"],
+         422: ["template_invalid"]}, body=TEMPLATE_BODY.name),
+    ResourceOperation(
+        "delete", _TEMPLATE_PATH, "deleteEmailTemplate", "templates",
+        "Remove the calling app's template for a kind and locale",
+        "Its emails then use the next template in the lookup order." + _TEMPLATE_RULES,
+        (204, "Removed", None),
+        {**_SETTINGS_PROBLEMS, 400: ["invalid_request"],
+         404: ["not_found", "template_not_found"]}),
+    ResourceOperation(
+        "post", _TEMPLATE_PATH + "/preview", "previewEmailTemplate", "templates",
+        "Render a draft or the stored template with sample values",
+        "With `subject`, `text` and `html`: that draft; with `{}`: the stored template (404"
+        " template_not_found when there is none). Rendered exactly as the worker would, with"
+        " sample values (a link and a code that redeem nothing); nothing is stored or sent,"
+        " and an Idempotency-Key is checked but never replayed." + _TEMPLATE_RULES + _REFUSED,
+        (200, "The rendered parts", "RenderedEmail"),
+        {**COMMON_POST_PROBLEMS, 404: ["not_found", "template_not_found"],
+         422: ["template_invalid"]}, body=TEMPLATE_DRAFT.name),
+)
+_PATH_PARAMETERS = [
+    {"name": "kind", "in": "path", "required": True,
+     "schema": {"type": "string", "enum": list(TEMPLATE_KINDS)}},
+    {"name": "locale", "in": "path", "required": True, "description": "A BCP 47 tag",
+     "schema": {"type": "string", "maxLength": 35, "examples": ["de"]}},
+]
+
+
+def _resource(op: ResourceOperation) -> dict[str, Any]:
+    status, description, schema_name = op.success
+    success: dict[str, Any] = {"description": description}
+    if schema_name is not None:
+        success["content"] = {
+            "application/json": {"schema": {"$ref": f"#/components/schemas/{schema_name}"}}}
+    responses: dict[str, Any] = {str(status): success}
+    for code, codes in sorted(op.problems.items()):
+        responses[str(code)] = _problem_response(code, codes, False)
+    parameters: list[dict[str, Any]] = list(_PATH_PARAMETERS) if "{kind}" in op.path else []
+    if op.method == "post":
+        parameters.append({"$ref": "#/components/parameters/IdempotencyKey"})
+    operation: dict[str, Any] = {
+        "operationId": op.operation_id, "tags": [op.tag], "summary": op.summary,
+        "description": op.description, "responses": responses,
+    }
+    if parameters:
+        operation["parameters"] = parameters
+    if op.body is not None:
+        operation["requestBody"] = {"required": True, "content": {
+            "application/json": {"schema": {"$ref": f"#/components/schemas/{op.body}"}}}}
+    return operation
+
+
+_NULLABLE_TEXT: dict[str, Any] = {"type": ["string", "null"]}
+_BRAND_FIELDS: dict[str, Any] = {
+    "product_name": {**_NULLABLE_TEXT, "maxLength": MAX_PRODUCT_NAME,
+                     "description": "Plain text; escaped wherever it is shown"},
+    "logo_url": {**_NULLABLE_TEXT, "maxLength": MAX_BRAND_URL,
+                 "description": "https only; an <img> in the HTML part of emails"},
+    "brand_color": {**_NULLABLE_TEXT, "pattern": "^#[0-9a-fA-F]{6}$"},
+    "support_url": {**_NULLABLE_TEXT, "maxLength": MAX_BRAND_URL},
+    "default_locale": {**_NULLABLE_TEXT, "maxLength": 35,
+                       "description": "The emails this app's calls queue when neither the"
+                       " request nor the account names a locale"},
+}
+_TEMPLATE_FIELDS: dict[str, Any] = {name: {"type": "string"} for name in ("subject", "text",
+                                                                           "html")}
+_SETTINGS_SCHEMAS: dict[str, Any] = {
+    "AppBrand": {
+        "type": "object", "additionalProperties": False,
+        "required": ["id", "name", *_BRAND_FIELDS, "mail_from"],
+        "properties": {"id": {"type": "string", "format": "uuid"}, "name": {"type": "string"},
+                       **_BRAND_FIELDS,
+                       "mail_from": {**_NULLABLE_TEXT,
+                                     "description": "Set by operators only"}},
+    },
+    "AppBrandChange": {"type": "object", "additionalProperties": False,
+                       "properties": _BRAND_FIELDS},
+    "StoredEmailTemplate": {
+        "type": "object", "additionalProperties": False,
+        "required": ["kind", "locale", "subject", "text", "html", "updated_at"],
+        "properties": {"kind": {"type": "string", "enum": list(TEMPLATE_KINDS)},
+                       "locale": {"type": "string"}, **_TEMPLATE_FIELDS,
+                       "updated_at": {"type": "string", "format": "date-time"}},
+    },
+    "EmailTemplates": {
+        "type": "object", "additionalProperties": False, "required": ["templates"],
+        "properties": {"templates": {"type": "array", "items": {
+            "$ref": "#/components/schemas/StoredEmailTemplate"}}},
+    },
+    "RenderedEmail": {"type": "object", "additionalProperties": False,
+                      "required": ["subject", "text", "html"], "properties": _TEMPLATE_FIELDS},
+}
+
 _PROBLEM_SCHEMA = {
     "type": "object",
     "description": "RFC 9457 problem details; `code` is stable, `detail` is for people.",
@@ -547,6 +711,8 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
     paths: dict[str, Any] = {
         API_PREFIX + path: {"post": _post(op)} for path, op in OPERATIONS.items()
     }
+    for op in RESOURCE_OPERATIONS:
+        paths.setdefault(API_PREFIX + op.path, {})[op.method] = _resource(op)
     paths[f"{API_PREFIX}/openapi.json"] = {
         "get": {
             "operationId": "getOpenApiDocument",
@@ -566,7 +732,8 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
     }
     specs = (SIGNUP, LINK_REQUEST, VERIFICATION_CONFIRM, PASSWORD_RESET_CONFIRM, SESSION,
              EMAIL_CHANGE, EMAIL_CHANGE_CONFIRM, EMAIL_CHANGE_UNDO, ACCOUNT_DELETION,
-             ACCOUNT_DELETION_CONFIRM, SIGN_IN_REQUEST, SIGN_IN_CONFIRM)
+             ACCOUNT_DELETION_CONFIRM, SIGN_IN_REQUEST, SIGN_IN_CONFIRM, TEMPLATE_BODY,
+             TEMPLATE_DRAFT)
     problem_schemas = {
         problem_schema_name(codes): _problem_schema(codes)
         for item in paths.values() for operation in item.values()
@@ -586,6 +753,8 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
             {"name": "email-changes", "description": "Changing an address, and undoing it"},
             {"name": "account-deletions", "description": "Deleting an account"},
             {"name": "sign-in-links", "description": "Signing in by email"},
+            {"name": "app", "description": "The calling app's brand"},
+            {"name": "templates", "description": "The calling app's own email templates"},
             {"name": "meta", "description": "About this API"},
         ],
         "paths": paths,
@@ -598,6 +767,7 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
                 "FieldProblem": _FIELD_PROBLEM_SCHEMA,
                 **problem_schemas,
                 **_RESPONSE_SCHEMAS,
+                **_SETTINGS_SCHEMAS,
                 **{s.name: body_schema(s) for s in specs},
             },
             "parameters": {

@@ -36,6 +36,8 @@ TITLES = {
     "idempotency_key_reused": "The Idempotency-Key was used with a different request",
     "idempotency_in_progress": "A request with this Idempotency-Key is still running",
     "not_found": "No such endpoint",
+    "template_invalid": "The template is refused",
+    "template_not_found": "The app has no template for this kind and locale",
     "method_not_allowed": "Method not allowed on this endpoint",
     "payload_too_large": "The request body is too large",
     "unsupported_media_type": "The body must be JSON",

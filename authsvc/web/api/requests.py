@@ -7,7 +7,6 @@ OpenAPI document is generated from it, so the two cannot drift apart.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,8 @@ from authsvc.accounts.passwords import MAX_LENGTH as MAX_PASSWORD_LENGTH
 from authsvc.accounts.tokens import MAX_CODE_LENGTH
 from authsvc.apps.idempotency import InvalidIdempotencyKey, check_key
 from authsvc.apps.keys import MAX_REDIRECT_URL_LENGTH, App
+from authsvc.emails.sandbox import MAX_TEMPLATE_BYTES
+from authsvc.locales import MAX_LOCALE_TAG_LENGTH, parse_locale_tag
 from authsvc.web.api.problems import ApiProblem, invalid_request, problem_reply
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -29,17 +30,16 @@ _MAX_LENGTHS = {
     "url": MAX_REDIRECT_URL_LENGTH,
     "code": MAX_CODE_LENGTH,
     "sign_in_code": MAX_CODE_LENGTH,
-    "locale": 35,  # RFC 5646's longest useful tag
+    "locale": MAX_LOCALE_TAG_LENGTH,
+    # Each part; the 64 KiB of all three together is the sandbox's rule (422, not 400).
+    "template": 2 * MAX_TEMPLATE_BYTES,
 }
-# A BCP 47 language tag's shape (language, then subtags of 1-8 letters or
-# digits); which ones are supported is the emails' concern (SPEC §14).
-_LOCALE = re.compile(r"[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8})*")
 
 
 @dataclass(frozen=True)
 class Field:
     """One body member: `kind` is email, password, new_password, token, code, sign_in_code,
-    url or locale."""
+    url, locale or template."""
 
     name: str
     kind: str
@@ -75,8 +75,10 @@ LINK_TOKEN = Field("token", "token", required=False)
 CODE_EMAIL = Field("email", "email", required=False)
 CODE = Field("code", "code", required=False)
 
-SIGNUP = BodySpec("SignupRequest", (EMAIL, NEW_PASSWORD, REDIRECT_URL))
-LINK_REQUEST = BodySpec("LinkRequest", (EMAIL, REDIRECT_URL))
+# The language of the emails a request sends (SPEC §14); malformed: 400.
+LOCALE = Field("locale", "locale", required=False)
+SIGNUP = BodySpec("SignupRequest", (EMAIL, NEW_PASSWORD, REDIRECT_URL, LOCALE))
+LINK_REQUEST = BodySpec("LinkRequest", (EMAIL, REDIRECT_URL, LOCALE))
 VERIFICATION_CONFIRM = BodySpec(
     "VerificationConfirm", (LINK_TOKEN, CODE_EMAIL, CODE, CHOSEN_PASSWORD)
 )
@@ -86,7 +88,6 @@ PASSWORD_RESET_CONFIRM = BodySpec(
 SESSION = BodySpec("SessionRequest", (EMAIL, PASSWORD))
 # An address over its life (SPEC §12).
 NEW_EMAIL = Field("new_email", "email")
-LOCALE = Field("locale", "locale", required=False)
 # An account with no password proves itself with a current sign-in code instead (SPEC §12).
 OPTIONAL_PASSWORD = Field("password", "password", required=False)
 SIGN_IN_CODE = Field("sign_in_code", "sign_in_code", required=False)
@@ -94,8 +95,15 @@ EMAIL_CHANGE = BodySpec("EmailChangeRequest", (EMAIL, OPTIONAL_PASSWORD, SIGN_IN
                                                REDIRECT_URL, LOCALE))
 EMAIL_CHANGE_CONFIRM = BodySpec("EmailChangeConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
 EMAIL_CHANGE_UNDO = BodySpec("EmailChangeUndo", (TOKEN, CHOSEN_PASSWORD))
-ACCOUNT_DELETION = BodySpec("AccountDeletionRequest", (EMAIL, OPTIONAL_PASSWORD, SIGN_IN_CODE))
+ACCOUNT_DELETION = BodySpec("AccountDeletionRequest", (EMAIL, OPTIONAL_PASSWORD, SIGN_IN_CODE,
+                                                       LOCALE))
 ACCOUNT_DELETION_CONFIRM = BodySpec("AccountDeletionConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
+# An app's own email template (SPEC §14): the three parts, all stored, or all
+# previewed as a draft (none: the stored one is previewed).
+TEMPLATE_BODY = BodySpec("EmailTemplate", (Field("subject", "template"),
+                                           Field("text", "template"), Field("html", "template")))
+TEMPLATE_DRAFT = BodySpec("EmailTemplateDraft", tuple(
+    Field(f.name, f.kind, required=False) for f in TEMPLATE_BODY.fields))
 # Sign in by email (SPEC §13).
 SIGN_IN_REQUEST = BodySpec("SignInLinkRequest", (EMAIL, REDIRECT_URL, LOCALE))
 SIGN_IN_CONFIRM = BodySpec("SignInLinkConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
@@ -170,8 +178,12 @@ def parse_body(spec: BodySpec) -> tuple[dict[str, str | None], dict[str, Any]]:
                 text = parse_address(text)
             except InvalidAddress as exc:
                 raise invalid_request("/" + field.name, str(exc)) from None
-        if field.kind == "locale" and not _LOCALE.fullmatch(text):
-            raise invalid_request("/" + field.name, "must be a BCP 47 tag, e.g. de or pt-BR")
+        if field.kind == "locale":
+            try:
+                text = parse_locale_tag(text)
+            except ValueError:
+                raise invalid_request("/" + field.name,
+                                      "must be a BCP 47 tag, e.g. de or pt-BR") from None
         values[field.name] = text
     return values, document
 

@@ -92,6 +92,7 @@ def signups() -> Response:
             password=str(values["password"]),
             redirect_url=redirect_url,
             app=current_caller().app,
+            locale=values["locale"],
         )
         return json_reply(202, {"status": "verification_sent"})
 
@@ -106,7 +107,7 @@ def _link_request(request_link: Callable[..., bool]) -> Response:
     def call(conn: Connection) -> Reply:
         request_link(
             conn, services(), email=str(values["email"]), redirect_url=redirect_url,
-            app=current_caller().app,
+            app=current_caller().app, locale=values["locale"],
         )
         return json_reply(202, {"status": "accepted"})
 
@@ -186,6 +187,7 @@ def email_changes() -> Response:
         email_change.request_email_change(
             conn, services(), email=email, password=password, sign_in_code=sign_in_code,
             new_email=new_email, redirect_url=redirect_url, app=current_caller().app,
+            locale=values["locale"],
         )
         # The same answer whether or not the new address is taken (SPEC §12).
         return json_reply(202, {"status": "confirmation_sent"})
@@ -234,7 +236,7 @@ def account_deletions() -> Response:
     def request_account_deletion(conn: Connection) -> Reply:
         deletion.request_account_deletion(
             conn, services(), email=str(values["email"]), password=password,
-            sign_in_code=sign_in_code, app=current_caller().app,
+            sign_in_code=sign_in_code, app=current_caller().app, locale=values["locale"],
         )
         return json_reply(202, {"status": "confirmation_sent"})
 
@@ -253,7 +255,6 @@ def account_deletions_confirm() -> Response:
 
 @bp.post("/sign-in-links")
 def sign_in_links() -> Response:
-    # `locale` is accepted and checked; emails are in English for now (SPEC §14).
     return _link_request(actions.request_sign_in)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint
+from flask import Blueprint, g
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import deletion
@@ -41,7 +41,8 @@ def request_deletion(signed_in: SessionUser) -> ResponseReturnValue:
     form = proof_form(DeleteAccountForm(), signed_in)
     return request_from_account(
         form, lambda: deletion.request_account_deletion(
-            db(), services(), email=signed_in.user.email, **proof_of(form, signed_in)),
+            db(), services(), email=signed_in.user.email, **proof_of(form, signed_in),
+            locale=getattr(g, "locale", None)),
         event="deletion_requested", user_id=signed_in.user.id,
         sent=lambda: gettext("We sent a link to confirm the deletion to your address (or, if it"
                              " was changed lately, to the address it was changed from). Nothing"

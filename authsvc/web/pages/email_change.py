@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint
+from flask import Blueprint, g
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import change_records, email_change, links
@@ -65,7 +65,7 @@ def request_change(signed_in: SessionUser) -> ResponseReturnValue:
     return request_from_account(
         form, lambda: email_change.request_email_change(
             db(), services(), email=signed_in.user.email, new_email=form.new_email.data,
-            **proof_of(form, signed_in)),
+            **proof_of(form, signed_in), locale=getattr(g, "locale", None)),
         event="email_change_requested", user_id=signed_in.user.id,
         # The same words whether or not the address is taken (its holder is told instead).
         sent=lambda: gettext("We sent a link to %(email)s. Your address changes only when it"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flask import redirect, url_for
+from flask import g, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.web.pages.forms import EmailForm
@@ -23,5 +23,5 @@ def link_request_page(
     form = EmailForm()
     if not form.validate_on_submit():
         return render_page(template, 422 if form.errors else 200, form=form)
-    request_link(db(), services(), email=form.email.data)
+    request_link(db(), services(), email=form.email.data, locale=getattr(g, "locale", None))
     return redirect(url_for("pages.check_email", sent=purpose), 303)

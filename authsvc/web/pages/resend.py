@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, current_app, redirect, url_for
+from flask import Blueprint, current_app, g, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions, users
@@ -43,7 +43,8 @@ def resend() -> ResponseReturnValue:
     user = users.find_user_by_id(conn, claims.user_id)
     if user is not None:
         log_event(logger, "link_resend_requested", purpose=purpose, user_id=user.id)
-        if not actions.LINK_REQUESTS[purpose](conn, svc, email=user.email):
+        if not actions.LINK_REQUESTS[purpose](conn, svc, email=user.email,
+                                              locale=getattr(g, "locale", None)):
             log_event(logger, "link_resend_suppressed", purpose=purpose, user_id=user.id,
                       reason="email_rate_limited", token_version=claims.version)
             web_metrics(current_app).resends_suppressed.labels(purpose).inc()

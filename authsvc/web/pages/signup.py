@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, redirect, url_for
+from flask import Blueprint, g, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions
@@ -17,7 +17,8 @@ def signup() -> ResponseReturnValue:
     form = SignupForm()
     if form.validate_on_submit():
         try:
-            actions.sign_up(db(), services(), email=form.email.data, password=form.password.data)
+            actions.sign_up(db(), services(), email=form.email.data, password=form.password.data,
+                            locale=getattr(g, "locale", None))
         except WeakPassword as exc:
             form.password.errors = [translated_refusal(exc)]
         else:

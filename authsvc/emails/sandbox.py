@@ -1,0 +1,193 @@
+"""Apps' own email templates (SPEC §14): what they may contain, checked before they are stored.
+
+The sandbox alone is not the rule: a template is parsed and its syntax tree
+walked against a whitelist of node types, names and filters, so anything
+not listed (loops, macros, includes, imports, blocks, `set`, attribute or
+item access, calls, arithmetic, string building) is refused at upload with
+the line it is on. What passes can only print the documented values,
+filtered by a few documented filters, and choose between parts with
+`if`/`else` — so its output is bounded by its size times the longest value.
+The render is bounded again all the same (bounded_render), and rendered in
+Jinja's ImmutableSandboxedEnvironment with no globals, as a second wall.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+import jinja2
+from jinja2 import nodes
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+# The values an app's template may print (docs/templates.md).
+VARIABLES = frozenset({
+    "product_name", "email", "link", "code", "expires_at", "expires_in", "logo_url",
+    "brand_color", "support_url", "locale",
+})
+# The filters it may apply; none can grow its input much or reach into Python.
+FILTERS = ("upper", "lower", "capitalize", "title", "trim", "default", "e", "escape")
+# What every part must print, so the person can act on the email.
+REQUIRED = ("link", "code")
+MAX_TEMPLATE_BYTES = 64 * 1024  # subject, text and html together
+MAX_OUTPUT_CHARS = 256 * 1024  # per part
+MAX_RENDER_SECONDS = 0.100  # per part (subject, text, html), checked between output pieces
+MAX_CONSTANT_CHARS = 200  # a `default('…')` argument or a compared string
+
+# Comparisons an `if` may make: equality only (no ordering tricks on strings).
+_COMPARISONS = frozenset({"eq", "ne"})
+_ALLOWED_NODES: tuple[type[nodes.Node], ...] = (
+    nodes.Template, nodes.Output, nodes.TemplateData, nodes.If, nodes.Name, nodes.Const,
+    nodes.Filter, nodes.Not, nodes.And, nodes.Or, nodes.Compare, nodes.Operand,
+)
+
+
+class TemplateInvalid(ValueError):
+    """A template refused at upload: `line` (1-based, None for the whole) and why."""
+
+    def __init__(self, part: str, line: int | None, reason: str) -> None:
+        where = f"{part}, line {line}" if line is not None else part
+        super().__init__(f"{where}: {reason}")
+        self.part = part
+        self.line = line
+        self.reason = reason
+
+
+class RenderLimit(Exception):
+    """A render ran past its time or output bound (the email falls back to the built-in)."""
+
+
+def _finalize(value: object) -> object:
+    """An unset brand field (None) prints as nothing, not 'None'."""
+    return "" if value is None else value
+
+
+def sandbox_environment(*, html: bool) -> jinja2.Environment:
+    """The environment apps' templates compile in: no globals, the listed filters only."""
+    env = ImmutableSandboxedEnvironment(
+        autoescape=html, undefined=jinja2.StrictUndefined, finalize=_finalize,
+        keep_trailing_newline=True,
+    )
+    env.globals.clear()  # no range, lipsum, cycler, joiner, namespace, dict
+    env.filters = {name: env.filters[name] for name in FILTERS}
+    env.tests = {}
+    return env
+
+
+_PARSERS = {"subject": sandbox_environment(html=False), "text": sandbox_environment(html=False),
+            "html": sandbox_environment(html=True)}
+
+
+def _refuse(part: str, node: nodes.Node, reason: str) -> TemplateInvalid:
+    return TemplateInvalid(part, getattr(node, "lineno", None), reason)
+
+
+def _check_node(part: str, node: nodes.Node) -> None:
+    if not isinstance(node, _ALLOWED_NODES):
+        raise _refuse(part, node, f"{_describe(node)} is not allowed")
+    if isinstance(node, nodes.Name):
+        if node.ctx != "load":
+            raise _refuse(part, node, f"assigning to {node.name!r} is not allowed")
+        if node.name not in VARIABLES:
+            raise _refuse(part, node, f"unknown variable {node.name!r}")
+    elif isinstance(node, nodes.Filter):
+        if node.name not in FILTERS:
+            raise _refuse(part, node, f"filter {node.name!r} is not allowed")
+        if node.kwargs or node.dyn_args or node.dyn_kwargs:
+            raise _refuse(part, node, f"filter {node.name!r} takes plain arguments only")
+        if node.name == "default" and len(node.args) > 1:
+            raise _refuse(part, node, "default takes one argument")
+        if node.name != "default" and node.args:
+            raise _refuse(part, node, f"filter {node.name!r} takes no arguments")
+        for argument in node.args:
+            if not isinstance(argument, nodes.Const):
+                raise _refuse(part, node, "a filter's argument must be a plain string")
+    elif isinstance(node, nodes.Const):
+        if not isinstance(node.value, str | bool) or node.value is None:
+            raise _refuse(part, node, "only strings are allowed as constants")
+        if isinstance(node.value, str) and len(node.value) > MAX_CONSTANT_CHARS:
+            raise _refuse(part, node, f"a string constant is over {MAX_CONSTANT_CHARS} characters")
+    elif isinstance(node, nodes.Operand) and node.op not in _COMPARISONS:
+        raise _refuse(part, node, f"comparison {node.op!r} is not allowed (only == and !=)")
+    for child in node.iter_child_nodes():
+        _check_node(part, child)
+
+
+def _describe(node: nodes.Node) -> str:
+    names = {
+        "For": "a loop ({% for %})", "Macro": "a macro", "CallBlock": "a call block",
+        "Include": "an include", "Import": "an import", "FromImport": "an import",
+        "Extends": "extends", "Block": "a block", "Assign": "set", "AssignBlock": "set",
+        "Getattr": "attribute access", "Getitem": "item access", "Call": "a call",
+        "Concat": "joining strings (~)", "Mul": "arithmetic", "Pow": "arithmetic",
+        "Add": "arithmetic", "Sub": "arithmetic", "Div": "arithmetic", "FloorDiv": "arithmetic",
+        "Mod": "formatting with %", "CondExpr": "an inline if", "Test": "a test (is …)",
+        "FilterBlock": "a filter block", "With": "with", "Slice": "slicing",
+        "List": "a list", "Tuple": "a tuple", "Dict": "a dict",
+    }
+    kind = type(node).__name__
+    return names.get(kind, kind)
+
+
+def _prints(tree: nodes.Template) -> set[str]:
+    """The variables a part prints as they are (`{{ link }}`: no filter that could change
+    them), outside any `if`."""
+    return {child.name for output in tree.body if isinstance(output, nodes.Output)
+            for child in output.nodes if isinstance(child, nodes.Name)}
+
+
+def check_template(subject: str, text: str, html: str) -> None:
+    """Refuse (TemplateInvalid) what the sandbox rules out; see the module docstring."""
+    size = sum(len(part.encode("utf-8")) for part in (subject, text, html))
+    if size > MAX_TEMPLATE_BYTES:
+        raise TemplateInvalid("template", None,
+                              f"{size} bytes; at most {MAX_TEMPLATE_BYTES} (64 KiB) in all")
+    if "\n" in subject.strip() or "\r" in subject:
+        raise TemplateInvalid("subject", 1, "the subject is one line")
+    for part, source in (("subject", subject), ("text", text), ("html", html)):
+        if "\x00" in source:
+            raise TemplateInvalid(part, None, "contains a NUL character")
+        try:
+            tree = _PARSERS[part].parse(source)
+        except jinja2.TemplateSyntaxError as exc:
+            raise TemplateInvalid(part, exc.lineno, exc.message or "does not parse") from None
+        _check_node(part, tree)
+        if part != "subject":
+            missing = [name for name in REQUIRED if name not in _prints(tree)]
+            if missing:
+                raise TemplateInvalid(part, None, "must print " + " and ".join(
+                    f"{{{{ {name} }}}}" for name in missing) + " as is, outside any if")
+
+
+def is_plain(tree: nodes.Template) -> bool:
+    """Text and bare `{{ name }}` holes only: renderable by substitution alone."""
+    return all(isinstance(output, nodes.Output)
+               and all(isinstance(n, nodes.TemplateData | nodes.Name) for n in output.nodes)
+               for output in tree.body)
+
+
+def bounded_render(template: jinja2.Template) -> Callable[[Mapping[str, object]], str]:
+    """`template`'s render, stopped (RenderLimit) past MAX_OUTPUT_CHARS or MAX_RENDER_SECONDS.
+
+    Jinja renders by yielding pieces; the bounds are checked between them.
+    A single piece cannot run long or grow large: the whitelist admits no
+    expression whose cost is not bounded by its source (check_template).
+    """
+    def render(context: Mapping[str, object]) -> str:
+        deadline = time.perf_counter() + MAX_RENDER_SECONDS
+        return _bounded_join(template.generate(context), deadline)
+
+    return render
+
+
+def _bounded_join(pieces: Iterable[str], deadline: float) -> str:
+    out: list[str] = []
+    size = 0
+    for piece in pieces:
+        size += len(piece)
+        if size > MAX_OUTPUT_CHARS:
+            raise RenderLimit(f"output over {MAX_OUTPUT_CHARS} characters")
+        if time.perf_counter() > deadline:
+            raise RenderLimit(f"render over {MAX_RENDER_SECONDS * 1000:.0f} ms")
+        out.append(piece)
+    return "".join(out)

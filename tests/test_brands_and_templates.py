@@ -367,3 +367,30 @@ def test_a_template_in_a_language_authsvc_does_not_ship_serves_the_apps_default(
     message = mailbox.one()
     assert message.message["Subject"] == "ご確認"
     assert message.message["Content-Language"] == "ja" and message.text.endswith(" ja")
+
+
+def test_an_apps_look_that_cannot_be_read_retries_the_email_rather_than_unbrand_it(
+        api, conn, settings, svc, smtp):
+    """The database the looks come from is away when the worker meets an app's own
+    account: the email waits for a retry; it never goes out in the service's brand."""
+    from authsvc.emails.looks import AppLooks, LooksUnavailable
+    from authsvc.services import token_codec
+    from authsvc.worker.loop import Worker, WorkerOptions
+    from authsvc.worker.render import Renderer
+    from tests.worker_support import smtp_factory
+
+    _brand(api, product_name="Shop Brand")
+    api.sign_up(ANN)
+
+    def away(app_id: object) -> object:
+        raise LooksUnavailable("connection refused")
+
+    renderer = Renderer(settings, token_codec(settings, svc.clock), svc.clock,
+                        looks=AppLooks(away, ttl=0.0))  # type: ignore[arg-type]
+    Worker(settings.database_url, renderer, smtp_factory(smtp.url),
+           WorkerOptions(once=True)).run()
+    assert smtp.messages == []
+    status, attempts, error = conn.execute(
+        "SELECT status, attempt_count, last_error FROM email_jobs WHERE template = 'verify'"
+    ).fetchone()
+    assert (status, attempts) == ("pending", 1) and "connection refused" in error

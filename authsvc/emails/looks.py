@@ -16,6 +16,7 @@ from uuid import UUID
 import psycopg
 
 from authsvc.apps.brands import Brand, load_brand
+from authsvc.db.connections import connect
 from authsvc.emails import app_templates, sandbox
 from authsvc.emails.compose import EmailTemplate, app_template
 from authsvc.emails.wording import brand_values
@@ -71,6 +72,11 @@ def load_look(conn: psycopg.Connection, app_id: UUID, service_product_name: str)
     return AppLook(brand, compiled)
 
 
+class LooksUnavailable(Exception):
+    """An app's look could not be read (the database is away): retry the email later
+    rather than send an app's own account a message in the wrong brand."""
+
+
 class AppLooks:
     """A per-process cache of AppLook by app, each kept TTL_SECONDS; safe across threads
     (a race loads an app twice, and the later answer wins)."""
@@ -87,7 +93,12 @@ class AppLooks:
         cached = self._cache.get(app_id)
         if cached is not None and cached[0] > now:
             return cached[1]
-        look = self._load(app_id)
+        try:
+            look = self._load(app_id)
+        except LooksUnavailable:
+            if cached is None:
+                raise
+            return cached[1]  # the look it had a moment ago beats no email
         if cached is not None and cached[1].brand == look.brand:
             look.builtins.update(cached[1].builtins)  # the same brand: compiled already
         self._cache[app_id] = (now + self._ttl, look)
@@ -97,7 +108,10 @@ class AppLooks:
 def database_looks(url: str, service_product_name: str, ttl: float = TTL_SECONDS) -> AppLooks:
     """AppLooks loading from the database at `url`, one short connection per load."""
     def load(app_id: UUID) -> AppLook:
-        with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
-            return load_look(conn, app_id, service_product_name)
+        try:
+            with connect(url, connect_timeout=5) as conn:
+                return load_look(conn, app_id, service_product_name)
+        except psycopg.OperationalError as exc:
+            raise LooksUnavailable(f"app {app_id}'s brand could not be read: {exc}") from None
 
     return AppLooks(load, ttl)

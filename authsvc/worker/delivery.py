@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 from psycopg_pool import ConnectionPool
 
 from authsvc.clock import Clock, system_clock
+from authsvc.emails.looks import LooksUnavailable
 from authsvc.worker.jobs import ClaimedJob, Outcome
 from authsvc.worker.mailers import (
     AmbiguousSendError,
@@ -91,6 +92,8 @@ class Delivery:
             email = self.renderer.render(job)
         except TemplateError as exc:
             return Outcome(job, "failed", error=str(exc))
+        except LooksUnavailable as exc:  # nothing sent: a retry is safe
+            return self._retry(job, str(exc), ambiguous=False)
         try:
             if job.delivery_url is None:
                 provider_id = mailer.send(email)

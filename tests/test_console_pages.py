@@ -242,6 +242,24 @@ def test_apps_show_health_and_revoke_never_a_key(app, conn, svc):
     assert _log(conn)[-1] == (OPERATOR, "app.revoke", f"app {shop.id}")
 
 
+def test_apps_show_their_brand_as_plain_text(app, conn, svc):
+    make_operator(conn, svc)
+    shop, _key = register_app(conn, "shop", ["https://shop.example.com/"])
+    register_app(conn, "plain", ["https://plain.example.com/"])
+    conn.execute("UPDATE apps SET product_name = %s, brand_color = '#12ab34',"
+                 " logo_url = 'https://cdn.shop.example/logo.png', mail_from = %s WHERE id = %s",
+                 ("<script>alert(1)</script>‮Shop", "Shop <hi@shop.example>", shop.id))
+    page = signed_in_console(app, conn, svc).get("/admin/apps")
+    html = page.get_data(as_text=True)
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<bdi>&lt;script&gt;" in html  # a direction override stays inside its name
+    shown = text_of(page)
+    for part in ("#12ab34", "logo: https://cdn.shop.example/logo.png",
+                 "from: Shop <hi@shop.example>", "the service's own"):
+        assert part in shown, part
+    assert "<img" not in html  # the console loads nothing from an app's hosts
+
+
 def test_no_console_page_shows_a_usable_link_code_or_key(app, api, conn, svc, env):
     make_operator(conn, svc)
     email = confirmed(api, conn, svc, "ann@example.com")

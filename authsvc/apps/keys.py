@@ -160,6 +160,13 @@ class AppListing:
     sign_up_by_email: bool
     created_at: datetime
     revoked_at: datetime | None
+    # Its brand (SPEC §14; authsvc.apps.brands): None where the service's own applies.
+    product_name: str | None = None
+    logo_url: str | None = None
+    brand_color: str | None = None
+    support_url: str | None = None
+    default_locale: str | None = None
+    mail_from: str | None = None
 
 
 def list_apps(conn: Connection) -> list[AppListing]:

@@ -19,13 +19,13 @@ FROM apps WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
 -- list_apps --
 -- Every app, oldest first, for `authsvc apps list`.
 SELECT id, name, redirect_urls, webhook_url, delivery_url, sign_up_by_email, created_at,
-       revoked_at
+       revoked_at, product_name, logo_url, brand_color, support_url, default_locale, mail_from
 FROM apps ORDER BY created_at, id;
 
 -- find_app_listing --
 -- One app as `apps list` shows it.
 SELECT id, name, redirect_urls, webhook_url, delivery_url, sign_up_by_email, created_at,
-       revoked_at
+       revoked_at, product_name, logo_url, brand_color, support_url, default_locale, mail_from
 FROM apps WHERE id = %(app_id)s;
 
 -- lock_app_names --

@@ -346,6 +346,20 @@ def test_an_operators_account_never_gets_an_apps_brand_or_template(api, conn, ma
     assert message.message["From"] == "authsvc <no-reply@localhost>"
 
 
+def test_an_operators_account_never_gets_an_apps_redirect(api, conn, mailbox, settings):
+    """An operator who once signed up through an app: that app asking a reset with its
+    redirect must not receive the operator's token on its own site (the console's keys)."""
+    from tests.api_support import ALLOWED_REDIRECT
+    api.sign_up(ANN)
+    mailbox.one()
+    conn.execute("INSERT INTO operators (user_id) SELECT id FROM users WHERE email = %s", (ANN,))
+    assert api.post("/password-resets", {"email": ANN, "redirect_url": ALLOWED_REDIRECT}
+                    ).status_code == 202
+    message = mailbox.one()
+    assert message.link.startswith(f"{settings.base_url}/reset/confirm?token="), message.link
+    assert "allowed.example.com" not in message.text + message.html
+
+
 def test_page_flows_queue_their_emails_in_the_pages_locale(app, client, conn):
     """The pages put their chosen locale on flask.g (the page side of SPEC §14); the emails
     their forms queue carry it, and a new account keeps it."""

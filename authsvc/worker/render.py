@@ -182,7 +182,9 @@ class Renderer:
         if purpose is not None:
             assert job.user_id is not None and job.token_version is not None
             assert job.issued_at is not None
-            redirect_url = payload.get("redirect_url")
+            # An app's redirect goes with its brand: only its own account's email, never
+            # an operator's (the claim's brand_app_id says both), else our pages.
+            redirect_url = payload.get("redirect_url") if job.brand_app_id is not None else None
             context["expires_at"] = describe_moment(
                 self.codec.expires_at(purpose, job.issued_at), locale)
             context["expires_in"] = describe_duration(self.codec.ttl(purpose), locale)

@@ -84,6 +84,10 @@ def test_an_app_reads_and_changes_only_its_own_brand(api, other):
     ("brand_color", "red"), ("brand_color", "#12345"), ("support_url", "ftp://x.example"),
     ("default_locale", "not a tag"), ("product_name", 7), ("mail_from", "a@b.example"),
     ("nope", "x"),
+    # The stored rule (migration 0034's CHECKs) reads the scheme as written: an upper-case
+    # one, or a port past 65535, is refused here rather than by the database (a 500).
+    ("logo_url", "HTTPS://shop.example/l.png"), ("support_url", "Http://shop.example/help"),
+    ("logo_url", "https://shop.example:99999/l.png"),
 ])
 def test_bad_brand_fields_are_400_naming_the_field(api, field, value):
     body = assert_problem(api.call("PATCH", "/app", {field: value}), 400, "invalid_request")

@@ -73,9 +73,17 @@ def _url(field: str, value: str, *, https_only: bool) -> str:
     if (len(value) > MAX_BRAND_URL or hides_text(value) or "\\" in value
             or any(c.isspace() for c in value)):
         raise InvalidBrand(field, "is not a usable URL")
-    if parts.scheme not in schemes or not parts.hostname or parts.username or parts.password:
-        needed = "an https URL" if https_only else "an http(s) URL"
+    needed = "an https URL" if https_only else "an http(s) URL"
+    # The scheme as written (urlsplit lowers it): pages, emails and the table's CHECK
+    # all read the URL as it is stored.
+    written_scheme = value.partition(":")[0]
+    if (written_scheme not in schemes or not parts.hostname or parts.username
+            or parts.password):
         raise InvalidBrand(field, f"must be {needed} without credentials")
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError:
+        raise InvalidBrand(field, f"must be {needed} with a valid port") from None
     return value
 
 

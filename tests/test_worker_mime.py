@@ -8,7 +8,6 @@ from email import policy
 from email.parser import BytesParser
 from email.utils import format_datetime
 from typing import Any
-from uuid import UUID
 
 import pytest
 
@@ -19,26 +18,12 @@ from authsvc.emails.wording import brand_values
 from authsvc.inbox.parsing import parse_message
 from authsvc.locales import SUPPORTED_LOCALES
 from authsvc.outbox.rules import TEMPLATES as ALL_TEMPLATES
-from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.mime import boundary_for, build_message, legacy_message
-from tests.worker_support import renderer
+from tests.worker_support import SAMPLE_PUBLIC_ID, claimed_job, renderer
 
 TEMPLATES = ["verify", "reset", "account_exists", "password_changed"]
-PUBLIC_ID = UUID("0b7e6f1c-3d2a-4c5e-9f80-1a2b3c4d5e6f")
+PUBLIC_ID = SAMPLE_PUBLIC_ID
 LONG = "a-rather-long-local-part-that-makes-the-to-header-fold@" + "sub." * 6 + "example.com"
-
-
-def _job(template: str, recipient: str, job_id: int = 41) -> ClaimedJob:
-    now = datetime.now(UTC)
-    link = template in ("verify", "reset")
-    return ClaimedJob(
-        id=job_id, public_id=PUBLIC_ID, template=template, recipient=recipient,
-        payload={"redirect_url": "https://app.example/in?a=1&b=<2>"} if link else {},
-        user_id=7 if link else None, purpose=template if link else None,
-        token_version=3 if link else None, issued_at=now if link else None,
-        attempt_count=1, lease_owner="h:1:x", lease_expires_at=now,
-        current_version=3 if link else None, ambiguous_before=False,
-    )
 
 
 def _structure(raw: bytes) -> dict[str, Any]:
@@ -63,7 +48,7 @@ def _structure(raw: bytes) -> dict[str, Any]:
 def test_the_message_matches_the_stdlib_builder(env, template, recipient, mail_from):
     """Byte for byte (same boundary), for the fast path and every fallback case."""
     settings = load_settings(env, AUTHSVC_MAIL_FROM=mail_from)
-    job = _job(template, recipient)
+    job = claimed_job(template, recipient)
     built = renderer(settings)
     headers, text, html = built.parts(job)
     email = built.render(job)
@@ -92,7 +77,7 @@ def test_the_message_matches_the_stdlib_builder(env, template, recipient, mail_f
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_the_test_inbox_reads_the_message(env, template):
     settings = load_settings(env)
-    email = renderer(settings).render(_job(template, "ann@example.com"))
+    email = renderer(settings).render(claimed_job(template, "ann@example.com"))
     parsed = parse_message(email.data)
     assert parsed.subject and parsed.message_id == f"<authsvc-job-{PUBLIC_ID}@localhost>"
     assert parsed.text and parsed.html and parsed.headers["x-authsvc-job"] == [str(PUBLIC_ID)]
@@ -139,7 +124,7 @@ def test_a_retried_message_is_the_same_bytes_but_for_its_date(env, recipient):
     """Same Message-ID, same boundary, same bodies: only the Date line may differ."""
     moments = iter([datetime(2026, 12, 7, 9, tzinfo=UTC), datetime(2026, 12, 7, 9, 5, tzinfo=UTC)])
     built = renderer(load_settings(env), lambda: next(moments))
-    job = _job("verify", recipient)
+    job = claimed_job("verify", recipient)
     first, retry = built.render(job), built.render(job._replace(attempt_count=2))
 
     def undated(data: bytes) -> list[bytes]:

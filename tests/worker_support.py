@@ -10,8 +10,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import psycopg
 
@@ -192,3 +194,24 @@ def deliver_once_to(database_url: str, settings: Settings, clock: Clock, smtp: A
     """Run the worker once; the newest message it delivered to `to` (a testkit Received)."""
     worker(database_url, settings, smtp.url, clock, once=True).run()
     return [m for m in smtp.messages if m.rcpt_tos == [to]][-1]
+
+
+SAMPLE_PUBLIC_ID = UUID("0b7e6f1c-3d2a-4c5e-9f80-1a2b3c4d5e6f")
+SAMPLE_APP_ID = UUID("5d0c3f4e-8a1b-4c2d-9e3f-0a1b2c3d4e5f")  # no such app: its brand is ours
+
+
+def claimed_job(template: str, recipient: str, job_id: int = 41) -> ClaimedJob:
+    """A job as a claim returns it, without a database: `verify` and `reset` carry a link
+    (for an app's own account, so to its redirect URL, with a query to escape), any other
+    template is a notice."""
+    now = datetime.now(UTC)
+    link = template in ("verify", "reset")
+    return ClaimedJob(
+        id=job_id, public_id=SAMPLE_PUBLIC_ID, template=template, recipient=recipient,
+        payload={"redirect_url": "https://app.example/in?a=1&b=<2>"} if link else {},
+        user_id=7 if link else None, purpose=template if link else None,
+        token_version=3 if link else None, issued_at=now if link else None,
+        attempt_count=1, lease_owner="h:1:x", lease_expires_at=now,
+        current_version=3 if link else None, ambiguous_before=False,
+        brand_app_id=SAMPLE_APP_ID if link else None,
+    )

@@ -394,3 +394,13 @@ def test_an_apps_look_that_cannot_be_read_retries_the_email_rather_than_unbrand_
         "SELECT status, attempt_count, last_error FROM email_jobs WHERE template = 'verify'"
     ).fetchone()
     assert (status, attempts) == ("pending", 1) and "connection refused" in error
+
+
+def test_another_apps_signup_leaves_an_existing_accounts_empty_locale(api, other, conn):
+    api.sign_up(ANN)  # no locale asked: the account has none
+    assert _locale_of(conn, ANN) is None
+    response = other.post("/signups", {"email": ANN, "password": "correct horse battery",
+                                       "locale": "ar"})
+    assert response.status_code == 202
+    api.post("/signups", {"email": ANN, "password": "correct horse battery", "locale": "de"})
+    assert _locale_of(conn, ANN) is None  # only the signup that created it sets it

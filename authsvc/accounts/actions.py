@@ -79,8 +79,7 @@ def sign_up(
     password_hash = svc.passwords.hash(password)
     now = svc.clock()
     with conn.transaction():
-        user = users.register_signup(conn, email, password_hash)
-        users.note_signup_locale(conn, user.id, supported_locale(locale))
+        user = users.register_signup(conn, email, password_hash, supported_locale(locale))
         own = app is not None and account_apps.note_signup(
             conn, user_id=user.id, app_id=app.id, now=now
         )

@@ -412,3 +412,99 @@ def test_an_apps_look_that_cannot_be_read_retries_the_email_rather_than_unbrand_
         "SELECT status, attempt_count, last_error FROM email_jobs WHERE template = 'verify'"
     ).fetchone()
     assert (status, attempts) == ("pending", 1) and "connection refused" in error
+
+
+# --- the confirms that send a notice take `locale` too ------------------------------
+
+_CONFIRMS = {
+    "/password-resets/confirm": {"token": "x", "password": "correct horse battery"},
+    "/email-changes/confirm": {"token": "x"},
+    "/email-changes/approve": {"token": "x"},
+    "/email-changes/undo": {"token": "x"},
+}
+
+
+@pytest.mark.parametrize("path", sorted(_CONFIRMS))
+def test_a_malformed_locale_is_400_on_every_confirm_that_sends_a_notice(api, path):
+    response = api.post(path, {**_CONFIRMS[path], "locale": "not a tag!"})
+    problem = assert_problem(response, 400, "invalid_request")
+    assert [e["pointer"] for e in problem["errors"]] == ["#/locale"]
+    assert "BCP 47" in problem["errors"][0]["detail"]  # judged, not an unknown field
+    well_formed = api.post(path, {**_CONFIRMS[path], "locale": "de"})
+    assert_problem(well_formed, 400, "invalid_token")  # the link is what is wrong
+
+
+def _token_in(message: Received) -> str:
+    return next(w for w in message.text.split() if "token=" in w).split("token=")[1]
+
+
+def test_a_reset_confirms_locale_is_its_notices_while_the_account_takes_the_links(
+        api, conn, mailbox):
+    api.post("/signups", {"email": ANN, "password": "correct horse battery", "locale": "fr"})
+    mailbox.one()
+    api.post("/password-resets", {"email": ANN, "locale": "es"})
+    token = _token_in(mailbox.one())
+    confirmed = api.post("/password-resets/confirm", {
+        "token": token, "password": "another good passphrase", "locale": "de"})
+    assert confirmed.status_code == 200, confirmed.get_json()
+    notice = mailbox.one()  # "your password was changed", in the confirm's locale
+    assert notice.message["Content-Language"] == "de"
+    assert _locale_of(conn, ANN) == "es"  # the redeemed link's, never the confirm's
+
+
+def _queued_locale(conn: psycopg.Connection, template: str) -> str | None:
+    row = conn.execute("SELECT payload ->> 'locale' FROM email_jobs WHERE template = %s"
+                       " ORDER BY id DESC LIMIT 1", (template,)).fetchone()
+    assert row is not None, template
+    return row[0]
+
+
+def test_a_change_confirm_and_its_undo_queue_their_notices_in_their_locale(api, conn, svc):
+    from tests.address_life_support import change_link, confirmed, request_change, undo_link
+    from tests.api_support import SIGNUP_PASSWORD
+    confirmed(api, conn, svc, ANN)
+    request_change(api, ANN, SIGNUP_PASSWORD, "ann.new@example.com")
+    changed = api.post("/email-changes/confirm", {
+        "token": change_link(conn, svc, "ann.new@example.com"), "locale": "pt-br"})
+    assert changed.status_code == 200, changed.get_json()
+    assert _queued_locale(conn, "email_changed") == "pt-BR"
+    undone = api.post("/email-changes/undo", {"token": undo_link(conn, svc, ANN),
+                                              "locale": "ar"})
+    assert undone.status_code == 200, undone.get_json()
+    assert (_queued_locale(conn, "email_restored"), _queued_locale(conn, "reset")) \
+        == ("ar", "ar")
+    assert _locale_of(conn, ANN) is None  # a request alone never sets it
+
+
+def test_another_apps_signup_leaves_an_existing_accounts_empty_locale(api, other, conn):
+    api.sign_up(ANN)  # no locale asked: the account has none
+    assert _locale_of(conn, ANN) is None
+    response = other.post("/signups", {"email": ANN, "password": "correct horse battery",
+                                       "locale": "ar"})
+    assert response.status_code == 202
+    api.post("/signups", {"email": ANN, "password": "correct horse battery", "locale": "de"})
+    assert _locale_of(conn, ANN) is None  # only the signup that created it sets it
+
+
+def test_the_reset_pages_queue_their_notices_in_the_pages_locale(app, client, conn, svc):
+    from tests.link_support import latest_code, latest_link
+    from tests.pages_support import submit_on_link_page
+    chosen = {"locale": "fr"}
+    app.before_request(lambda: setattr(g, "locale", chosen["locale"]))
+    submit(client, "/signup", {"email": ANN, "password": "correct horse battery"})
+    submit(client, "/reset", {"email": ANN})
+    chosen["locale"] = "de"
+    done = submit_on_link_page(client, "/reset/confirm", "/reset/confirm",
+                               latest_link(conn, svc, ANN, "reset"),
+                               password="another good passphrase")
+    assert done.status_code == 303
+    assert _queued_locale(conn, "password_changed") == "de"
+    assert _locale_of(conn, ANN) == "fr"  # the redeemed link's, not the page's
+    chosen["locale"] = "fr"
+    submit(client, "/reset", {"email": ANN})
+    chosen["locale"] = "es"
+    done = submit(client, "/reset/code", {"email": ANN, "code": latest_code(
+        conn, svc, ANN, "reset"), "password": "a third good passphrase"})
+    assert done.status_code == 303
+    assert _queued_locale(conn, "password_changed") == "es"
+    assert _locale_of(conn, ANN) == "fr"

@@ -161,3 +161,32 @@ def test_the_approval_page_shows_a_button_and_only_its_post_approves(
     again = client.get(f"/email-change/approve?token={token}")
     assert again.status_code == 410 and "already approved" in again.get_data(as_text=True)
     assert account_email(conn, asked) == OLD
+
+
+def _approval_email(smtp, database_url: str, settings: Settings, svc: Services) -> tuple[str, str]:
+    """The text of the newest approval email sent to OLD, and its link's token."""
+    from tests.worker_support import worker
+    worker(database_url, settings, smtp.url, svc.clock, once=True).run()
+    [message] = [m for m in smtp.messages if m.rcpt_tos == [OLD]
+                 and "email-change/approve" in m.text][-1:]
+    token = next(w for w in message.text.split() if "token=" in w).split("token=")[1]
+    return message.text, token
+
+
+def test_an_apps_own_accounts_approval_email_carries_its_brand_and_no_other_apps(
+        api, conn, svc, smtp, database_url, settings):
+    from authsvc.apps.keys import register_app
+    assert api.call("PATCH", "/app", {"product_name": "Shop Brand"}).status_code == 200
+    confirmed(api, conn, svc, OLD)
+    request_change(api, OLD, SIGNUP_PASSWORD, NEW)
+    text, token = _approval_email(smtp, database_url, settings, svc)
+    assert "Shop Brand" in text
+    assert svc.tokens.read(token, "email_change_approval").brand_app_id == api.app.id
+    # Another app asks for the same account: authsvc's own brand, naming that app.
+    other_app, other_key = register_app(conn, "Other Corp", ["https://other.example/w"])
+    other = ApiCaller(api.client, other_app, other_key)
+    assert other.call("PATCH", "/app", {"product_name": "Other Brand"}).status_code == 200
+    request_change(other, OLD, SIGNUP_PASSWORD, "ann.third@example.com")
+    text, token = _approval_email(smtp, database_url, settings, svc)
+    assert "Shop Brand" not in text and "Other Brand" not in text and "Other Corp" in text
+    assert svc.tokens.read(token, "email_change_approval").brand_app_id is None

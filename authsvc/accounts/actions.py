@@ -79,8 +79,7 @@ def sign_up(
     password_hash = svc.passwords.hash(password)
     now = svc.clock()
     with conn.transaction():
-        user = users.register_signup(conn, email, password_hash)
-        users.note_signup_locale(conn, user.id, supported_locale(locale))
+        user = users.register_signup(conn, email, password_hash, supported_locale(locale))
         own = app is not None and account_apps.note_signup(
             conn, user_id=user.id, app_id=app.id, now=now
         )
@@ -203,18 +202,25 @@ def _redeem_verify(
     return redeemed
 
 
-def reset_password(conn: Connection, svc: Services, *, token: object, password: object) -> User:
-    """Redeem a reset link: set the password, prove the address, end every session."""
+def reset_password(
+    conn: Connection, svc: Services, *, token: object, password: object,
+    locale: str | None = None,
+) -> User:
+    """Redeem a reset link: set the password, prove the address, end every session.
+
+    `locale`: the request's, for the "password changed" notice only (SPEC §14:
+    the account takes the redeemed link's, never a request's)."""
     claims = svc.tokens.read(token, "reset")
     # Reject a stale link before judging the password: "use the newest email"
     # is the more useful answer.
     user = links.current_holder(conn, claims)
     password_hash = links.new_password_hash(svc, password, user.email)
-    return _redeem_reset(conn, svc, user, claims, password_hash)
+    return _redeem_reset(conn, svc, user, claims, password_hash, locale)
 
 
 def _redeem_reset(
-    conn: Connection, svc: Services, user: User, claims: TokenClaims, password_hash: str
+    conn: Connection, svc: Services, user: User, claims: TokenClaims, password_hash: str,
+    locale: str | None,
 ) -> User:
     now = svc.clock()
     with conn.transaction():
@@ -231,9 +237,11 @@ def _redeem_reset(
             first_proof=result.first_proof,
         )
         # The notice names the app whose reset was used, like the reset did.
+        named = {"app_name": flow.name} if flow else {}
         enqueue_email(
             conn, template="password_changed", recipient=redeemed.email, user_id=redeemed.id,
-            payload={"app_name": flow.name} if flow else None, app_id=flow.id if flow else None,
+            payload={**named, **links.email_payload(None, locale=locale)} or None,
+            app_id=flow.id if flow else None,
         )
     return redeemed
 
@@ -258,14 +266,15 @@ def confirm_verification_code(
 
 
 def reset_password_with_code(
-    conn: Connection, svc: Services, *, email: str, code: object, password: object
+    conn: Connection, svc: Services, *, email: str, code: object, password: object,
+    locale: str | None = None,
 ) -> User:
     """Redeem the code from a reset email: set the password, prove the address, end sessions."""
     check_policy(password, email)
     attempt, user = links.matching_code(conn, svc, email, "reset", code)
     password_hash = links.new_password_hash(svc, password, user.email)
     assert attempt.claims is not None
-    return _redeem_reset(conn, svc, user, attempt.claims, password_hash)
+    return _redeem_reset(conn, svc, user, attempt.claims, password_hash, locale)
 
 
 def _count_password_attempt(conn: Connection, svc: Services, email: str) -> None:

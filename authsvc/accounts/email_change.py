@@ -126,24 +126,25 @@ def request_email_change(
 
 def confirm_email_change(
     conn: Connection, svc: Services, *, token: object, app: App | None = None,
-    purpose: str = "email_change",
+    purpose: str = "email_change", locale: str | None = None,
 ) -> ChangedAddress | Pending:
     """Redeem a change link (`purpose` email_change, from the new address) or an approval
-    link (email_change_approval, from the old one). Once each, only the newest."""
+    link (email_change_approval, from the old one). Once each, only the newest.
+    `locale`: the request's, for the email to the old address if the change completes."""
     claims = svc.tokens.read(token, purpose)
     links.current_holder(conn, claims)
-    return _redeem_change(conn, svc, claims, app)
+    return _redeem_change(conn, svc, claims, app, locale)
 
 
 def confirm_email_change_code(
     conn: Connection, svc: Services, *, email: str, code: object, app: App | None = None,
-    purpose: str = "email_change",
+    purpose: str = "email_change", locale: str | None = None,
 ) -> ChangedAddress | Pending:
     """Redeem the code of a change email, typed with the address it was sent to (the new
     one; the old one for an approval)."""
     attempt, _user = links.matching_code(conn, svc, email, purpose, code)
     assert attempt.claims is not None
-    return _redeem_change(conn, svc, attempt.claims, app)
+    return _redeem_change(conn, svc, attempt.claims, app, locale)
 
 
 def _retrying_once_if_taken(step: Callable[[], T]) -> T:
@@ -188,7 +189,7 @@ def _needs_other_side(conn: Connection, svc: Services, claims: TokenClaims) -> b
 
 
 def _redeem_change(
-    conn: Connection, svc: Services, claims: TokenClaims, app: App | None
+    conn: Connection, svc: Services, claims: TokenClaims, app: App | None, locale: str | None
 ) -> ChangedAddress | Pending:
     now = svc.clock()
 
@@ -219,7 +220,7 @@ def _redeem_change(
                 conn, template="email_changed", recipient=previous, user_id=changed.id,
                 purpose="email_revert", token_version=changed.email_revert_version,
                 issued_at=links.issued_at(now),
-                payload={**links.email_payload(app), "new_email": changed.email,
+                payload={**links.email_payload(app, locale=locale), "new_email": changed.email,
                          NO_OUTCOME_EVENTS: True},
                 app_id=app.id if app else None,
             )
@@ -240,6 +241,7 @@ def undo_email_change(
     token: object,
     password: object = None,
     app: App | None = None,
+    locale: str | None = None,
 ) -> User:
     """Redeem an undo link: the account takes back the address it was sent to.
 
@@ -248,6 +250,7 @@ def undo_email_change(
     or is cleared and a reset link goes to the restored address (outside its
     email budget: the thief may have spent it). The address moved back from
     gets a notice. EmailTaken when a confirmed account holds the address.
+    `locale`: the request's, for the emails this sends.
     """
     claims = svc.tokens.read(token, "email_revert")
     user = links.current_holder(conn, claims)
@@ -275,7 +278,7 @@ def undo_email_change(
             assert restored is not None  # the row is locked
             sessions.end_all_sessions(conn, restored.id)
             ratelimit.clear(conn, "login", restored.email)
-            named = links.email_payload(app)
+            named = links.email_payload(app, locale=locale)
             if password_hash is None:
                 # Not counted against the budget: someone who held the account
                 # may have spent it, and this link is how the owner gets back in.

@@ -13,7 +13,9 @@
 -- account's own address also gets an approval link and code under the same
 -- version, within its own budget (counted whether or not the new address is
 -- taken, for the same reason). An app's redirect applies only to its own
--- accounts (SQL account_belongs_to_app()) and to the new address's link.
+-- accounts (SQL account_belongs_to_app()) and to the new address's link; both
+-- links of its own account are marked so ("own_account": its brand, and a
+-- flow through the app).
 -- Neither email reports email.* events to the app (payload
 -- no_outcome_events, as link requests): it must not learn whether the new
 -- address has an account. Returns whether the budget allowed the request and
@@ -47,7 +49,8 @@ WITH budget AS (
     FROM changed WHERE (SELECT allowed FROM budget)
     UNION ALL
     SELECT 'email_change_approval', email,
-           (%(payload)s::jsonb - 'redirect_url') || jsonb_build_object('new_email', %(new_email)s),
+           (%(payload)s::jsonb - 'redirect_url') || jsonb_build_object('new_email', %(new_email)s)
+               || CASE WHEN own THEN '{"own_account": true}'::jsonb ELSE '{}'::jsonb END,
            id, 'email_change_approval', version, %(issued_at)s::timestamptz, %(app_id)s::uuid
     FROM changed WHERE (SELECT allowed FROM approval_budget)
     UNION ALL

@@ -87,9 +87,12 @@ def lock_user_by_email(conn: Connection, email: str) -> User | None:
     return _one_user(conn, "lock_user_by_email", {"email": email})
 
 
-def register_signup(conn: Connection, email: str, password_hash: str) -> User:
-    """Create the account or record another signup for it (see users.sql)."""
-    user = _one_user(conn, "register_signup", {"email": email, "password_hash": password_hash})
+def register_signup(
+    conn: Connection, email: str, password_hash: str, locale: str | None = None
+) -> User:
+    """Create the account, in `locale`, or record another signup for it (see users.sql)."""
+    params = {"email": email, "password_hash": password_hash, "locale": locale}
+    user = _one_user(conn, "register_signup", params)
     assert user is not None  # the upsert returns a row in every case
     return user
 
@@ -150,12 +153,6 @@ def record_redemption(
 ) -> None:
     params = {"user_id": user_id, "purpose": purpose, "version": version, "now": now}
     conn.execute(Q["record_redemption"], params)
-
-
-def note_signup_locale(conn: Connection, user_id: int, locale: str | None) -> None:
-    """The account's locale, if it has none yet: the signup that created it (SPEC §14)."""
-    if locale is not None:
-        conn.execute(Q["note_signup_locale"], {"user_id": user_id, "locale": locale})
 
 
 def was_redeemed(conn: Connection, user_id: int, purpose: str, version: int) -> bool:

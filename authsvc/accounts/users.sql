@@ -16,9 +16,11 @@ FROM users WHERE id = %(user_id)s;
 -- takes the newest password, counts itself (two or more make the address
 -- contested) and retires every earlier verify link by bumping the version,
 -- whether or not its own email is then suppressed. A verified account is
--- left as it was. Returns the row in every case.
-INSERT INTO users (email, password_hash, verify_version, signup_count)
-VALUES (%(email)s, %(password_hash)s, 1, 1)
+-- left as it was. Only the signup that creates the account sets its locale
+-- (SPEC §14: a later signup request, which anyone's app can send, leaves it).
+-- Returns the row in every case.
+INSERT INTO users (email, password_hash, verify_version, signup_count, locale)
+VALUES (%(email)s, %(password_hash)s, 1, 1, %(locale)s)
 ON CONFLICT (email) DO UPDATE SET
     password_hash = CASE WHEN users.email_verified_at IS NULL
                          THEN excluded.password_hash ELSE users.password_hash END,
@@ -109,11 +111,6 @@ FROM (SELECT payload ->> 'locale' AS locale FROM email_jobs
         AND kind = 'email'
       ORDER BY id DESC LIMIT 1) AS j
 WHERE u.id = %(user_id)s AND j.locale IS NOT NULL AND u.locale IS DISTINCT FROM j.locale;
-
--- note_signup_locale --
--- The locale of the signup that made the account; a later signup request for
--- the same address (anyone's app can send one) leaves it.
-UPDATE users SET locale = %(locale)s WHERE id = %(user_id)s AND locale IS NULL;
 
 -- was_redeemed --
 -- Whether this exact link was used.

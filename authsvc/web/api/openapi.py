@@ -98,8 +98,9 @@ _FIELD_DESCRIPTIONS = {
     "locale": "A BCP 47 language tag (e.g. `de`, `pt-BR`) for the emails this request"
     " sends; a malformed one is 400 invalid_request. Shipped: en, de, fr, es, pt-BR, ar;"
     " another tag falls back by its language, then to the account's locale, then to the"
-    " app's default_locale, then en. Only redeeming the email's link makes it"
-    " the account's locale; a new account keeps its signup's.",
+    " app's default_locale, then en. A request's locale never becomes the account's:"
+    " redeeming an emailed link makes that email's locale the account's (a confirm's own"
+    " `locale` is only for the notice it sends); a new account keeps its signup's.",
     "template": "Jinja in a sandbox (docs/templates.md): the variables "
     + ", ".join(sorted(VARIABLES)) + "; `if`/`else`; the filters " + ", ".join(FILTERS)
     + ". Nothing else (loops, macros, includes, attribute access, calls, arithmetic)."
@@ -139,7 +140,8 @@ _CONFIRM_FORMS = (
 _BODY_DESCRIPTIONS = {
     VERIFICATION_CONFIRM.name: _CONFIRM_FORMS + " `password` is required for a contested"
     " address (422 password_required) and replaces the signup's password when given.",
-    PASSWORD_RESET_CONFIRM.name: _CONFIRM_FORMS,
+    PASSWORD_RESET_CONFIRM.name: _CONFIRM_FORMS + " `locale` is for the \"password changed\""
+    " notice.",
     EMAIL_CHANGE.name: "`email` and `password` open the account (as `checkCredentials`);"
     " an account with no password (signed up by email) sends `sign_in_code`, a current"
     " sign-in code, instead (exactly one of the two, else 400 invalid_request)."
@@ -149,10 +151,13 @@ _BODY_DESCRIPTIONS = {
     " an account with no password sends `sign_in_code`, a current sign-in code, instead"
     " (exactly one of the two, else 400 invalid_request).",
     EMAIL_CHANGE_CONFIRM.name: _CONFIRM_FORMS + " `email` is the address the code was"
-    " sent to: the new one to confirm, the old one to approve.",
+    " sent to: the new one to confirm, the old one to approve. `locale` is for the email"
+    " with the undo link the old address gets when the change completes.",
     EMAIL_CHANGE_UNDO.name: "`token` from the undo link sent to the old address (undo"
     " links carry no code). With `password`, the account's password becomes it at once;"
-    " without, the password is cleared and a reset link goes to the restored address.",
+    " without, the password is cleared and a reset link goes to the restored address."
+    " `locale` is for the emails the undo sends (that reset link, the notice to the address"
+    " moved back from).",
     ACCOUNT_DELETION_CONFIRM.name: _CONFIRM_FORMS + " `email` is the address the"
     " deletion email was sent to.",
     SIGN_IN_CONFIRM.name: _CONFIRM_FORMS,

@@ -82,8 +82,9 @@ LINK_REQUEST = BodySpec("LinkRequest", (EMAIL, REDIRECT_URL, LOCALE))
 VERIFICATION_CONFIRM = BodySpec(
     "VerificationConfirm", (LINK_TOKEN, CODE_EMAIL, CODE, CHOSEN_PASSWORD)
 )
+# A confirm that sends a notice takes the notice's locale too (SPEC §14).
 PASSWORD_RESET_CONFIRM = BodySpec(
-    "PasswordResetConfirm", (LINK_TOKEN, CODE_EMAIL, CODE, NEW_PASSWORD)
+    "PasswordResetConfirm", (LINK_TOKEN, CODE_EMAIL, CODE, NEW_PASSWORD, LOCALE)
 )
 SESSION = BodySpec("SessionRequest", (EMAIL, PASSWORD))
 # An address over its life (SPEC §12).
@@ -93,8 +94,8 @@ OPTIONAL_PASSWORD = Field("password", "password", required=False)
 SIGN_IN_CODE = Field("sign_in_code", "sign_in_code", required=False)
 EMAIL_CHANGE = BodySpec("EmailChangeRequest", (EMAIL, OPTIONAL_PASSWORD, SIGN_IN_CODE, NEW_EMAIL,
                                                REDIRECT_URL, LOCALE))
-EMAIL_CHANGE_CONFIRM = BodySpec("EmailChangeConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
-EMAIL_CHANGE_UNDO = BodySpec("EmailChangeUndo", (TOKEN, CHOSEN_PASSWORD))
+EMAIL_CHANGE_CONFIRM = BodySpec("EmailChangeConfirm", (LINK_TOKEN, CODE_EMAIL, CODE, LOCALE))
+EMAIL_CHANGE_UNDO = BodySpec("EmailChangeUndo", (TOKEN, CHOSEN_PASSWORD, LOCALE))
 ACCOUNT_DELETION = BodySpec("AccountDeletionRequest", (EMAIL, OPTIONAL_PASSWORD, SIGN_IN_CODE,
                                                        LOCALE))
 ACCOUNT_DELETION_CONFIRM = BodySpec("AccountDeletionConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))

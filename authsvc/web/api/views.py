@@ -156,7 +156,8 @@ def password_resets() -> Response:
 def password_resets_confirm() -> Response:
     return _confirm(
         actions.reset_password, actions.reset_password_with_code,
-        lambda _user: json_reply(200, {"status": "password_changed"}), fields=("password",))
+        lambda _user: json_reply(200, {"status": "password_changed"}),
+        fields=("password", "locale"))
 
 
 @bp.post("/sessions")
@@ -209,7 +210,8 @@ def _change_side(purpose: str) -> Response:
     """A change's link or code from the new address (`email_change`) or the old one
     (`email_change_approval`): the change, or 202 while the other address is awaited."""
     return _confirm(email_change.confirm_email_change, email_change.confirm_email_change_code,
-                    _change_answer, app=current_caller().app, purpose=purpose)
+                    _change_answer, fields=("locale",), app=current_caller().app,
+                    purpose=purpose)
 
 
 def _change_answer(outcome: email_change.ChangedAddress | email_change.Pending) -> Reply:
@@ -224,7 +226,7 @@ def _change_answer(outcome: email_change.ChangedAddress | email_change.Pending) 
 def email_changes_undo(conn: Connection, values: Body) -> Reply:
     restored = email_change.undo_email_change(
         conn, services(), token=values["token"], password=values["password"],
-        app=current_caller().app)
+        app=current_caller().app, locale=values["locale"])
     return json_reply(200, {"email": restored.email})
 
 

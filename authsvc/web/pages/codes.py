@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, flash, redirect, url_for
+from flask import Blueprint, flash, g, redirect, url_for
 from flask.typing import ResponseReturnValue
 from flask_wtf import FlaskForm
 
@@ -80,7 +80,7 @@ def reset_code() -> ResponseReturnValue:
     try:
         user = actions.reset_password_with_code(
             db(), services(), email=form.email.data, code=form.code.data,
-            password=form.password.data,
+            password=form.password.data, locale=getattr(g, "locale", None),
         )
     except TokenError as exc:
         return _refused("enter_code.html", form, "reset", exc, needs_password=True)

@@ -103,8 +103,9 @@ def _side_link(purpose: str) -> ResponseReturnValue:
         form = LINK_FORMS[purpose]()
         token = form.token.data if form.validate_on_submit() else None
         try:
-            outcome = email_change.confirm_email_change(db(), services(), token=token,
-                                                        purpose=purpose)
+            outcome = email_change.confirm_email_change(
+                db(), services(), token=token, purpose=purpose,
+                locale=getattr(g, "locale", None))
         except TokenError as exc:
             return link_problem(exc, purpose, token)
         except EmailTaken:
@@ -132,7 +133,8 @@ def _side_code(purpose: str) -> ResponseReturnValue:
                            purpose=purpose)
     try:
         outcome = email_change.confirm_email_change_code(
-            db(), services(), email=form.email.data, code=form.code.data, purpose=purpose)
+            db(), services(), email=form.email.data, code=form.code.data, purpose=purpose,
+            locale=getattr(g, "locale", None))
     except TokenError as exc:
         return refused_code("account_code.html", form, exc, purpose=purpose)
     except EmailTaken:
@@ -175,7 +177,8 @@ def _redeem_undo() -> ResponseReturnValue:
     token, password = posted_token_and_password(form)
     try:
         restored = email_change.undo_email_change(db(), services(), token=token,
-                                                  password=password)
+                                                  password=password,
+                                                  locale=getattr(g, "locale", None))
     except TokenError as exc:
         return link_problem(exc, "email_revert", token)
     except EmailTaken:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, flash, redirect, url_for
+from flask import Blueprint, flash, g, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions, links
@@ -39,7 +39,8 @@ def _set_password() -> ResponseReturnValue:
     if form.validate_on_submit():
         try:
             user = actions.reset_password(
-                db(), services(), token=token, password=form.password.data
+                db(), services(), token=token, password=form.password.data,
+                locale=getattr(g, "locale", None),
             )
         except TokenError as exc:
             return link_problem(exc, "reset", token)

@@ -97,14 +97,24 @@ def flatten(template: jinja2.Template, constants: Mapping[str, object], *, html:
 
 
 def render_parts(template: EmailTemplate, context: Mapping[str, object]) -> tuple[str, str, str]:
-    """(subject, text, html) of `template` for one message: the one render path."""
-    html = template.html(context)
+    """(subject, text, html) of `template` for one message: the one render path.
+
+    An app's template that fails in a way its checks did not foresee fails as
+    sandbox.RenderLimit, which the worker answers with the built-in template.
+    """
     if not template.app_owned:
-        return template.subject(context), template.text(context), html
+        return template.subject(context), template.text(context), template.html(context)
+    try:
+        html = template.html(context)
+        subject, text = template.subject(context), template.text(context)
+    except (sandbox.RenderLimit, jinja2.TemplateError, KeyError, TypeError, ValueError):
+        raise
+    except Exception as exc:  # RecursionError, MemoryError, …: the email still goes
+        raise sandbox.RenderLimit(f"{type(exc).__name__}: {exc}") from exc
     if _DOCUMENT_START.match(html) is None:
         html = (f'<!doctype html>\n<html lang="{template.locale}"'
                 f' dir="{text_direction(template.locale)}">\n<body>\n{html}\n</body>\n</html>\n')
-    return _subject_line(template.subject(context)), template.text(context), html
+    return _subject_line(subject), text, html
 
 
 # --- built-in templates ------------------------------------------------------------

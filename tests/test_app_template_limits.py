@@ -1,0 +1,85 @@
+"""Apps' templates that parse but would not compile, or cost too much: refused at upload,
+and never able to stop the worker when one is stored some other way (SPEC §14)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from authsvc.config import Settings
+from authsvc.emails import sandbox
+from authsvc.services import Services
+from testkit.smtp_double import SmtpDouble
+from tests.api_support import assert_problem
+from tests.worker_support import worker
+
+ANN = "ann@example.com"
+HOLES = "{{ link }}{{ code }}"
+HTML = "<p><a href=\"{{ link }}\">go</a> {{ code }}</p>"
+TEMPLATE = {"subject": "Hi", "text": HOLES + "\n", "html": HTML}
+
+
+def _nested_ifs(depth: int) -> str:
+    return HOLES + "{% if link %}" * depth + "x" + "{% endif %}" * depth
+
+
+# Each parses (or nearly) but cannot be compiled, or recurses past Python's limit.
+DEEP = {
+    "100 nested ifs": _nested_ifs(100),
+    "400 nested ifs": _nested_ifs(400),
+    "3000 elifs": HOLES + "{% if link %}a" + "{% elif link %}a" * 3000 + "{% endif %}",
+    "100 nested parentheses": HOLES + "{{ " + "(" * 100 + "link" + ")" * 100 + " }}",
+    "1000 nots": HOLES + "{{ " + "not " * 1000 + "link }}",
+    "1000 unary minus": HOLES + "{{ " + "-" * 1000 + "link }}",
+    "200 filters": HOLES + "{{ link" + "|upper" * 200 + " }}",
+}
+
+
+@pytest.mark.parametrize("source", DEEP.values(), ids=DEEP.keys())
+def test_a_template_too_deep_to_compile_is_refused_at_upload(api, source):
+    body = assert_problem(api.call("PUT", "/templates/reset/en", {**TEMPLATE, "text": source}),
+                          422, "template_invalid")
+    assert body["errors"][0]["pointer"] == "#/text"
+    assert "nest" in body["errors"][0]["detail"] or "deep" in body["errors"][0]["detail"], body
+
+
+@pytest.mark.parametrize("source", DEEP.values(), ids=DEEP.keys())
+def test_a_draft_too_deep_to_compile_is_refused_by_the_preview(api, source):
+    assert_problem(api.call("POST", "/templates/reset/en/preview", {**TEMPLATE, "text": source}),
+                   422, "template_invalid")
+
+
+def test_nesting_up_to_the_limits_is_taken_and_renders(api):
+    deep = (HOLES + "{% if link %}" * sandbox.MAX_IF_DEPTH + "{{ "
+            + "not " * (sandbox.MAX_EXPRESSION_DEPTH - 2) + "code }}"
+            + "{% endif %}" * sandbox.MAX_IF_DEPTH)
+    assert api.call("PUT", "/templates/reset/en", {**TEMPLATE, "text": deep}).status_code == 200
+    assert api.call("POST", "/templates/reset/en/preview", {}).status_code == 200
+
+
+def _store_past_the_api(conn: psycopg.Connection, app_id: object, kind: str, text: str) -> None:
+    conn.execute(
+        "INSERT INTO app_templates (app_id, kind, locale, subject, text_body, html_body)"
+        " VALUES (%s, %s, 'en', 's', %s, %s)", (app_id, kind, text, HTML))
+
+
+@pytest.mark.parametrize("source", [DEEP["100 nested ifs"], DEEP["3000 elifs"]],
+                         ids=["ifs", "elifs"])
+def test_a_stored_template_that_cannot_compile_never_stops_the_worker(
+        api, conn, database_url: str, settings: Settings, svc: Services, smtp: SmtpDouble,
+        caplog, source):
+    api.sign_up(ANN)
+    _store_past_the_api(conn, api.app.id, "verify", source)
+    _store_past_the_api(conn, api.app.id, "reset", source)
+    api.post("/verifications", {"email": ANN})
+    api.post("/password-resets", {"email": ANN})
+    worker(database_url, settings, smtp.url, svc.clock, once=True).run()
+    # Both built-in (the verification replaced the sign-up's pending email), both sent.
+    by_subject = {m.message["Subject"]: m.text for m in smtp.messages}
+    assert sorted(by_subject) == ["Confirm your email address", "Reset your password"]
+    assert "Confirm that this address is yours" in by_subject["Confirm your email address"]
+    refused = [r for r in caplog.records if r.getMessage() == "app_template_refused"]
+    assert "verify" in {r.kind for r in refused}  # type: ignore[attr-defined]
+    assert not [r for r in caplog.records if r.getMessage() == "sender_crashed"]
+    status = conn.execute("SELECT array_agg(DISTINCT status) FROM email_jobs").fetchone()
+    assert "pending" not in status[0] and "failed" not in status[0], status

@@ -3,14 +3,18 @@ and never able to stop the worker when one is stored some other way (SPEC §14).
 
 from __future__ import annotations
 
+import threading
+from uuid import uuid4
+
 import psycopg
 import pytest
 
+from authsvc.apps.brands import Brand
 from authsvc.config import Settings
-from authsvc.emails import sandbox
+from authsvc.emails import app_templates, looks, sandbox
 from authsvc.services import Services
 from testkit.smtp_double import SmtpDouble
-from tests.api_support import assert_problem
+from tests.api_support import ApiCaller, assert_problem
 from tests.worker_support import worker
 
 ANN = "ann@example.com"
@@ -83,3 +87,83 @@ def test_a_stored_template_that_cannot_compile_never_stops_the_worker(
     assert not [r for r in caplog.records if r.getMessage() == "sender_crashed"]
     status = conn.execute("SELECT array_agg(DISTINCT status) FROM email_jobs").fetchone()
     assert "pending" not in status[0] and "failed" not in status[0], status
+
+
+def test_the_asking_apps_default_locale_is_read_without_compiling_its_templates(
+        api, conn, other: ApiCaller, database_url, settings, svc, smtp, monkeypatch):
+    compiled: list[str] = []
+    real = looks.app_template
+
+    def counting(kind: str, *args: object, **kwargs: object) -> object:
+        compiled.append(kind)
+        return real(kind, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(looks, "app_template", counting)
+    api.call("PATCH", "/app", {"default_locale": "de"})
+    for kind in app_templates.KINDS:
+        assert api.call("PUT", f"/templates/{kind}/de", TEMPLATE).status_code == 200
+    other.sign_up(ANN)  # an account of Other Corp's; Shop's call below asks for it
+    api.post("/password-resets", {"email": ANN})
+    worker(database_url, settings, smtp.url, svc.clock, once=True).run()
+    assert smtp.messages[-1].message["Content-Language"] == "de"
+    assert compiled == []
+
+
+# --- how often a look compiles ------------------------------------------------
+
+
+def _stored(kind: str, locale: str) -> app_templates.StoredTemplate:
+    from datetime import UTC, datetime
+    return app_templates.StoredTemplate(kind, locale, "s", HOLES, HTML, datetime.now(UTC))
+
+
+def test_a_look_compiles_only_the_templates_looked_up(monkeypatch):
+    compiled: list[tuple[str, str]] = []
+    real = looks.app_template
+
+    def counting(kind: str, locale: str, *args: object, **kwargs: object) -> object:
+        compiled.append((kind, locale))
+        return real(kind, locale, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(looks, "app_template", counting)
+    brand = Brand("Shop", None, None, None, app_id=uuid4(), default_locale="de")
+    look = looks.AppLook.of(brand, [_stored(k, loc) for k in app_templates.KINDS
+                                    for loc in ("de", "fr", "en")])
+    assert compiled == []
+    assert look.template_for("reset", "fr-CA") is not None
+    assert look.template_for("reset", "fr") is not None
+    assert compiled == [("reset", "fr")]
+
+
+def test_an_app_is_loaded_by_one_thread_at_a_time():
+    app_id = uuid4()
+    entered = threading.Event()
+    release = threading.Event()
+    loads: list[int] = []
+
+    def load(_app_id: object) -> looks.AppLook:
+        loads.append(1)
+        entered.set()
+        release.wait(10)
+        return looks.AppLook.of(Brand("Shop", None, None, None, app_id=app_id), [])
+
+    cache = looks.AppLooks(load, ttl=30.0)  # type: ignore[arg-type]
+    results: list[looks.AppLook] = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get(app_id)))
+               for _ in range(4)]
+    threads[0].start()
+    assert entered.wait(10)
+    for thread in threads[1:]:
+        thread.start()
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert len(loads) == 1 and len(results) == 4
+    assert len({id(r) for r in results}) == 1
+
+
+@pytest.fixture
+def other(api: ApiCaller, conn: psycopg.Connection) -> ApiCaller:
+    from authsvc.apps.keys import register_app
+    app, key = register_app(conn, "Other Corp", ["https://other.example/welcome"])
+    return ApiCaller(api.client, app, key)

@@ -167,3 +167,30 @@ def other(api: ApiCaller, conn: psycopg.Connection) -> ApiCaller:
     from authsvc.apps.keys import register_app
     app, key = register_app(conn, "Other Corp", ["https://other.example/welcome"])
     return ApiCaller(api.client, app, key)
+
+
+# --- how many -----------------------------------------------------------------
+
+
+def test_an_app_stores_at_most_max_templates(api, conn):
+    cap = app_templates.MAX_TEMPLATES_PER_APP
+    assert cap == len(app_templates.KINDS) * 16
+    tags = [f"en-v{n:04d}" for n in range(cap)]
+    for at in range(cap):
+        conn.execute(
+            "INSERT INTO app_templates (app_id, kind, locale, subject, text_body, html_body)"
+            " VALUES (%s, %s, %s, 's', %s, %s)",
+            (api.app.id, app_templates.KINDS[at % 5], tags[at], HOLES, HTML))
+    body = assert_problem(api.call("PUT", "/templates/verify/de", TEMPLATE), 422,
+                          "template_invalid")
+    assert f"at most {cap}" in body["detail"]
+    # Replacing one it has is still allowed.
+    assert api.call("PUT", f"/templates/{app_templates.KINDS[0]}/{tags[0]}",
+                    TEMPLATE).status_code == 200
+    assert len(api.call("GET", "/templates").get_json()["templates"]) == cap
+
+
+def test_the_cap_is_in_the_api_document():
+    from authsvc.web.api.openapi import openapi_document
+    put = openapi_document()["paths"]["/api/v1/templates/{kind}/{locale}"]["put"]
+    assert f"at most {app_templates.MAX_TEMPLATES_PER_APP} templates" in put["description"]

@@ -175,16 +175,11 @@ def builtin_template(kind: str, locale: str, constants: Mapping[str, object]) ->
 
 # --- apps' templates ---------------------------------------------------------------
 
-_SANDBOXES = {False: sandbox.sandbox_environment(html=False),
-              True: sandbox.sandbox_environment(html=True)}
-
-
-def _app_part(source: str, constants: Mapping[str, object], *, html: bool) -> Render:
-    env = _SANDBOXES[html]
-    template = env.from_string(source)
-    if sandbox.is_plain(env.parse(source)):
-        return flatten(template, constants, html=html, bound=True)
-    bounded = sandbox.bounded_render(template)
+def _app_part(part: sandbox.CompiledPart, constants: Mapping[str, object], *,
+              html: bool) -> Render:
+    if part.plain:
+        return flatten(part.template, constants, html=html, bound=True)
+    bounded = sandbox.bounded_render(part.template)
     return lambda context: bounded({**constants, **context})
 
 
@@ -192,8 +187,8 @@ def app_template(kind: str, locale: str, subject: str, text: str, html: str,
                  constants: Mapping[str, object]) -> EmailTemplate:
     """An app's stored template, compiled in the sandbox (checked again: never trusted),
     with `constants`: its brand's values (wording.brand_values)."""
-    sandbox.check_template(subject, text, html)
+    parts = sandbox.compile_template(subject, text, html)
     fixed = {**constants, "locale": locale}
-    return EmailTemplate(kind, locale, _app_part(subject, fixed, html=False),
-                         _app_part(text, fixed, html=False), _app_part(html, fixed, html=True),
-                         app_owned=True)
+    return EmailTemplate(kind, locale, _app_part(parts["subject"], fixed, html=False),
+                         _app_part(parts["text"], fixed, html=False),
+                         _app_part(parts["html"], fixed, html=True), app_owned=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import jinja2
 from jinja2 import nodes
@@ -145,10 +146,10 @@ def _check_depth(part: str, node: nodes.Node, ifs: int = 0, branches: int = 0,
         _check_depth(part, child, ifs, branches, expression)
 
 
-def _compile(part: str, env: jinja2.Environment, source: str) -> None:
+def _compile(part: str, env: jinja2.Environment, source: str) -> jinja2.Template:
     """Compile as the worker will: what Python cannot compile is refused here, not there."""
     try:
-        env.from_string(source)
+        return env.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateInvalid(part, exc.lineno, exc.message or "does not compile") from None
     except (SyntaxError, RecursionError, MemoryError) as exc:
@@ -211,14 +212,29 @@ def _prints(tree: nodes.Template) -> set[str]:
             for child in output.nodes if isinstance(child, nodes.Name)}
 
 
+@dataclass(frozen=True)
+class CompiledPart:
+    """One part of a checked template, compiled in the sandbox."""
+
+    template: jinja2.Template
+    plain: bool  # text and bare `{{ name }}` holes only (is_plain)
+
+
 def check_template(subject: str, text: str, html: str) -> None:
     """Refuse (TemplateInvalid) what the sandbox rules out; see the module docstring."""
+    compile_template(subject, text, html)
+
+
+def compile_template(subject: str, text: str, html: str) -> dict[str, CompiledPart]:
+    """The three parts checked (TemplateInvalid, as check_template) and compiled, by part
+    name: each is parsed and compiled once, whether to store it or to send it."""
     size = sum(len(part.encode("utf-8")) for part in (subject, text, html))
     if size > MAX_TEMPLATE_BYTES:
         raise TemplateInvalid("template", None,
                               f"{size} bytes; at most {MAX_TEMPLATE_BYTES} (64 KiB) in all")
     if "\n" in subject.strip() or "\r" in subject:
         raise TemplateInvalid("subject", 1, "the subject is one line")
+    compiled: dict[str, CompiledPart] = {}
     for part, source in (("subject", subject), ("text", text), ("html", html)):
         if "\x00" in source:
             raise TemplateInvalid(part, None, "contains a NUL character")
@@ -237,7 +253,8 @@ def check_template(subject: str, text: str, html: str) -> None:
             if missing:
                 raise TemplateInvalid(part, None, "must print " + " and ".join(
                     f"{{{{ {name} }}}}" for name in missing) + " as is, outside any if")
-        _compile(part, env, source)
+        compiled[part] = CompiledPart(_compile(part, env, source), is_plain(tree))
+    return compiled
 
 
 def is_plain(tree: nodes.Template) -> bool:

@@ -61,6 +61,15 @@ def test_nesting_up_to_the_limits_is_taken_and_renders(api):
     assert api.call("POST", "/templates/reset/en/preview", {}).status_code == 200
 
 
+def test_an_elif_is_a_branch_at_its_ifs_level_not_one_more():
+    chain = "{% if code %}a" + "{% elif link == 'b' %}b" * 20 + "{% else %}c{% endif %}"
+    innermost = "{% if link %}" * (sandbox.MAX_IF_DEPTH - 1) + chain + "{% endif %}" * (
+        sandbox.MAX_IF_DEPTH - 1)
+    sandbox.check_template("s", HOLES + innermost, HTML)
+    with pytest.raises(sandbox.TemplateInvalid, match="levels of if"):
+        sandbox.check_template("s", HOLES + "{% if link %}" + innermost + "{% endif %}", HTML)
+
+
 def _store_past_the_api(conn: psycopg.Connection, app_id: object, kind: str, text: str) -> None:
     conn.execute(
         "INSERT INTO app_templates (app_id, kind, locale, subject, text_body, html_body)"

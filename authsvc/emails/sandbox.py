@@ -137,7 +137,14 @@ def _check_depth(part: str, node: nodes.Node, ifs: int = 0, branches: int = 0,
         if branches > MAX_BRANCH_DEPTH:
             raise _refuse(part, node, f"nested more than {MAX_BRANCH_DEPTH} levels of"
                           " if and elif")
-    elif not isinstance(node, _STATEMENT):
+        # An elif is a branch of this if, at its level (counted in `branches` above).
+        inside = [node.test, *node.body, *node.else_]
+        for branch in node.elif_:
+            inside.extend((branch.test, *branch.body, *branch.elif_, *branch.else_))
+        for child in inside:
+            _check_depth(part, child, ifs, branches, expression)
+        return
+    if not isinstance(node, _STATEMENT):
         expression += 1
         if expression > MAX_EXPRESSION_DEPTH:
             raise _refuse(part, node, f"an expression nested more than"

@@ -22,6 +22,8 @@ DEFAULT_LOCALE = "en"
 # The order the language switcher shows them in.
 SUPPORTED_LOCALES = ("en", "de", "fr", "es", "pt-BR", "ar")
 RIGHT_TO_LEFT = frozenset({"ar"})
+# The gettext domains shipped for every locale: emails' words and pages' words.
+DOMAINS = ("emails", "pages")
 MAX_LOCALE_TAG_LENGTH = 35  # RFC 5646's longest well-formed tag people use, with room
 
 # BCP 47 (RFC 5646) language tags as apps send them: a 2 or 3 letter language,
@@ -112,3 +114,34 @@ def translations(locale: str, domain: str) -> NullTranslations:
         # A shipped locale without its compiled catalog is a broken build, not English.
         raise FileNotFoundError(f"no compiled {domain} catalog for {locale} in {folder}")
     return catalog
+
+
+class CatalogMissing(RuntimeError):
+    """A shipped locale's compiled catalog is not there: the build skipped compiling them."""
+
+
+def load_catalogs() -> int:
+    """Load every shipped catalog now (they are kept), so a broken build fails at start-up
+    rather than at the first email or page in that language; CatalogMissing names each
+    missing one and the fix. The number of catalogs loaded."""
+    missing: list[str] = []
+    try:
+        folder = str(translations_dir())
+    except FileNotFoundError as exc:
+        raise CatalogMissing(f"{exc}: {_FIX}") from None
+    for locale in SUPPORTED_LOCALES:
+        if locale == DEFAULT_LOCALE:
+            continue
+        for domain in DOMAINS:
+            try:
+                translations(locale, domain)
+            except FileNotFoundError:
+                missing.append(f"{locale.replace('-', '_')}/LC_MESSAGES/{domain}.mo")
+    if missing:
+        raise CatalogMissing(f"compiled catalogs missing in {folder}: {', '.join(missing)};"
+                             f" {_FIX}")
+    return (len(SUPPORTED_LOCALES) - 1) * len(DOMAINS)
+
+
+_FIX = ("run `make install`, or `pybabel compile -d translations -D emails` and"
+        " `-D pages`")

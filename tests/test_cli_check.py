@@ -47,7 +47,7 @@ def test_a_good_configuration_passes_every_check(production, smtp):
     assert result.exit_code == 0, result.output
     lines = _lines(result)
     assert list(lines) == ["settings", "secrets", "base url", "metrics token", "database",
-                           "migrations", "mail transport"]
+                           "migrations", "mail transport", "translations"]
     assert all(status == "ok" for status, _ in lines.values()), result.output
     assert "nothing sent" in lines["mail transport"][1]
     assert smtp.messages == []
@@ -71,6 +71,20 @@ def test_a_broken_setting_fails_its_own_line(production, change, check, says):
     result = _check({**production, **change})
     assert says in _only_failure(result, check)
     assert {n for n, (s, _) in _lines(result).items() if s == "FAIL"} <= {"settings", check}
+
+
+def test_a_missing_compiled_catalog_fails_the_translations_line(production, tmp_path,
+                                                                monkeypatch):
+    from authsvc import locales
+    monkeypatch.setattr(locales, "translations_dir", lambda: tmp_path)
+    locales.translations.cache_clear()
+    try:
+        result = _check(production)
+    finally:
+        locales.translations.cache_clear()
+    says = _only_failure(result, "translations")
+    assert "de/LC_MESSAGES/emails.mo" in says and "make install" in says
+    assert [n for n, (s, _) in _lines(result).items() if s == "FAIL"] == ["translations"]
 
 
 def test_an_unreachable_database_fails_the_database_line(production):

@@ -19,6 +19,7 @@ from authsvc.cli.startup import database_url_or_exit
 from authsvc.config import ConfigError, Settings, load_settings
 from authsvc.db.connections import connect
 from authsvc.db.migrate import available_migrations, pending_migrations
+from authsvc.locales import CatalogMissing, load_catalogs
 from authsvc.worker.mailers import SmtpMailer, TransientSendError
 from authsvc.worker.providers import HTTP_PROVIDERS
 
@@ -32,6 +33,7 @@ _PROBLEM_CHECKS = (
     ("AUTHSVC_SMTP_URL", "mail transport"),
     ("AUTHSVC_DATABASE_URL", "database"),
 )
+# The checks settings decide; `translations` (the compiled catalogs) runs without them.
 CHECKS = ("settings", "secrets", "base url", "metrics token", "database", "migrations",
           "mail transport")
 
@@ -147,16 +149,27 @@ def _http_provider(settings: Settings) -> Outcome:
                    f"{where}: {greeting.detail}; nothing sent")
 
 
+def _translations() -> Outcome:
+    """Every shipped compiled catalog loads (the web app and the worker refuse to start
+    without them)."""
+    try:
+        count = load_catalogs()
+    except CatalogMissing as exc:
+        return Outcome("translations", "FAIL", str(exc))
+    return Outcome("translations", "ok", f"{count} compiled catalogs load")
+
+
 def run_checks() -> list[Outcome]:
     try:
         settings = load_settings()
     except ConfigError as exc:
-        return _from_problems(exc.problems)
+        return [*_from_problems(exc.problems), _translations()]
     mode = "production" if settings.production else settings.env
     outcomes = [Outcome("settings", "ok", f"valid ({mode})"), _secrets(settings),
                 _base_url(settings), _metrics_token(settings)]
     outcomes.extend(_database(settings))
     outcomes.append(_mail(settings))
+    outcomes.append(_translations())
     return outcomes
 
 

@@ -18,6 +18,7 @@ from authsvc.config import Settings
 from authsvc.db.connections import connect, resolve_listen_url
 from authsvc.db.migrate import pending_migrations
 from authsvc.emails.looks import database_looks
+from authsvc.locales import CatalogMissing, load_catalogs
 from authsvc.observability.logs import configure_logging, log_event
 from authsvc.services import token_codec
 from authsvc.worker.delivery import RetryPolicy
@@ -135,6 +136,10 @@ def worker(
     """Send queued emails: claim due outbox jobs under a lease and deliver them."""
     # Before any child starts: a refused configuration is said once, not once per child.
     settings = settings_or_exit()
+    try:
+        load_catalogs()  # not at the first email in a language: before any is claimed
+    except CatalogMissing as exc:
+        raise click.ClickException(str(exc)) from None
     if processes > 1:
         params = click.get_current_context().params
         raise SystemExit(_supervise(processes, _child_argv(params), metrics_port))

@@ -17,13 +17,16 @@ from psycopg.rows import class_row
 
 from authsvc.db.queries import load_queries
 from authsvc.emails import sandbox
-from authsvc.locales import parse_locale_tag, supported_locale
+from authsvc.locales import SUPPORTED_LOCALES, parse_locale_tag, supported_locale
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
 
 # The emails that ask the person to act; every other kind (the notices that
 # protect the person) always uses its built-in body, under the app's brand.
 KINDS = ("verify", "reset", "sign_in", "email_change", "account_delete")
+# How many templates an app may store: each kind in every shipped locale and ten more
+# tags. What the worker reads per app, and GET /api/v1/templates lists, stays bounded.
+MAX_TEMPLATES_PER_APP = len(KINDS) * (len(SUPPORTED_LOCALES) + 10)
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,15 @@ def template_locale(value: str) -> str:
 
 def put_template(conn: Connection, app_id: UUID, kind: str, locale: str, *, subject: str,
                  text: str, html: str) -> bool:
-    """Check (sandbox.TemplateInvalid) and store; True if it replaced one."""
+    """Check (sandbox.TemplateInvalid, also past MAX_TEMPLATES_PER_APP) and store; True if
+    it replaced one. Takes the app's row lock, so two uploads cannot both pass the cap."""
     sandbox.check_template(subject, text, html)
+    others = conn.execute(Q["count_other_templates"],
+                          {"app_id": app_id, "kind": kind, "locale": locale}).fetchone()
+    if others is not None and others[0] >= MAX_TEMPLATES_PER_APP:
+        raise sandbox.TemplateInvalid(
+            "template", None, f"this app has {others[0]} templates, at most"
+            f" {MAX_TEMPLATES_PER_APP}: delete one, or replace one it has")
     row = conn.execute(Q["put_template"], {
         "app_id": app_id, "kind": kind, "locale": locale, "subject": subject,
         "text": text, "html": html}).fetchone()

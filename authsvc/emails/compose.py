@@ -97,14 +97,24 @@ def flatten(template: jinja2.Template, constants: Mapping[str, object], *, html:
 
 
 def render_parts(template: EmailTemplate, context: Mapping[str, object]) -> tuple[str, str, str]:
-    """(subject, text, html) of `template` for one message: the one render path."""
-    html = template.html(context)
+    """(subject, text, html) of `template` for one message: the one render path.
+
+    An app's template that fails in a way its checks did not foresee fails as
+    sandbox.RenderLimit, which the worker answers with the built-in template.
+    """
     if not template.app_owned:
-        return template.subject(context), template.text(context), html
+        return template.subject(context), template.text(context), template.html(context)
+    try:
+        html = template.html(context)
+        subject, text = template.subject(context), template.text(context)
+    except (sandbox.RenderLimit, jinja2.TemplateError, KeyError, TypeError, ValueError):
+        raise
+    except Exception as exc:  # RecursionError, MemoryError, …: the email still goes
+        raise sandbox.RenderLimit(f"{type(exc).__name__}: {exc}") from exc
     if _DOCUMENT_START.match(html) is None:
         html = (f'<!doctype html>\n<html lang="{template.locale}"'
                 f' dir="{text_direction(template.locale)}">\n<body>\n{html}\n</body>\n</html>\n')
-    return _subject_line(template.subject(context)), template.text(context), html
+    return _subject_line(subject), text, html
 
 
 # --- built-in templates ------------------------------------------------------------
@@ -165,16 +175,11 @@ def builtin_template(kind: str, locale: str, constants: Mapping[str, object]) ->
 
 # --- apps' templates ---------------------------------------------------------------
 
-_SANDBOXES = {False: sandbox.sandbox_environment(html=False),
-              True: sandbox.sandbox_environment(html=True)}
-
-
-def _app_part(source: str, constants: Mapping[str, object], *, html: bool) -> Render:
-    env = _SANDBOXES[html]
-    template = env.from_string(source)
-    if sandbox.is_plain(env.parse(source)):
-        return flatten(template, constants, html=html, bound=True)
-    bounded = sandbox.bounded_render(template)
+def _app_part(part: sandbox.CompiledPart, constants: Mapping[str, object], *,
+              html: bool) -> Render:
+    if part.plain:
+        return flatten(part.template, constants, html=html, bound=True)
+    bounded = sandbox.bounded_render(part.template)
     return lambda context: bounded({**constants, **context})
 
 
@@ -182,8 +187,8 @@ def app_template(kind: str, locale: str, subject: str, text: str, html: str,
                  constants: Mapping[str, object]) -> EmailTemplate:
     """An app's stored template, compiled in the sandbox (checked again: never trusted),
     with `constants`: its brand's values (wording.brand_values)."""
-    sandbox.check_template(subject, text, html)
+    parts = sandbox.compile_template(subject, text, html)
     fixed = {**constants, "locale": locale}
-    return EmailTemplate(kind, locale, _app_part(subject, fixed, html=False),
-                         _app_part(text, fixed, html=False), _app_part(html, fixed, html=True),
-                         app_owned=True)
+    return EmailTemplate(kind, locale, _app_part(parts["subject"], fixed, html=False),
+                         _app_part(parts["text"], fixed, html=False),
+                         _app_part(parts["html"], fixed, html=True), app_owned=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import jinja2
 from jinja2 import nodes
@@ -33,6 +34,13 @@ MAX_TEMPLATE_BYTES = 64 * 1024  # subject, text and html together
 MAX_OUTPUT_CHARS = 256 * 1024  # per part
 MAX_RENDER_SECONDS = 0.100  # per part (subject, text, html), checked between output pieces
 MAX_CONSTANT_CHARS = 200  # a `default('…')` argument or a compared string
+# How deep a template may nest, so that parsing, checking and compiling it stay far
+# from Python's recursion and indentation limits (a template past them would parse
+# here and fail in the worker): `if` inside `if`; `if` and `elif` counted together
+# (Python nests an elif chain); an expression's operators, filters and brackets.
+MAX_IF_DEPTH = 16
+MAX_BRANCH_DEPTH = 64
+MAX_EXPRESSION_DEPTH = 32
 
 # Comparisons an `if` may make: equality only (no ordering tricks on strings).
 _COMPARISONS = frozenset({"eq", "ne"})
@@ -80,6 +88,81 @@ _PARSERS = {"subject": sandbox_environment(html=False), "text": sandbox_environm
 
 def _refuse(part: str, node: nodes.Node, reason: str) -> TemplateInvalid:
     return TemplateInvalid(part, getattr(node, "lineno", None), reason)
+
+
+_STATEMENT = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.If)
+_OPENING = frozenset("([{-+")  # operators the parser recurses on
+_BLOCKS = frozenset({"if", "for", "macro", "call", "filter", "block", "with", "autoescape",
+                     "trans", "set"})
+
+
+def _check_tokens(part: str, env: jinja2.Environment, source: str) -> None:
+    """Refuse nesting that would make the parser itself recurse too deep: it recurses for
+    each opening bracket, unary sign and `not` in a tag, and for each open block. The
+    lexer does not recurse, so this runs before the parser."""
+    blocks = 0  # blocks open
+    opened = 0  # brackets, signs and `not` in the current tag
+    tag_start = False  # the previous token began a block tag
+    try:
+        for lineno, kind, value in env.lex(source):
+            if kind == "whitespace":
+                continue
+            if kind in ("block_begin", "variable_begin"):
+                opened, tag_start = 0, kind == "block_begin"
+                continue
+            if tag_start and kind == "name" and value.startswith("end"):
+                blocks -= 1
+            elif tag_start and kind == "name" and value in _BLOCKS:
+                blocks += 1
+                if blocks > MAX_IF_DEPTH:
+                    raise TemplateInvalid(part, lineno,
+                                          f"nested more than {MAX_IF_DEPTH} levels of if")
+            tag_start = False
+            if (kind == "operator" and value in _OPENING) or (kind == "name" and value == "not"):
+                opened += 1
+                if opened > MAX_EXPRESSION_DEPTH:
+                    raise TemplateInvalid(part, lineno, "an expression nested more than"
+                                          f" {MAX_EXPRESSION_DEPTH} deep")
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateInvalid(part, exc.lineno, exc.message or "does not parse") from None
+
+
+def _check_depth(part: str, node: nodes.Node, ifs: int = 0, branches: int = 0,
+                 expression: int = 0) -> None:
+    """Refuse a tree nested past the limits above (before _check_node walks it)."""
+    if isinstance(node, nodes.If):
+        ifs, branches = ifs + 1, branches + 1 + len(node.elif_)
+        if ifs > MAX_IF_DEPTH:
+            raise _refuse(part, node, f"nested more than {MAX_IF_DEPTH} levels of if")
+        if branches > MAX_BRANCH_DEPTH:
+            raise _refuse(part, node, f"nested more than {MAX_BRANCH_DEPTH} levels of"
+                          " if and elif")
+        # An elif is a branch of this if, at its level (counted in `branches` above).
+        inside = [node.test, *node.body, *node.else_]
+        for branch in node.elif_:
+            inside.extend((branch.test, *branch.body, *branch.elif_, *branch.else_))
+        for child in inside:
+            _check_depth(part, child, ifs, branches, expression)
+        return
+    if not isinstance(node, _STATEMENT):
+        expression += 1
+        if expression > MAX_EXPRESSION_DEPTH:
+            raise _refuse(part, node, f"an expression nested more than"
+                          f" {MAX_EXPRESSION_DEPTH} deep")
+    for child in node.iter_child_nodes():
+        _check_depth(part, child, ifs, branches, expression)
+
+
+def _compile(part: str, env: jinja2.Environment, source: str) -> jinja2.Template:
+    """Compile as the worker will: what Python cannot compile is refused here, not there."""
+    try:
+        return env.from_string(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateInvalid(part, exc.lineno, exc.message or "does not compile") from None
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        # A SyntaxError's line is in the generated Python, not in the template.
+        raise TemplateInvalid(part, None, f"does not compile ({type(exc).__name__}): nested"
+                              " too deep or too large") from None
 
 
 def _check_node(part: str, node: nodes.Node) -> None:
@@ -136,27 +219,49 @@ def _prints(tree: nodes.Template) -> set[str]:
             for child in output.nodes if isinstance(child, nodes.Name)}
 
 
+@dataclass(frozen=True)
+class CompiledPart:
+    """One part of a checked template, compiled in the sandbox."""
+
+    template: jinja2.Template
+    plain: bool  # text and bare `{{ name }}` holes only (is_plain)
+
+
 def check_template(subject: str, text: str, html: str) -> None:
     """Refuse (TemplateInvalid) what the sandbox rules out; see the module docstring."""
+    compile_template(subject, text, html)
+
+
+def compile_template(subject: str, text: str, html: str) -> dict[str, CompiledPart]:
+    """The three parts checked (TemplateInvalid, as check_template) and compiled, by part
+    name: each is parsed and compiled once, whether to store it or to send it."""
     size = sum(len(part.encode("utf-8")) for part in (subject, text, html))
     if size > MAX_TEMPLATE_BYTES:
         raise TemplateInvalid("template", None,
                               f"{size} bytes; at most {MAX_TEMPLATE_BYTES} (64 KiB) in all")
     if "\n" in subject.strip() or "\r" in subject:
         raise TemplateInvalid("subject", 1, "the subject is one line")
+    compiled: dict[str, CompiledPart] = {}
     for part, source in (("subject", subject), ("text", text), ("html", html)):
         if "\x00" in source:
             raise TemplateInvalid(part, None, "contains a NUL character")
+        env = _PARSERS[part]
+        _check_tokens(part, env, source)
         try:
-            tree = _PARSERS[part].parse(source)
+            tree = env.parse(source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateInvalid(part, exc.lineno, exc.message or "does not parse") from None
+        except RecursionError:  # a backstop: _check_tokens bounds the parser's recursion
+            raise TemplateInvalid(part, None, "nested too deep to parse") from None
+        _check_depth(part, tree)
         _check_node(part, tree)
         if part != "subject":
             missing = [name for name in REQUIRED if name not in _prints(tree)]
             if missing:
                 raise TemplateInvalid(part, None, "must print " + " and ".join(
                     f"{{{{ {name} }}}}" for name in missing) + " as is, outside any if")
+        compiled[part] = CompiledPart(_compile(part, env, source), is_plain(tree))
+    return compiled
 
 
 def is_plain(tree: nodes.Template) -> bool:

@@ -12,6 +12,7 @@ from authsvc.accounts.sessions import SESSION_LIFETIME
 from authsvc.clock import Clock, system_clock
 from authsvc.config import Settings, load_settings
 from authsvc.db.connections import create_pool, is_direct, resolve_database_url, resolve_listen_url
+from authsvc.locales import load_catalogs
 from authsvc.observability.logs import configure_logging
 from authsvc.resources import templates_dir
 from authsvc.services import build_services
@@ -29,6 +30,7 @@ def create_app(
 ) -> Flask:
     """Build the web app; tests inject settings, a pool, a clock and cheap hashing."""
     settings = settings or load_settings()
+    load_catalogs()  # a build without its compiled catalogs stops here, saying so
     if pool is None:
         url = resolve_database_url(settings)
         # No round trip per checkout: a failed request checks the whole pool

@@ -9,6 +9,7 @@ from authsvc.accounts.passwords import MIN_LENGTH as MIN_PASSWORD_LENGTH
 from authsvc.apps.brands import MAX_BRAND_URL, MAX_PRODUCT_NAME
 from authsvc.apps.idempotency import MAX_KEY_LENGTH
 from authsvc.emails.app_templates import KINDS as TEMPLATE_KINDS
+from authsvc.emails.app_templates import MAX_TEMPLATES_PER_APP
 from authsvc.emails.sandbox import FILTERS, VARIABLES
 from authsvc.web.api.problems import API_PREFIX, TITLES, problem_type
 from authsvc.web.api.requests import (
@@ -537,8 +538,11 @@ _TEMPLATE_RULES = (
     " use the app's template for the email's locale, else for its language, else for the"
     " app's default locale, else the built-in one."
 )
-_REFUSED = (" A template that does not parse or uses anything outside the sandbox is 422"
-            " template_invalid, naming the part and the line in `errors`.")
+_REFUSED = (" A template that does not parse or compile, nests too deep or uses anything"
+            " outside the sandbox is 422 template_invalid, naming the part and the line in"
+            " `errors`.")
+_CAPPED = (f" An app stores at most {MAX_TEMPLATES_PER_APP} templates: a new one past that is"
+           " 422 template_invalid; replacing one is always allowed.")
 RESOURCE_OPERATIONS: tuple[ResourceOperation, ...] = (
     ResourceOperation(
         "get", "/app", "getAppBrand", "app", "The calling app's brand",
@@ -560,7 +564,8 @@ RESOURCE_OPERATIONS: tuple[ResourceOperation, ...] = (
     ResourceOperation(
         "put", _TEMPLATE_PATH, "putEmailTemplate", "templates",
         "Store the calling app's template for a kind and locale",
-        "Replaces the one stored for the kind and locale, if any." + _TEMPLATE_RULES + _REFUSED,
+        "Replaces the one stored for the kind and locale, if any." + _TEMPLATE_RULES + _REFUSED
+        + _CAPPED,
         (200, "The stored template", "StoredEmailTemplate"),
         {**_SETTINGS_PROBLEMS, **_BODY_PROBLEMS, 404: ["not_found"],
          422: ["template_invalid"]}, body=TEMPLATE_BODY.name),

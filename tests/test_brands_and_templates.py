@@ -387,6 +387,25 @@ def test_a_template_in_a_language_authsvc_does_not_ship_serves_the_apps_default(
     assert message.message["Content-Language"] == "ja" and message.text.endswith(" ja")
 
 
+def test_the_apps_template_for_the_requested_tag_comes_before_its_languages(api, mailbox):
+    """SPEC §14's lookup: the app's template for the request's locale, then for its
+    language. A regional tag, or one authsvc ships no catalog for, is still the app's."""
+    for tag, words in (("de-AT", "Servus"), ("de", "Hallo"), ("ja", "こんにちは")):
+        body = {"subject": words, "text": words + " {{ link }} {{ code }}",
+                "html": f"<p>{words} {{{{ link }}}} {{{{ code }}}}</p>"}
+        assert api.call("PUT", f"/templates/verify/{tag}", body).status_code == 200
+    for tag, words, language in (("de-AT", "Servus", "de-AT"), ("de-CH", "Hallo", "de"),
+                                 ("ja-JP", "こんにちは", "ja"), ("ja", "こんにちは", "ja")):
+        address = f"{tag.lower()}@example.com"
+        response = api.post("/signups", {"email": address, "password": "a good passphrase 1",
+                                         "locale": tag})
+        assert response.status_code == 202, response.get_json()
+        message = mailbox.one()
+        # Tags are case-insensitive; a stored regional one is kept in lower case.
+        assert (message.message["Subject"], message.message["Content-Language"].lower()) \
+            == (words, language.lower()), tag
+
+
 def test_an_apps_look_that_cannot_be_read_retries_the_email_rather_than_unbrand_it(
         api, conn, settings, svc, smtp):
     """The database the looks come from is away when the worker meets an app's own

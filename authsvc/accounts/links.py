@@ -32,6 +32,9 @@ from authsvc.services import Services
 logger = logging.getLogger(__name__)
 # The payload key of the request's locale (SPEC §14).
 LOCALE = "locale"
+# The request's tag as it was sent, where it is not a shipped locale itself (de-AT, ja):
+# an app's own template may be stored for it (the lookup's first step).
+LOCALE_TAG = "locale_tag"
 
 
 def email_budget(svc: Services, email: str, purpose: str, now: datetime) -> RateLimitHit:
@@ -66,6 +69,8 @@ def email_payload(
     shipped = supported_locale(locale)
     if shipped is not None:
         payload[LOCALE] = shipped
+    if locale is not None and locale.lower() != (shipped or "").lower():
+        payload[LOCALE_TAG] = locale
     return payload | ({"app_name": app.name} if app else {})
 
 

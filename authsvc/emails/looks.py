@@ -58,14 +58,17 @@ class AppLook:
         """The same brand and the same stored templates: what `other` compiled holds here."""
         return self.brand == other.brand and self.sources == other.sources
 
-    def template_for(self, kind: str, locale: str) -> EmailTemplate | None:
-        """SPEC §14's lookup, but for the built-in last: the app's template for `locale`,
-        for its language, for the app's default locale; None for the built-in one."""
+    def template_for(self, kind: str, locale: str,
+                     requested: str | None = None) -> EmailTemplate | None:
+        """SPEC §14's lookup, but for the built-in last: the app's template for the
+        request's own tag (`requested`, where it is not a shipped locale) and its language,
+        for `locale` and its language, for the app's default locale; None for the built-in."""
         if not self.sources:
             return None
-        lowered = locale.lower()
-        for candidate in (lowered, lowered.split("-")[0],
-                          (self.brand.default_locale or "").lower()):
+        tags = [t.lower() for t in (requested, locale) if t]
+        candidates = [c for tag in tags for c in (tag, tag.split("-")[0])]
+        for candidate in dict.fromkeys([*candidates,
+                                        (self.brand.default_locale or "").lower()]):
             if (kind, candidate) in self.sources:
                 found = self._compiled(kind, candidate)
                 if found is not None:

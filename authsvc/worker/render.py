@@ -17,6 +17,7 @@ from uuid import UUID
 import jinja2
 
 from authsvc.accounts.addresses import is_canonical, masked
+from authsvc.accounts.links import LOCALE_TAG
 from authsvc.accounts.tokens import TokenClaims, TokenCodec
 from authsvc.apps.brands import service_brand
 from authsvc.clock import Clock, system_clock
@@ -159,7 +160,8 @@ class Renderer:
         """The app's template for this kind (its lookup order), else the built-in one; an
         app never replaces the notices that protect the person."""
         if job.template in app_templates.KINDS:
-            own = look.template_for(job.template, locale)
+            own = look.template_for(job.template, locale,
+                                    requested=job.payload.get(LOCALE_TAG))
             if own is not None:
                 return own
         return self.builtin(job.template, locale, look)

@@ -39,3 +39,9 @@ def describe_duration(seconds: int, locale: str = "en") -> str:
     if not parts:
         return format_unit(0, "duration-second", length="long", locale=where)
     return format_list(parts, locale=where)
+
+
+def describe_wait(retry_after_seconds: int, locale: str = "en") -> str:
+    """How long to wait before trying again, in whole minutes rounded up: waiting what a
+    page says is always enough."""
+    return describe_duration(max(1, -(-retry_after_seconds // 60)) * 60, locale)

@@ -20,7 +20,7 @@ from authsvc.observability.logs import log_event
 from authsvc.operators import CONSOLE_CODE_TTL
 from authsvc.operators.access import ConsoleSession, find_console_session
 from authsvc.operators.log import Actor
-from authsvc.web.plumbing import CONTENT_SECURITY_POLICY, db, services
+from authsvc.web.plumbing import db, services
 
 logger = logging.getLogger(__name__)
 SESSION_COOKIE = "authsvc_console"
@@ -88,12 +88,9 @@ def _require_operator() -> ResponseReturnValue | None:
 
 
 def _console_headers(response: Response) -> Response:
-    # Everything here is about people and the queue: no cache keeps it, no
-    # page frames it, no script runs in it.
+    # Everything here is about people and the queue: no cache keeps it. (No page
+    # frames it and no script runs in it: every response's headers, web/plumbing.py.)
     response.headers["Cache-Control"] = "no-store"
-    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
-    response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Referrer-Policy"] = "no-referrer"
     return response
 
 

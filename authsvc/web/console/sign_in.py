@@ -23,7 +23,7 @@ from flask import (
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts.addresses import InvalidAddress, parse_address
-from authsvc.durations import describe_duration
+from authsvc.durations import describe_wait
 from authsvc.observability.logs import log_event
 from authsvc.operators import access
 from authsvc.web.console.forms import ActionForm, ConsoleCodeForm, ConsoleLoginForm
@@ -40,8 +40,6 @@ from authsvc.web.pages.i18n import gettext
 from authsvc.web.plumbing import client_ip, db, services
 
 logger = logging.getLogger(__name__)
-# One answer for a wrong code and for a sign-in whose password was wrong,
-# which this page must not tell apart.
 
 
 def render(template: str, status: int = 200, **context: Any) -> Response:
@@ -53,7 +51,7 @@ def render(template: str, status: int = 200, **context: Any) -> Response:
 
 
 def _too_many(retry_after: int) -> Response:
-    wait = describe_duration(max(1, -(-retry_after // 60)) * 60, language.page_locale())
+    wait = describe_wait(retry_after, language.page_locale())
     response = render("message.html", 429, title=gettext("Too many attempts"),
                       message=gettext("Too many sign-in attempts from here. Wait about %(wait)s,"
                                       " then try again.", wait=wait))

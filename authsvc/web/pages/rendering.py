@@ -13,7 +13,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from authsvc import ratelimit
 from authsvc.accounts.users import User
-from authsvc.durations import describe_duration
+from authsvc.durations import describe_wait
 from authsvc.observability.logs import log_event
 from authsvc.web.pages import branding, i18n, language
 from authsvc.web.pages.i18n import gettext, lazy_gettext
@@ -63,8 +63,7 @@ def _user_if_database_answers() -> User | None:
 
 
 def too_many_requests(retry_after: int) -> Response:
-    # Whole minutes, rounded up: waiting what the page says is always enough.
-    wait = describe_duration(max(1, -(-retry_after // 60)) * 60, language.page_locale())
+    wait = describe_wait(retry_after, language.page_locale())
     return error_page(
         429,
         gettext("Too many attempts"),

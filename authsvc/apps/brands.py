@@ -42,19 +42,19 @@ def service_brand(product_name: str) -> Brand:
 
 def load_brand(conn: Connection, app_id: UUID, service_product_name: str) -> Brand:
     """`app_id`'s brand, its unset fields the service's; the service's own if the app is gone."""
-    row = conn.execute(Q["load_brand"], {"app_id": app_id}).fetchone()
-    if row is None:
+    fields = brand_fields(conn, app_id)
+    if fields is None:
         return service_brand(service_product_name)
-    product_name, logo_url, brand_color, support_url, default_locale, mail_from = row
-    return Brand(product_name or service_product_name, logo_url, brand_color, support_url,
-                 default_locale, mail_from, app_id)
+    return Brand(fields["product_name"] or service_product_name, fields["logo_url"],
+                 fields["brand_color"], fields["support_url"], fields["default_locale"],
+                 fields["mail_from"], app_id)
 
 
 # --- changing a brand (PATCH /api/v1/app, `authsvc apps update`) ---------------------
 
 MAX_PRODUCT_NAME = 64
 MAX_BRAND_URL = 2048
-_COLOR = re.compile(r"#[0-9A-Fa-f]{6}")
+BRAND_COLOR = re.compile(r"#[0-9A-Fa-f]{6}")
 # The fields an app may set on itself; mail_from is the operators' alone (CLI).
 APP_FIELDS = ("product_name", "logo_url", "brand_color", "support_url", "default_locale")
 
@@ -111,7 +111,7 @@ def check_brand_field(field: str, value: object) -> str | None:
     if field == "support_url":
         return _url(field, value, https_only=False)
     if field == "brand_color":
-        if _COLOR.fullmatch(value) is None:
+        if BRAND_COLOR.fullmatch(value) is None:
             raise InvalidBrand(field, "must be a colour as #rrggbb")
         return value.lower()
     if field == "default_locale":

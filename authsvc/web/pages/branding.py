@@ -20,11 +20,10 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, g
 
 from authsvc.accounts.tokens import TokenError
-from authsvc.apps.brands import Brand, load_brand, service_brand
+from authsvc.apps.brands import BRAND_COLOR, Brand, load_brand, service_brand
 from authsvc.web.pages.language import adopt_brand_default
 from authsvc.web.plumbing import content_security_policy, db, services
 
-_COLOUR = re.compile(r"#[0-9a-fA-F]{6}")
 # An origin the CSP can name as it is: a DNS name or IPv4 address and a port.
 _HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?")
 _URL_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\"'<>\\`]")
@@ -65,7 +64,7 @@ def _support(url: str | None) -> str | None:
 
 def page_brand_of(brand: Brand) -> PageBrand:
     logo = _logo(brand.logo_url)
-    colour = brand.brand_color if _COLOUR.fullmatch(brand.brand_color or "") else None
+    colour = brand.brand_color if BRAND_COLOR.fullmatch(brand.brand_color or "") else None
     return PageBrand(
         product_name=brand.product_name,
         logo_url=logo[0] if logo else None,

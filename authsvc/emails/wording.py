@@ -40,8 +40,7 @@ def shown_app_name(name: str) -> str:
     direction-changing and line-breaking characters and the link punctuation
     above become spaces. HTML escaping is the template's (autoescape).
     """
-    plain = "".join(" " if hides_text(c) else c for c in unicodedata.normalize("NFKC", name))
-    words = _LINK_PUNCTUATION.sub(" ", plain).split()
+    words = _LINK_PUNCTUATION.sub(" ", shown_product_name(name)).split()
     return " ".join(words)[:MAX_APP_NAME_SHOWN].strip()
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 
 import psycopg
+from psycopg import sql
 
-from authsvc.outbox.admin import prune_jobs, redrive_job
+from authsvc.outbox.admin import Q, prune_jobs, redrive_job
 from testkit.waiting import wait_until
 from tests.worker_support import queue_notices
 
@@ -122,3 +123,27 @@ def test_prune_leaves_a_job_that_a_redrive_makes_pending_meanwhile(direct_databa
         == ("pending",)
     assert conn.execute("SELECT total FROM outbox_counter_totals() WHERE name = 'jobs_pending'"
                         ).fetchall() == []
+
+
+# The planner's choices that make `id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)` a
+# semi join rescanning its subquery: each rescan skips the rows the statement has
+# already deleted and takes the next ones. Statistics seen in full test runs led the
+# planner there by itself; these settings lead it there every time.
+RESCANNING_PLAN = ("enable_hashjoin", "enable_mergejoin", "enable_material", "enable_memoize",
+                   "enable_hashagg", "enable_sort", "enable_indexscan", "enable_bitmapscan")
+
+
+def test_a_batch_is_never_more_than_its_size_whatever_the_plan(direct_database_url, conn):
+    ids = queue_notices(conn, 6)
+    conn.execute("ANALYZE email_jobs")  # as last seen, every job pending: few finished ones
+    _age(conn, ids, "sent", 40)
+    with psycopg.connect(direct_database_url, autocommit=True) as pruner:
+        for setting in RESCANNING_PLAN:
+            pruner.execute(sql.SQL("SET {} = off").format(sql.Identifier(setting)))
+        with pruner.transaction():
+            [deleted] = pruner.execute(
+                Q["prune_jobs"], {"older_than_seconds": 30 * 86400, "batch": 2}).fetchone()
+        assert deleted == 2
+        assert conn.execute("SELECT count(*) FROM email_jobs WHERE id = ANY(%s)", (ids,)
+                            ).fetchone() == (4,)
+        assert prune_jobs(pruner, 30 * 86400, batch=2) == 4

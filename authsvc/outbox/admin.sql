@@ -163,16 +163,20 @@ SELECT id FROM cancelled;
 -- A row another transaction holds (a redrive making it pending) is passed by,
 -- left to the next prune; the status is said again in the DELETE so a row
 -- changed since the batch was chosen is rechecked, never deleted as pending.
-WITH pruned AS (
+-- The batch is chosen once, as the claim chooses its jobs (worker/jobs.sql): as
+-- `id IN (SELECT … LIMIT … FOR UPDATE SKIP LOCKED)` a plan that rescans the
+-- subquery skips the rows this statement has already deleted and takes the next,
+-- so one "batch" could grow to the whole table.
+WITH batch AS MATERIALIZED (
+    SELECT id FROM email_jobs
+    WHERE status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed', 'cancelled')
+      AND created_at < now() - make_interval(secs => %(older_than_seconds)s)
+    ORDER BY created_at
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+), pruned AS (
     DELETE FROM email_jobs
-    WHERE id IN (
-        SELECT id FROM email_jobs
-        WHERE status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed', 'cancelled')
-          AND created_at < now() - make_interval(secs => %(older_than_seconds)s)
-        ORDER BY created_at
-        LIMIT %(batch)s
-        FOR UPDATE SKIP LOCKED
-    )
+    WHERE id = ANY (ARRAY(SELECT id FROM batch))
       AND status IN ('sent', 'failed', 'superseded', 'expired', 'suppressed', 'cancelled')
     RETURNING status
 ), counted AS (

@@ -141,9 +141,9 @@ def test_a_batch_is_never_more_than_its_size_whatever_the_plan(direct_database_u
         for setting in RESCANNING_PLAN:
             pruner.execute(sql.SQL("SET {} = off").format(sql.Identifier(setting)))
         with pruner.transaction():
-            [deleted] = pruner.execute(
+            deleted = pruner.execute(
                 Q["prune_jobs"], {"older_than_seconds": 30 * 86400, "batch": 2}).fetchone()
-        assert deleted == 2
+        assert deleted == (2,)
         assert conn.execute("SELECT count(*) FROM email_jobs WHERE id = ANY(%s)", (ids,)
                             ).fetchone() == (4,)
         assert prune_jobs(pruner, 30 * 86400, batch=2) == 4

@@ -37,14 +37,20 @@ def page(browser) -> Iterator[Page]:
         yield tab
 
 
+def _branded_verify_token(conn: Any, svc: Any, email: str, *, product_name: str,
+                          brand_color: str, support_url: str) -> str:
+    """The verify token of a new, unconfirmed account at `email`, branded for the app "shop"."""
+    app, _key = register_app(conn, "shop", ["https://shop.example/welcome"])
+    conn.execute("UPDATE apps SET product_name = %s, brand_color = %s, support_url = %s"
+                 " WHERE id = %s", (product_name, brand_color, support_url, app.id))
+    make_account(conn, svc, email, verified=False)
+    return svc.tokens.mint(replace(latest_claims(conn, email, "verify"), brand_app_id=app.id))
+
+
 def _link_pages(conn: Any, svc: Any) -> list[str]:
     """A live link of each kind that opens a page, the confirmation one branded."""
-    app, _key = register_app(conn, "shop", ["https://shop.example/welcome"])
-    conn.execute("UPDATE apps SET product_name = 'Shop', brand_color = '#aa3300',"
-                 " support_url = 'https://shop.example/help' WHERE id = %s", (app.id,))
-    make_account(conn, svc, "new@example.com", verified=False)
-    verify = svc.tokens.mint(replace(latest_claims(conn, "new@example.com", "verify"),
-                                     brand_app_id=app.id))
+    verify = _branded_verify_token(conn, svc, "new@example.com", product_name="Shop",
+                                   brand_color="#aa3300", support_url="https://shop.example/help")
     make_account(conn, svc, "ann@example.com")
     make_account(conn, svc, "bob@example.com")
     actions.request_password_reset(conn, svc, email="ann@example.com")
@@ -137,12 +143,9 @@ def test_arabic_pages_mirror_and_are_photographed(page, base_url, conn, svc, scr
 
 
 def test_a_branded_link_page_in_german_is_photographed(page, base_url, conn, svc, screenshots):
-    app, _key = register_app(conn, "shop", ["https://shop.example/welcome"])
-    conn.execute("UPDATE apps SET product_name = 'Blumenladen Müller', brand_color = '#1e7a43',"
-                 " support_url = 'https://shop.example/hilfe' WHERE id = %s", (app.id,))
-    make_account(conn, svc, "anna@example.com", verified=False)
-    token = svc.tokens.mint(replace(latest_claims(conn, "anna@example.com", "verify"),
-                                    brand_app_id=app.id))
+    token = _branded_verify_token(conn, svc, "anna@example.com",
+                                  product_name="Blumenladen Müller", brand_color="#1e7a43",
+                                  support_url="https://shop.example/hilfe")
     page.goto(f"{base_url}/verify?token={token}&lang=de")
     expect(page.get_by_role("heading", name="E-Mail-Adresse bestätigen")).to_be_visible()
     expect(page.locator(".site-header .brand")).to_have_text("Blumenladen Müller")

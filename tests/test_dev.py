@@ -155,16 +155,21 @@ def _walkthrough() -> str:
     return _block(REPO / "docs" / "inbox.md", "walkthrough")
 
 
+def _pasted(block: str, cwd: Path, dev: Dev) -> list[str]:
+    """What a docs shell block prints, run as pasted with $AUTHSVC naming `dev`; it must pass."""
+    result = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", block],
+        cwd=cwd, env={**os.environ, "AUTHSVC": dev.url},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.splitlines()
+
+
 def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
     dev_env = {**env, "AUTHSVC_DATA_DIR": str(tmp_path / ".authsvc")}
     with running_dev(tmp_path, dev_env) as dev:
-        result = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", _walkthrough()],
-            cwd=tmp_path, env={**os.environ, "AUTHSVC": dev.url},
-            capture_output=True, text=True, timeout=120,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        lines = result.stdout.splitlines()
+        lines = _pasted(_walkthrough(), tmp_path, dev)
         assert lines[0] == '{"status":"verification_sent"}'
         assert lines[2].endswith('"verified":true}')
         assert lines[3] == '{"status":"accepted"}'
@@ -175,22 +180,12 @@ def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
         # (a fixed Idempotency-Key made it 422 idempotency_key_reused).
         quick = _block(REPO / "README.md", "quick-api").replace("http://127.0.0.1:8000", dev.url)
         for run in (1, 2):
-            pasted = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", quick],
-                                    cwd=tmp_path, capture_output=True, text=True, timeout=120)
-            assert pasted.returncode == 0, pasted.stdout + pasted.stderr
-            said = pasted.stdout.splitlines()
-            assert said[0] == '{"status":"verification_sent"}', (run, pasted.stdout)
+            said = _pasted(quick, tmp_path, dev)
+            assert said[0] == '{"status":"verification_sent"}', (run, said)
             assert "/verify?token=" in said[1] and said[2] == '{"status":"accepted"}', said
 
         # docs/api.md's address change, undo and deletion, as written.
-        life_block = _block(REPO / "docs" / "api.md", "address-life")
-        life = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", life_block],
-            cwd=tmp_path, env={**os.environ, "AUTHSVC": dev.url},
-            capture_output=True, text=True, timeout=120,
-        )
-        assert life.returncode == 0, life.stdout + life.stderr
-        said = life.stdout.splitlines()
+        said = _pasted(_block(REPO / "docs" / "api.md", "address-life"), tmp_path, dev)
         assert said[0] == '{"status":"verification_sent"}', said
         assert said[2].endswith('"verified":true}'), said
         assert said[3] == '{"status":"confirmation_sent"}', said
@@ -206,13 +201,7 @@ def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
         assert said[11:] == ['{"deleted":true}', "invalid_credentials"], said
 
         # docs/api.md's sign-in by email, as written.
-        sign_in = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", _block(REPO / "docs" / "api.md", "sign-in")],
-            cwd=tmp_path, env={**os.environ, "AUTHSVC": dev.url},
-            capture_output=True, text=True, timeout=120,
-        )
-        assert sign_in.returncode == 0, sign_in.stdout + sign_in.stderr
-        said = sign_in.stdout.splitlines()
+        said = _pasted(_block(REPO / "docs" / "api.md", "sign-in"), tmp_path, dev)
         assert said[0] == '{"status":"verification_sent"}', said
         assert said[1].endswith("Confirm your email address"), said
         assert said[2] == '{"status":"accepted"}' and said[3].endswith("Your sign-in link"), said

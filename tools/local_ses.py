@@ -59,6 +59,9 @@ _CREDENTIAL = re.compile(
     r"(?P<service>[^/]+)/aws4_request, ?SignedHeaders=(?P<signed>[a-z0-9;-]+), ?"
     r"Signature=(?P<signature>[0-9a-f]{64})$")
 # The fields SNS signs, in order, by message type (the Amazon SNS developer guide).
+# Restated from the guide rather than imported from authsvc.bounces.sns, as the
+# SigV4 check is written apart from botocore: a mistake in authsvc's list then
+# fails the webhook tests instead of being signed the same way here.
 SIGNED_FIELDS = {
     "Notification": ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"),
     "SubscriptionConfirmation": ("Message", "MessageId", "SubscribeURL", "Timestamp", "Token",

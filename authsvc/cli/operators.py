@@ -11,7 +11,7 @@ import click
 import psycopg
 
 from authsvc.accounts import users
-from authsvc.accounts.addresses import InvalidAddress, parse_address
+from authsvc.cli.options import parsed_address
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.clock import system_clock
 from authsvc.db.connections import connect
@@ -23,13 +23,6 @@ def operators_group() -> None:
     """Who may sign in to the operator console at /admin, and what they did there."""
 
 
-def _address(value: str) -> str:
-    try:
-        return parse_address(value)
-    except InvalidAddress as exc:
-        raise click.BadParameter(str(exc), param_hint="ADDRESS") from None
-
-
 def _connect() -> psycopg.Connection:
     return connect(database_url_or_exit(settings_or_exit()), connect_timeout=10)
 
@@ -38,7 +31,7 @@ def _connect() -> psycopg.Connection:
 @click.argument("address")
 def operators_add(address: str) -> None:
     """Make the confirmed account using ADDRESS an operator."""
-    email = _address(address)
+    email = parsed_address(address)
     now = system_clock()
     with _connect() as conn, conn.transaction():
         user = users.find_user_by_email(conn, email)
@@ -57,7 +50,7 @@ def operators_add(address: str) -> None:
 @click.argument("address")
 def operators_remove(address: str) -> None:
     """Take the operator role from ADDRESS; their console sessions end at once."""
-    email = _address(address)
+    email = parsed_address(address)
     now = system_clock()
     with _connect() as conn, conn.transaction():
         user = users.find_user_by_email(conn, email)
@@ -72,7 +65,7 @@ def operators_remove(address: str) -> None:
 @click.option("--remove", is_flag=True, help="Go back to codes by email.")
 def operators_totp(address: str, remove: bool) -> None:
     """Set up TOTP for ADDRESS: prints the secret once, for an authenticator app."""
-    email = _address(address)
+    email = parsed_address(address)
     settings = settings_or_exit()
     now = system_clock()
     secret = totp.new_secret()

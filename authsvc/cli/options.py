@@ -1,4 +1,4 @@
-"""Option callbacks the CLI's commands share: parse a value where click reads it."""
+"""How the CLI's commands parse what they are given: option callbacks, addresses."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+
+from authsvc.accounts.addresses import InvalidAddress, parse_address
 
 T = TypeVar("T")
 
@@ -26,3 +28,11 @@ def parsed_by(parse: Callable[[str], T]) -> Callable[[click.Context, click.Param
             raise click.BadParameter(str(exc)) from None
 
     return callback
+
+
+def parsed_address(value: str, param_hint: str = "ADDRESS") -> str:
+    """`value` as the canonical address, or click's usage error naming `param_hint` (exit 2)."""
+    try:
+        return parse_address(value)
+    except InvalidAddress as exc:
+        raise click.BadParameter(str(exc), param_hint=param_hint) from None

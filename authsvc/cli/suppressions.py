@@ -12,8 +12,8 @@ from contextlib import contextmanager
 import click
 import psycopg
 
-from authsvc.accounts.addresses import InvalidAddress, parse_address
 from authsvc.bounces import suppressions as store
+from authsvc.cli.options import parsed_address
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.db.connections import connect
 
@@ -57,10 +57,7 @@ def suppressions_list() -> None:
 @click.argument("address")
 def suppressions_remove(address: str) -> None:
     """Let ADDRESS receive mail again (after the owner fixed the mailbox, say)."""
-    try:
-        canonical = parse_address(address)
-    except InvalidAddress as exc:
-        raise click.BadParameter(str(exc), param_hint="ADDRESS") from None
+    canonical = parsed_address(address)
     with _connection() as conn:
         removed = store.remove_suppression(conn, canonical)
     if not removed:

@@ -10,10 +10,10 @@ from uuid import UUID
 
 import click
 
-from authsvc.accounts.addresses import InvalidAddress, parse_address
 from authsvc.accounts.links import LOCALE
 from authsvc.apps import keys
 from authsvc.apps.account_apps import OWN_ACCOUNT
+from authsvc.cli.options import parsed_address
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.db.connections import connect
 from authsvc.emails.app_templates import KINDS, template_locale
@@ -43,10 +43,7 @@ def preview(app_id: str, kind: str, locale: str, address: str) -> None:
         tag = template_locale(locale)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--locale") from None
-    try:
-        recipient = parse_address(address)
-    except InvalidAddress as exc:
-        raise click.BadParameter(str(exc), param_hint="--to") from None
+    recipient = parsed_address(address, "--to")
     settings = settings_or_exit()
     with connect(database_url_or_exit(settings)) as conn, conn.transaction():
         listing = keys.find_app_listing(conn, app)

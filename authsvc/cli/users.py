@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 import click
 
 from authsvc.accounts import change_records, deletion, sessions, users
-from authsvc.accounts.addresses import InvalidAddress, parse_address
 from authsvc.accounts.change_records import EmailChange
+from authsvc.cli.options import parsed_address
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.clock import system_clock
 from authsvc.db.connections import connect
@@ -23,13 +23,6 @@ from authsvc.db.connections import connect
 @click.group()
 def users_group() -> None:
     """Accounts: look one up, or delete it."""
-
-
-def _address(value: str) -> str:
-    try:
-        return parse_address(value)
-    except InvalidAddress as exc:
-        raise click.BadParameter(str(exc), param_hint="ADDRESS") from None
 
 
 def _when(moment: datetime) -> str:
@@ -49,7 +42,7 @@ def _undo_state(change: EmailChange, revert_ttl: int, now: datetime) -> str:
 @click.argument("address")
 def users_show(address: str) -> None:
     """The account using ADDRESS: state, pending change, address changes, sessions."""
-    email = _address(address)
+    email = parsed_address(address)
     settings = settings_or_exit()
     now = system_clock()
     with connect(database_url_or_exit(settings), connect_timeout=10) as conn:
@@ -81,7 +74,7 @@ def users_show(address: str) -> None:
 @click.argument("address")
 def users_delete(address: str) -> None:
     """Delete the account using ADDRESS, as its owner's confirmed deletion would."""
-    email = _address(address)
+    email = parsed_address(address)
     settings = settings_or_exit()
     with connect(database_url_or_exit(settings), connect_timeout=10) as conn:
         deleted = deletion.delete_account_by_address(

@@ -2,9 +2,8 @@
 
 Six digits, HMAC-SHA1, 30-second steps, one step either side accepted for
 clock drift, the usual authenticator defaults. The shared secret must be
-recoverable to check a code, so it is stored sealed (AES-256-GCM under a
-key derived from the first of AUTHSVC_SECRET_KEYS, the operator's account id
-as associated data), like apps' webhook secrets; opening tries every key.
+recoverable to check a code, so it is stored sealed (authsvc/sealing.py,
+the operator's account id as associated data), like apps' webhook secrets.
 A step is used once: the caller records the last step accepted.
 """
 
@@ -19,22 +18,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from urllib.parse import quote, urlencode
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from authsvc.sealing import Sealer
 
 STEP_SECONDS = 30
 DIGITS = 6
 SECRET_BYTES = 20  # 160 bits, RFC 4226's recommendation for SHA-1
 DRIFT_STEPS = 1
-_FORMAT = b"\x01"
-_NONCE_BYTES = 12
-_INFO = b"authsvc operator totp v1"
 
 
 class SealedTotpError(Exception):
     """No configured key opens this sealed TOTP secret."""
+
+
+_SEALER = Sealer(b"authsvc operator totp v1", "TOTP secret", SealedTotpError)
 
 
 def new_secret() -> bytes:
@@ -81,27 +77,13 @@ def matching_step(secret: bytes, code: str, now: datetime) -> int | None:
     return found
 
 
-def _cipher(secret_key: str) -> AESGCM:
-    hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO)
-    return AESGCM(hkdf.derive(secret_key.encode("utf-8")))
-
-
 def _bound_to(user_id: int) -> bytes:
     return struct.pack(">q", user_id)
 
 
 def seal(secret_keys: Sequence[str], user_id: int, secret: bytes) -> bytes:
-    nonce = secrets.token_bytes(_NONCE_BYTES)
-    return _FORMAT + nonce + _cipher(secret_keys[0]).encrypt(nonce, secret, _bound_to(user_id))
+    return _SEALER.seal(secret_keys, secret, _bound_to(user_id))
 
 
 def open_sealed(secret_keys: Sequence[str], user_id: int, sealed: bytes) -> bytes:
-    if len(sealed) <= 1 + _NONCE_BYTES or sealed[:1] != _FORMAT:
-        raise SealedTotpError("not a sealed TOTP secret")
-    nonce, body = sealed[1:1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES:]
-    for key in secret_keys:
-        try:
-            return _cipher(key).decrypt(nonce, body, _bound_to(user_id))
-        except InvalidTag:
-            continue
-    raise SealedTotpError("no configured AUTHSVC_SECRET_KEYS key opens this TOTP secret")
+    return _SEALER.open(secret_keys, sealed, _bound_to(user_id))

@@ -109,8 +109,9 @@ def _prune(conn: psycopg.Connection, rows: int) -> dict[str, float]:
     while True:
         start = time.perf_counter()
         with conn.transaction():
-            done = conn.execute(ADMIN_Q["prune_jobs"], {"older_than_seconds": older_than,
-                                                        "batch": PRUNE_BATCH}).rowcount
+            row = conn.execute(ADMIN_Q["prune_jobs"], {"older_than_seconds": older_than,
+                                                       "batch": PRUNE_BATCH}).fetchone()
+        done = int(row[0]) if row else 0
         longest = max(longest, time.perf_counter() - start)
         deleted += done
         batches += 1

@@ -155,11 +155,13 @@ def _walkthrough() -> str:
     return _block(REPO / "docs" / "inbox.md", "walkthrough")
 
 
-def _pasted(block: str, cwd: Path, dev: Dev) -> list[str]:
-    """What a docs shell block prints, run as pasted with $AUTHSVC naming `dev`; it must pass."""
+def _pasted(block: str, cwd: Path, dev: Dev | None) -> list[str]:
+    """What a docs shell block prints, run as pasted, with $AUTHSVC naming `dev` for the
+    blocks that say to set it (None: a block that stands alone); it must pass."""
+    named = {"AUTHSVC": dev.url} if dev else {}
     result = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", block],
-        cwd=cwd, env={**os.environ, "AUTHSVC": dev.url},
+        cwd=cwd, env={**os.environ, **named},
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -180,7 +182,7 @@ def test_walkthrough_passes_verbatim_against_authsvc_dev(tmp_path, env):
         # (a fixed Idempotency-Key made it 422 idempotency_key_reused).
         quick = _block(REPO / "README.md", "quick-api").replace("http://127.0.0.1:8000", dev.url)
         for run in (1, 2):
-            said = _pasted(quick, tmp_path, dev)
+            said = _pasted(quick, tmp_path, None)
             assert said[0] == '{"status":"verification_sent"}', (run, said)
             assert "/verify?token=" in said[1] and said[2] == '{"status":"accepted"}', said
 

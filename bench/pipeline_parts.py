@@ -27,7 +27,7 @@ from authsvc.services import token_codec
 from authsvc.worker import jobs
 from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.mailers import OutgoingEmail, needs_smtputf8
-from authsvc.worker.mime import boundary_for, build_message
+from authsvc.worker.mime import boundary_for, build_message, legacy_message
 from authsvc.worker.render import Renderer
 from bench.common import fresh_database, report, worker_env
 from bench.drain import brand_jobs, queue_links
@@ -85,6 +85,11 @@ def measure(url: str, *, branded: bool = False) -> dict[str, float]:
         return build_message(headers, text, html, utf8=needs_smtputf8(sender, job.recipient),
                              boundary=boundary_for(job.public_id.int))
 
+    def stdlib_mime(job: ClaimedJob) -> bytes:
+        headers, text, html = built[job.id]
+        return legacy_message(headers, text, html, utf8=needs_smtputf8(sender, job.recipient),
+                              boundary=boundary_for(job.public_id.int))
+
     data = {job.id: mime(job) for job in claimed}
 
     def outgoing(job: ClaimedJob) -> OutgoingEmail:
@@ -106,6 +111,7 @@ def measure(url: str, *, branded: bool = False) -> dict[str, float]:
         "  Date header (Renderer._date)": _per_email(lambda _job: renderer._date(), claimed),
         "  headers + text + HTML (Renderer.parts)": _per_email(renderer.parts, claimed),
         "  build_message (MIME bytes)": _per_email(mime, claimed),
+        "    beside it: legacy_message (email.mime)": _per_email(stdlib_mime, claimed),
         "  OutgoingEmail": _per_email(outgoing, claimed),
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import psycopg
@@ -14,7 +15,7 @@ from tests.pg import SMALL_TABLE_BYTES, ReusableDatabase, TestDatabases
 def reusable(test_databases: TestDatabases) -> Iterator[ReusableDatabase]:
     if test_databases.pooled:
         pytest.skip("behind a pooler every test gets a clone of its own, never a reset")
-    database = ReusableDatabase(test_databases, "authsvc_reset_check")
+    database = ReusableDatabase(test_databases, f"authsvc_reset_check_{os.getpid()}")
     yield database
     test_databases.drop(database.url)
 

@@ -19,6 +19,22 @@
 --
 -- The file commits part-way (below), and a run stopped there applies it
 -- again from the top: so everything before that line can be repeated.
+-- PostgreSQL 15 refuses the ADD COLUMN below while a function with a parsed body
+-- (`RETURN …`) takes users' row type, as link_version did when 0027 and 0030 were
+-- first written: a database made then gets 0030's link_version again with a quoted
+-- body first (the same function; a no-op where 0027 and 0030 already quoted it).
+CREATE OR REPLACE FUNCTION link_version(account users, purpose text) RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT CASE purpose
+    WHEN 'reset' THEN account.reset_version
+    WHEN 'verify' THEN account.verify_version
+    WHEN 'email_change' THEN account.email_change_version
+    WHEN 'email_change_approval' THEN account.email_change_version
+    WHEN 'account_delete' THEN account.account_delete_version
+END
+$$;
+
 ALTER TABLE users ADD COLUMN IF NOT EXISTS sign_in_version integer NOT NULL DEFAULT 0;
 
 -- `authsvc apps create/update --sign-up-by-email`: this app's sign-in
@@ -36,14 +52,16 @@ ALTER TABLE web_sessions
 -- link_version (0027) knows the new purpose.
 CREATE OR REPLACE FUNCTION link_version(account users, purpose text) RETURNS integer
 LANGUAGE sql STABLE PARALLEL SAFE
-RETURN CASE purpose
+AS $$
+SELECT CASE purpose
     WHEN 'reset' THEN account.reset_version
     WHEN 'verify' THEN account.verify_version
     WHEN 'email_change' THEN account.email_change_version
     WHEN 'email_change_approval' THEN account.email_change_version
     WHEN 'account_delete' THEN account.account_delete_version
     WHEN 'sign_in' THEN account.sign_in_version
-END;
+END
+$$;
 
 ALTER TABLE token_redemptions DROP CONSTRAINT IF EXISTS token_redemptions_purpose_check;
 ALTER TABLE token_redemptions ADD CONSTRAINT token_redemptions_purpose_check

@@ -562,7 +562,16 @@ CREATE OR REPLACE FUNCTION public.link_version(account users, purpose text)
  RETURNS integer
  LANGUAGE sql
  STABLE PARALLEL SAFE
-RETURN CASE purpose WHEN 'reset'::text THEN (account).reset_version WHEN 'verify'::text THEN (account).verify_version WHEN 'email_change'::text THEN (account).email_change_version WHEN 'email_change_approval'::text THEN (account).email_change_version WHEN 'account_delete'::text THEN (account).account_delete_version WHEN 'sign_in'::text THEN (account).sign_in_version ELSE NULL::integer END;
+AS $function$
+SELECT CASE purpose
+    WHEN 'reset' THEN account.reset_version
+    WHEN 'verify' THEN account.verify_version
+    WHEN 'email_change' THEN account.email_change_version
+    WHEN 'email_change_approval' THEN account.email_change_version
+    WHEN 'account_delete' THEN account.account_delete_version
+    WHEN 'sign_in' THEN account.sign_in_version
+END
+$function$;
 
 CREATE OR REPLACE FUNCTION public.job_link_current(job_purpose text, job_user bigint, job_version integer)
  RETURNS TABLE(current_version integer, is_current boolean)

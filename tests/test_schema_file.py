@@ -129,3 +129,18 @@ def test_a_migration_commits_at_its_commit_lines():
     text = "ALTER TABLE t ADD c;\n-- migrate: commit\nALTER TABLE t VALIDATE c;\n"
     assert transactions(text) == ["ALTER TABLE t ADD c;\n", "ALTER TABLE t VALIDATE c;\n"]
     assert transactions("SELECT 1;\n") == ["SELECT 1;\n"]
+
+
+def test_no_function_taking_a_tables_row_has_a_parsed_body(conn: psycopg.Connection) -> None:
+    """PostgreSQL 15 refuses `ALTER TABLE t ADD COLUMN … NOT NULL DEFAULT …` while a function
+    with a SQL-standard body (`RETURN …`, `BEGIN ATOMIC`) takes t's row type, so the next
+    migration adding such a column to `users` would stop every upgrade there (16 allows it).
+    Such functions keep a quoted body, which the planner inlines all the same."""
+    parsed = conn.execute(
+        "SELECT p.oid::regprocedure::text FROM pg_proc AS p"
+        " WHERE p.pronamespace = 'public'::regnamespace AND p.prosqlbody IS NOT NULL"
+        "   AND EXISTS (SELECT 1 FROM unnest(p.proargtypes) AS a (t)"
+        "               JOIN pg_type AS ty ON ty.oid = a.t"
+        "               JOIN pg_class AS c ON c.oid = ty.typrelid AND c.relkind = 'r')"
+    ).fetchall()
+    assert parsed == []

@@ -131,16 +131,27 @@ def test_a_migration_commits_at_its_commit_lines():
     assert transactions("SELECT 1;\n") == ["SELECT 1;\n"]
 
 
-def test_no_function_taking_a_tables_row_has_a_parsed_body(conn: psycopg.Connection) -> None:
+def test_no_function_using_a_tables_row_has_a_parsed_body(conn: psycopg.Connection) -> None:
     """PostgreSQL 15 refuses `ALTER TABLE t ADD COLUMN … NOT NULL DEFAULT …` while a function
-    with a SQL-standard body (`RETURN …`, `BEGIN ATOMIC`) takes t's row type, so the next
-    migration adding such a column to `users` would stop every upgrade there (16 allows it).
-    Such functions keep a quoted body, which the planner inlines all the same."""
-    parsed = conn.execute(
-        "SELECT p.oid::regprocedure::text FROM pg_proc AS p"
-        " WHERE p.pronamespace = 'public'::regnamespace AND p.prosqlbody IS NOT NULL"
-        "   AND EXISTS (SELECT 1 FROM unnest(p.proargtypes) AS a (t)"
-        "               JOIN pg_type AS ty ON ty.oid = a.t"
-        "               JOIN pg_class AS c ON c.oid = ty.typrelid AND c.relkind = 'r')"
-    ).fetchall()
+    with a SQL-standard body (`RETURN …`, `BEGIN ATOMIC`) depends on t's row type (as an
+    argument, an array or domain of it, a cast in the body), so the next migration adding
+    such a column would stop every upgrade there (16 allows it). Such functions keep a
+    quoted body, which the planner inlines all the same."""
+    parsed = conn.execute("""
+        WITH RECURSIVE row_types (type_oid) AS (
+            SELECT ty.oid FROM pg_type AS ty JOIN pg_class AS c ON c.oid = ty.typrelid
+            WHERE c.relkind IN ('r', 'p', 'f', 'm')
+          UNION
+            SELECT ty.oid FROM row_types AS r
+            JOIN pg_type AS ty ON ty.typelem = r.type_oid OR ty.typbasetype = r.type_oid
+                OR ty.oid IN (SELECT rngtypid FROM pg_range WHERE rngsubtype = r.type_oid))
+        SELECT DISTINCT p.oid::regprocedure::text
+        FROM pg_proc AS p
+        JOIN pg_depend AS d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                           AND d.refclassid = 'pg_type'::regclass
+        JOIN row_types AS r ON r.type_oid = d.refobjid
+        WHERE p.prosqlbody IS NOT NULL
+          AND p.pronamespace NOT IN ('pg_catalog'::regnamespace,
+                                     'information_schema'::regnamespace)
+    """).fetchall()
     assert parsed == []

@@ -82,18 +82,15 @@ END $$;
 -- Which column holds an account's current version of a purpose: the one
 -- place that says it, for the claim's supersede check and the code lookup.
 -- email_revert has no single current version (see email_changes). Plain
--- SQL, so the planner inlines it; a quoted body, not `RETURN …`: PostgreSQL 15
--- would then refuse to add a column with a default to users (0031).
+-- SQL, so the planner inlines it.
 CREATE OR REPLACE FUNCTION link_version(account users, purpose text) RETURNS integer
 LANGUAGE sql STABLE PARALLEL SAFE
-AS $$
-SELECT CASE purpose
+RETURN CASE purpose
     WHEN 'reset' THEN account.reset_version
     WHEN 'verify' THEN account.verify_version
     WHEN 'email_change' THEN account.email_change_version
     WHEN 'account_delete' THEN account.account_delete_version
-END
-$$;
+END;
 
 ALTER TABLE token_redemptions DROP CONSTRAINT IF EXISTS token_redemptions_purpose_check;
 ALTER TABLE token_redemptions ADD CONSTRAINT token_redemptions_purpose_check

@@ -6,15 +6,13 @@
 
 CREATE OR REPLACE FUNCTION link_version(account users, purpose text) RETURNS integer
 LANGUAGE sql STABLE PARALLEL SAFE
-AS $$
-SELECT CASE purpose
+RETURN CASE purpose
     WHEN 'reset' THEN account.reset_version
     WHEN 'verify' THEN account.verify_version
     WHEN 'email_change' THEN account.email_change_version
     WHEN 'email_change_approval' THEN account.email_change_version
     WHEN 'account_delete' THEN account.account_delete_version
-END
-$$;
+END;
 
 ALTER TABLE token_redemptions DROP CONSTRAINT IF EXISTS token_redemptions_purpose_check;
 ALTER TABLE token_redemptions ADD CONSTRAINT token_redemptions_purpose_check

@@ -114,13 +114,62 @@ def test_faults_need_the_token_and_a_good_scope(sink, env, pool, passwords):
     svc = inbox_services({**env, "AUTHSVC_TEST_INBOX_TOKEN": "s3cret"}, pool, passwords)
     with serving_inbox(sink, svc, listen_url=None) as url:
         body = json.dumps({"reply": "451 later"}).encode()
+        as_json = {"Content-Type": "application/json"}
         anonymous = HttpClient(url)
-        assert anonymous.open("/_inbox/scopes/x/faults", "POST", body=body).status_code == 401
+        assert anonymous.open("/_inbox/scopes/x/faults", "POST", as_json,
+                              body=body).status_code == 401
         assert anonymous.delete("/_inbox/scopes/x/faults").status_code == 401
         client = HttpClient(url, token="s3cret")
-        bad = client.open("/_inbox/scopes/a%20b/faults", "POST", body=body)
+        bad = client.open("/_inbox/scopes/a%20b/faults", "POST", as_json, body=body)
         assert bad.status_code == 400 and bad.json["code"] == "invalid_request"
-        assert client.open("/_inbox/scopes/x/faults", "POST", body=body).status_code == 201
+        assert client.open("/_inbox/scopes/x/faults", "POST", as_json,
+                           body=body).status_code == 201
+
+
+@pytest.mark.parametrize("content_type", [
+    None, "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x", "application/jsonx",
+])
+def test_a_fault_body_not_sent_as_json_is_refused_415_and_sets_nothing(
+    inbox, sink, content_type
+):
+    """Without an inbox token (the development default) any web page a tester opens could
+    otherwise set a fault: a browser posts text/plain or a form to any address without
+    asking first, and only a declared JSON body needs a CORS preflight this server never
+    grants."""
+    body = json.dumps({"reply": "550 5.7.1 refused", "count": 100}).encode()
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    answer = inbox.open("/_inbox/scopes/victim/faults", "POST", headers, body=body)
+    assert answer.status_code == 415
+    assert answer.mimetype == "application/problem+json"
+    assert answer.json["code"] == "unsupported_media_type"
+    assert "Content-Type: application/json" in answer.json["detail"]
+    assert _refusal(sink.port, "victim@inbox.test") is None  # nothing was set
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8",
+                                          "Application/JSON", "application/problem+json"])
+def test_json_by_any_spelling_sets_the_fault(inbox, sink, content_type):
+    body = json.dumps({"reply": "451 later"}).encode()
+    answer = inbox.open("/_inbox/scopes/spelt/faults", "POST", {"Content-Type": content_type},
+                        body=body)
+    assert answer.status_code == 201
+    assert _refusal(sink.port, "spelt@inbox.test") == (451, b"later")
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "/_inbox/scopes/victim/faults"), ("DELETE", "/_inbox/scopes/victim/faults"),
+    ("DELETE", "/_inbox/scopes/victim"), ("DELETE", "/_inbox/scopes/victim/messages/1"),
+    ("POST", "/_inbox/scopes"),
+])
+def test_no_other_site_is_allowed_a_json_post_or_a_delete(inbox, method, path):
+    """What a page elsewhere can send without asking is a form or text/plain (refused above);
+    a DELETE or a JSON body needs a preflight, and the inbox grants none."""
+    answer = inbox.open(path, "OPTIONS", {
+        "Origin": "https://evil.example", "Access-Control-Request-Method": method,
+        "Access-Control-Request-Headers": "content-type",
+    })
+    assert not [h for h in answer.headers if h.lower().startswith("access-control-allow")]
 
 
 # -- end to end, through a real worker ---------------------------------------

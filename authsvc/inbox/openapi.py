@@ -73,6 +73,7 @@ _PROBLEM_CODES = {
     "UnauthorizedProblem": ["unauthorized"],
     "NotFoundProblem": ["not_found"],
     "PayloadTooLargeProblem": ["payload_too_large"],
+    "UnsupportedMediaTypeProblem": ["unsupported_media_type"],
     "ServiceUnavailableProblem": ["service_unavailable"],
     "SearchUnavailableProblem": ["service_unavailable", "search_timeout"],
 }
@@ -359,8 +360,14 @@ def openapi_document() -> dict[str, Any]:
                 "post": _op(
                     "setFault", "faults",
                     "The SMTP sink answers the scope's next `count` deliveries with `reply`.",
-                    _answers({"201": _json("Set (replacing any fault the scope had).",
-                                           _ref("Fault"))}),
+                    _answers({
+                        "201": _json("Set (replacing any fault the scope had).", _ref("Fault")),
+                        "415": _problem(
+                            "The body is not sent as Content-Type: application/json (code "
+                            "unsupported_media_type); nothing is set. A web page elsewhere "
+                            "can post a form or text/plain without asking, never JSON.",
+                            "UnsupportedMediaTypeProblem"),
+                    }),
                     description="Each refused RCPT TO for the scope uses up one. A 4xx reply "
                     "makes a sender retry; a 5xx one makes it give up. The reply is one line: "
                     "a CR or LF anywhere is 400, as is a count over "

@@ -44,7 +44,7 @@ from authsvc.inbox.scopes import new_scope_name
 from authsvc.inbox.waiters import AsyncScopeWatcher
 from authsvc.observability.log_redaction import QueryStringFilter
 from authsvc.observability.logs import log_event
-from authsvc.problem_documents import UNREADABLE_REQUEST_DETAIL
+from authsvc.problem_documents import NOT_JSON_DETAIL, UNREADABLE_REQUEST_DETAIL, declares_json
 from authsvc.services import Services
 
 log = logging.getLogger(__name__)
@@ -391,6 +391,9 @@ class InboxServer:
     async def set_fault(self, request: web.Request) -> web.StreamResponse:
         """The scope's next `count` deliveries get `reply` from the SMTP sink."""
         scope = params.scope(request.match_info["scope"])
+        if not declares_json(request.content_type):  # another site's form or text/plain
+            return _problem(415, "unsupported_media_type", "Unsupported media type",
+                            NOT_JSON_DETAIL)
         reply, count = faults.parse_fault(await request.read())
         fault = await self._db(faults.set_fault, scope, reply, count)
         return _json(fault.as_json(), 201)

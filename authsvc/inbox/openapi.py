@@ -22,6 +22,7 @@ from authsvc.inbox.scopes import MAX_SCOPE_LENGTH
 from authsvc.inbox.search import DEFAULT_PAGE as SEARCH_DEFAULT_PAGE
 from authsvc.inbox.search import MAX_PAGE as SEARCH_MAX_PAGE
 from authsvc.inbox.search import MAX_QUERY_LENGTH
+from authsvc.inbox.search import SLOTS as SEARCH_SLOTS
 
 _JSON = "application/json"
 _PROBLEM = "application/problem+json"
@@ -75,7 +76,7 @@ _PROBLEM_CODES = {
     "PayloadTooLargeProblem": ["payload_too_large"],
     "UnsupportedMediaTypeProblem": ["unsupported_media_type"],
     "ServiceUnavailableProblem": ["service_unavailable"],
-    "SearchUnavailableProblem": ["service_unavailable", "search_timeout"],
+    "SearchUnavailableProblem": ["service_unavailable", "search_timeout", "search_busy"],
 }
 _BAD_REQUEST = _problem("A malformed parameter, body or scope name (code invalid_request).",
                         "InvalidRequestProblem")
@@ -389,8 +390,10 @@ def openapi_document() -> dict[str, Any]:
                         "200": _json("A page of matches.", _ref("SearchPage")),
                         "503": _problem(
                             "The database is unavailable (service_unavailable, Retry-After: "
-                            "2), or the search ran past its time bound (search_timeout: "
-                            "narrow it).", "SearchUnavailableProblem"),
+                            "2), the search ran past its time bound (search_timeout: "
+                            f"narrow it), or {SEARCH_SLOTS} other searches kept every search "
+                            "slot for a second (search_busy, Retry-After: 1).",
+                            "SearchUnavailableProblem"),
                     }),
                     description=_SEARCH_LANGUAGE,
                     parameters=[

@@ -4,7 +4,7 @@ One email carries markup in the From display name, the To (display name and
 envelope address), a header's name and value, the subject and a link (its URL
 and its text); every page that shows any of it shows it as text, and the event
 streams carry it as JSON strings that live.js writes with textContent (the
-browser test in tests/test_browser_inbox_markup.py watches that happen).
+browser test in tests/test_browser_inbox_live.py watches that happen).
 """
 
 from __future__ import annotations

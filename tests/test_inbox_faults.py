@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import smtplib
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.request import Request, urlopen
 
 import psycopg
 import pytest
 
+from authsvc.cli.dev import DEV_RETRY_SECONDS
 from authsvc.config import Settings
 from authsvc.testing import InboxError, ScopedInbox
 from authsvc.worker.delivery import RetryPolicy
@@ -23,6 +26,7 @@ from authsvc.worker.loop import Worker, WorkerOptions
 from testkit.waiting import wait_until
 from tests.api_support import ApiCaller
 from tests.inbox_support import HttpClient, email, inbox_services, send, serving_inbox
+from tests.test_dev import _printed_key, running_dev
 from tests.webhook_support import register_webhook_app, serving
 from tests.worker_support import renderer, running, smtp_factory
 
@@ -230,3 +234,31 @@ def test_a_permanent_refusal_ends_failed_with_an_email_failed_event(
     assert _job(conn, address) == ("failed", 1)  # refused for good: never retried
     with pytest.raises(InboxError, match="no email arrived"):
         scoped.expect_one(timeout=0, settle=0)
+
+
+@pytest.mark.e2e
+def test_the_documented_example_against_authsvc_dev_and_its_own_worker(tmp_path, env, conn):
+    """docs/inbox.md's first fault example as a QA team runs it: `authsvc dev`, whose worker
+    sends the refused verification email again after DEV_RETRY_SECONDS, within the
+    example's expect_one(timeout=20) and exactly once."""
+    with running_dev(tmp_path, {**env, "AUTHSVC_DATA_DIR": str(tmp_path / ".authsvc")}) as dev:
+        scoped = ScopedInbox(dev.url)
+        scoped.fault("451 4.3.0 Try again later")  # the first delivery is refused
+        address = scoped.address("alice")
+        began = time.monotonic()
+        _sign_up(dev.url, _printed_key(dev), address)
+        email_ = scoped.expect_one(timeout=20)  # the retry: one email, no more (1 s settle)
+        took = time.monotonic() - began
+        assert [link.state for link in email_.link_states] == ["would_redeem"]
+        assert email_.to == [address]
+        assert _job(conn, address) == ("sent", 2)  # refused once, then delivered once
+        assert DEV_RETRY_SECONDS <= took < 20, took
+
+
+def _sign_up(url: str, key: str, address: str) -> None:
+    request = Request(f"{url}/api/v1/signups", method="POST",  # noqa: S310 - loopback
+                      data=json.dumps({"email": address, "password": PASSWORD}).encode(),
+                      headers={"Authorization": f"Bearer {key}",
+                               "Content-Type": "application/json"})
+    with urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback
+        assert answer.status == 202

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Dialog, Page, expect
 
 from authsvc.inbox.messages import prune_messages
 from tests.browser_support import BROWSER_MARKS, new_tab
@@ -28,7 +28,11 @@ def url(sink, env, pool, passwords, clock) -> Iterator[str]:
 
 
 def _watched(page: Page, dialogs: list[str]) -> Page:
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    def seen(dialog: Dialog) -> None:  # an alert() of the sender's ran
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", seen)
     return page
 
 

@@ -13,6 +13,21 @@ from typing import Any
 # What the servers answer, themselves, to a request they cannot parse (gunicorn's
 # hook, the inbox server's): nothing of the request, which may carry ?token=.
 UNREADABLE_REQUEST_DETAIL = "The request could not be read as HTTP; nothing was done."
+# The 415 of a JSON body sent as anything else (the API's and the inbox's).
+NOT_JSON_DETAIL = "Send the body as Content-Type: application/json."
+
+
+def declares_json(mimetype: str) -> bool:
+    """Whether a request's media type (without parameters) says its body is JSON.
+
+    Required of every JSON body, not only to read it right: a web page can post
+    text/plain or a form anywhere without asking, while a JSON body needs a
+    CORS preflight that neither server grants.
+    """
+    mimetype = mimetype.lower()
+    return mimetype == "application/json" or (
+        mimetype.startswith("application/") and mimetype.endswith("+json")
+    )
 
 
 def problem_type(code: str) -> str:

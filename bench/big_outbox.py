@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -33,10 +31,17 @@ from authsvc.outbox import enqueue_email
 from authsvc.outbox.admin import PRUNE_BATCH, live_outbox_stats, outbox_figures, outbox_stats
 from authsvc.outbox.admin import Q as ADMIN_Q
 from authsvc.worker import jobs
-from bench.common import RESULTS, bench_server, fill_finished_jobs, fresh_database, percentile
+from bench.common import (
+    RESULTS,
+    bench_server,
+    fill_finished_jobs,
+    fresh_database,
+    kept_doc_section,
+    percentile,
+    with_doc_section,
+    write_doc_section,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs" / "BENCHMARKS.md"
 SMALL = 10_000
 PENDING = 200
 ROUNDS = 30
@@ -195,26 +200,18 @@ def section(r: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-def _pattern() -> re.Pattern[str]:
-    return re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-
-
 def with_section(document: str, text: str) -> str:
     """`document` with this section replaced (or appended); every other section as it was."""
-    if _pattern().search(document):
-        return _pattern().sub(lambda _m: text, document)
-    return document.rstrip("\n") + "\n\n" + text
+    return with_doc_section(document, SECTION, text)
 
 
 def kept_section(document: str) -> str | None:
     """This section of an existing BENCHMARKS.md, for bench/suite.py to carry over."""
-    found = _pattern().search(document)
-    return found.group(0) if found else None
+    return kept_doc_section(document, SECTION)
 
 
 def write_section(text: str) -> None:
-    current = DOCS.read_text(encoding="utf-8") if DOCS.exists() else ""
-    DOCS.write_text(with_section(current, text), encoding="utf-8")
+    write_doc_section(SECTION, text)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from testkit.postgres import migrated_database, server_or_throwaway
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
+BENCHMARKS_DOC = ROOT / "docs" / "BENCHMARKS.md"
 
 
 def bench_server() -> AbstractContextManager[str]:
@@ -49,6 +51,31 @@ def report(name: str, lines: list[str]) -> None:
     print(text, end="")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{name}.txt").write_text(text)
+
+
+def _section_pattern(heading: str) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+
+
+def with_doc_section(document: str, heading: str, text: str) -> str:
+    """`document` with the section under `heading` replaced by `text` (or `text` appended);
+    every other section as it was. For the benchmarks that run apart from bench/suite.py."""
+    pattern = _section_pattern(heading)
+    if pattern.search(document):
+        return pattern.sub(lambda _m: text, document)
+    return document.rstrip("\n") + "\n\n" + text
+
+
+def kept_doc_section(document: str, heading: str) -> str | None:
+    """The section under `heading` of an existing BENCHMARKS.md, for bench/suite.py to carry
+    over when it rewrites the rest."""
+    found = _section_pattern(heading).search(document)
+    return found.group(0) if found else None
+
+
+def write_doc_section(heading: str, text: str) -> None:
+    current = BENCHMARKS_DOC.read_text(encoding="utf-8") if BENCHMARKS_DOC.exists() else ""
+    BENCHMARKS_DOC.write_text(with_doc_section(current, heading, text), encoding="utf-8")
 
 
 __all__ = ["authsvc_script", "fresh_database", "percentile", "queue_notices", "report",

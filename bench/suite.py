@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from bench import drain, peers, sections, start_latency
-from bench.common import RESULTS, bench_server, fresh_database
+from bench.common import RESULTS, bench_server, fresh_database, kept_doc_section, with_doc_section
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 JOBS = 20_000
@@ -378,12 +378,18 @@ def write_report(r: dict[str, Any], command: str) -> str:
 
 
 def _write_keeping_big_outbox(report: str) -> None:
-    """Write BENCHMARKS.md, carrying over bench/big_outbox.py's section (a run of its own)."""
-    from bench.big_outbox import kept_section, with_section
+    """Write BENCHMARKS.md, carrying over the sections of the benchmarks that run on their
+    own: bench/big_outbox.py's and bench/inbox_wakeup.py's."""
+    from bench.big_outbox import SECTION as BIG_OUTBOX
+    from bench.inbox_wakeup import SECTION as INBOX_WAKEUP
 
     path = DOCS / "BENCHMARKS.md"
-    kept = kept_section(path.read_text(encoding="utf-8")) if path.exists() else None
-    path.write_text(with_section(report, kept) if kept else report)
+    current = path.read_text(encoding="utf-8") if path.exists() else ""
+    for heading in (BIG_OUTBOX, INBOX_WAKEUP):  # in the order they were first written
+        kept = kept_doc_section(current, heading)
+        if kept:
+            report = with_doc_section(report, heading, kept)
+    path.write_text(report)
 
 
 def main() -> None:

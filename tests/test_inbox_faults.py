@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import smtplib
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.request import Request, urlopen
 
 import psycopg
 import pytest
 
+from authsvc.cli.dev import DEV_RETRY_SECONDS
 from authsvc.config import Settings
 from authsvc.testing import InboxError, ScopedInbox
 from authsvc.worker.delivery import RetryPolicy
@@ -23,6 +26,7 @@ from authsvc.worker.loop import Worker, WorkerOptions
 from testkit.waiting import wait_until
 from tests.api_support import ApiCaller
 from tests.inbox_support import HttpClient, email, inbox_services, send, serving_inbox
+from tests.test_dev import _printed_key, running_dev
 from tests.webhook_support import register_webhook_app, serving
 from tests.worker_support import renderer, running, smtp_factory
 
@@ -114,13 +118,62 @@ def test_faults_need_the_token_and_a_good_scope(sink, env, pool, passwords):
     svc = inbox_services({**env, "AUTHSVC_TEST_INBOX_TOKEN": "s3cret"}, pool, passwords)
     with serving_inbox(sink, svc, listen_url=None) as url:
         body = json.dumps({"reply": "451 later"}).encode()
+        as_json = {"Content-Type": "application/json"}
         anonymous = HttpClient(url)
-        assert anonymous.open("/_inbox/scopes/x/faults", "POST", body=body).status_code == 401
+        assert anonymous.open("/_inbox/scopes/x/faults", "POST", as_json,
+                              body=body).status_code == 401
         assert anonymous.delete("/_inbox/scopes/x/faults").status_code == 401
         client = HttpClient(url, token="s3cret")
-        bad = client.open("/_inbox/scopes/a%20b/faults", "POST", body=body)
+        bad = client.open("/_inbox/scopes/a%20b/faults", "POST", as_json, body=body)
         assert bad.status_code == 400 and bad.json["code"] == "invalid_request"
-        assert client.open("/_inbox/scopes/x/faults", "POST", body=body).status_code == 201
+        assert client.open("/_inbox/scopes/x/faults", "POST", as_json,
+                           body=body).status_code == 201
+
+
+@pytest.mark.parametrize("content_type", [
+    None, "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x", "application/jsonx",
+])
+def test_a_fault_body_not_sent_as_json_is_refused_415_and_sets_nothing(
+    inbox, sink, content_type
+):
+    """Without an inbox token (the development default) any web page a tester opens could
+    otherwise set a fault: a browser posts text/plain or a form to any address without
+    asking first, and only a declared JSON body needs a CORS preflight this server never
+    grants."""
+    body = json.dumps({"reply": "550 5.7.1 refused", "count": 100}).encode()
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    answer = inbox.open("/_inbox/scopes/victim/faults", "POST", headers, body=body)
+    assert answer.status_code == 415
+    assert answer.mimetype == "application/problem+json"
+    assert answer.json["code"] == "unsupported_media_type"
+    assert "Content-Type: application/json" in answer.json["detail"]
+    assert _refusal(sink.port, "victim@inbox.test") is None  # nothing was set
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8",
+                                          "Application/JSON", "application/problem+json"])
+def test_json_by_any_spelling_sets_the_fault(inbox, sink, content_type):
+    body = json.dumps({"reply": "451 later"}).encode()
+    answer = inbox.open("/_inbox/scopes/spelt/faults", "POST", {"Content-Type": content_type},
+                        body=body)
+    assert answer.status_code == 201
+    assert _refusal(sink.port, "spelt@inbox.test") == (451, b"later")
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "/_inbox/scopes/victim/faults"), ("DELETE", "/_inbox/scopes/victim/faults"),
+    ("DELETE", "/_inbox/scopes/victim"), ("DELETE", "/_inbox/scopes/victim/messages/1"),
+    ("POST", "/_inbox/scopes"),
+])
+def test_no_other_site_is_allowed_a_json_post_or_a_delete(inbox, method, path):
+    """What a page elsewhere can send without asking is a form or text/plain (refused above);
+    a DELETE or a JSON body needs a preflight, and the inbox grants none."""
+    answer = inbox.open(path, "OPTIONS", {
+        "Origin": "https://evil.example", "Access-Control-Request-Method": method,
+        "Access-Control-Request-Headers": "content-type",
+    })
+    assert not [h for h in answer.headers if h.lower().startswith("access-control-allow")]
 
 
 # -- end to end, through a real worker ---------------------------------------
@@ -181,3 +234,31 @@ def test_a_permanent_refusal_ends_failed_with_an_email_failed_event(
     assert _job(conn, address) == ("failed", 1)  # refused for good: never retried
     with pytest.raises(InboxError, match="no email arrived"):
         scoped.expect_one(timeout=0, settle=0)
+
+
+@pytest.mark.e2e
+def test_the_documented_example_against_authsvc_dev_and_its_own_worker(tmp_path, env, conn):
+    """docs/inbox.md's first fault example as a QA team runs it: `authsvc dev`, whose worker
+    sends the refused verification email again after DEV_RETRY_SECONDS, within the
+    example's expect_one(timeout=20) and exactly once."""
+    with running_dev(tmp_path, {**env, "AUTHSVC_DATA_DIR": str(tmp_path / ".authsvc")}) as dev:
+        scoped = ScopedInbox(dev.url)
+        scoped.fault("451 4.3.0 Try again later")  # the first delivery is refused
+        address = scoped.address("alice")
+        began = time.monotonic()
+        _sign_up(dev.url, _printed_key(dev), address)
+        email_ = scoped.expect_one(timeout=20)  # the retry: one email, no more (1 s settle)
+        took = time.monotonic() - began
+        assert [link.state for link in email_.link_states] == ["would_redeem"]
+        assert email_.to == [address]
+        assert _job(conn, address) == ("sent", 2)  # refused once, then delivered once
+        assert DEV_RETRY_SECONDS <= took < 20, took
+
+
+def _sign_up(url: str, key: str, address: str) -> None:
+    request = Request(f"{url}/api/v1/signups", method="POST",  # noqa: S310 - loopback
+                      data=json.dumps({"email": address, "password": PASSWORD}).encode(),
+                      headers={"Authorization": f"Bearer {key}",
+                               "Content-Type": "application/json"})
+    with urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback
+        assert answer.status == 202

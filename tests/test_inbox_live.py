@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+import smtplib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.request import Request, urlopen
+
+import pytest
 
 from authsvc.accounts import actions
 from tests.inbox_support import HttpClient, email, inbox_services, send, serving_inbox
@@ -109,6 +112,26 @@ def test_the_ui_deletes_a_message_and_a_scope_with_its_csrf_token(inbox, sink):
     assert inbox.get("/_inbox/scopes/ui-del/messages").json["messages"] == []
     assert "Scope <code>ui-del</code> was deleted." in inbox.get(
         "/_inbox/?deleted=ui-del").get_data(as_text=True)
+
+
+def test_a_get_or_head_of_a_delete_address_deletes_nothing(inbox, sink):
+    """A link or an <img> elsewhere can make a browser GET any address: none deletes."""
+    send(sink.port, email("kept@inbox.test", subject="still here"))
+    [message] = inbox.get("/_inbox/scopes/kept/messages").json["messages"]
+    assert inbox.open("/_inbox/scopes/kept/faults", "POST", {"Content-Type": "application/json"},
+                      body=b'{"reply": "451 later", "count": 5}').status_code == 201
+    one = f"/_inbox/scopes/kept/messages/{message['id']}"
+    for method in ("GET", "HEAD"):
+        for path in ("/_inbox/ui/scopes/kept/delete", f"/_inbox/ui{one[7:]}/delete",
+                     "/_inbox/scopes/kept", "/_inbox/scopes/kept/faults"):
+            answer = inbox.open(path, method)
+            assert answer.status_code == 405, (method, path)
+            assert "GET" not in answer.headers["Allow"], (method, path)
+        assert inbox.open(one, method).status_code == 200  # a read, and only that
+    assert [m["id"] for m in inbox.get("/_inbox/scopes/kept/messages").json["messages"]] == [
+        message["id"]]
+    with pytest.raises(smtplib.SMTPRecipientsRefused):  # the fault is still set
+        send(sink.port, email("kept@inbox.test"))
 
 
 def test_the_inbox_serves_its_own_icon(inbox):

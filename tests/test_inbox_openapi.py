@@ -119,8 +119,9 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
         client, anonymous = HttpClient(url, token=TOKEN), HttpClient(url)
 
         def call(method: str, documented: str, path: str, who: HttpClient = client,
-                 body: bytes | None = None) -> Answer:
-            answer = who.open("/_inbox" + path, method, body=body)
+                 body: bytes | None = None, content_type: str = "application/json") -> Answer:
+            headers = {"Content-Type": content_type} if body is not None else {}
+            answer = who.open("/_inbox" + path, method, headers, body=body)
             answered[(documented, method.lower())].add(answer.status_code)
             if str(answer.status_code) in document["paths"][documented][method.lower()][
                 "responses"
@@ -160,6 +161,7 @@ def test_every_answer_the_server_gives_is_documented_and_every_documented_one_gi
         faults = "/scopes/{scope}/faults"
         call("POST", faults, f"/scopes/{scope}/faults", body=fault)
         call("POST", faults, f"/scopes/{scope}/faults", body=b'{"reply": "250 fine"}')
+        call("POST", faults, f"/scopes/{scope}/faults", body=fault, content_type="text/plain")
         call("POST", faults, f"/scopes/{scope}/faults", anonymous, body=fault)
         call("POST", faults, f"/scopes/{scope}/faults", body=TOO_LARGE)
         call("DELETE", faults, f"/scopes/{scope}/faults")

@@ -44,3 +44,30 @@ def test_random_bytes_parse(raw: bytes) -> None:
 def test_mime_shaped_garbage_parses(headers: list[bytes], body: list[bytes], tail: bytes) -> None:
     raw = b"\r\n".join(headers) + b"\r\n\r\n" + b"\r\n".join(body) + tail
     _check(parse_message(raw))
+
+
+def _html_only(html: str) -> bytes:
+    return (b"From: a@example.com\r\nSubject: Your code\r\nMIME-Version: 1.0\r\n"
+            b"Content-Type: text/html; charset=utf-8\r\n\r\n" + html.encode())
+
+
+def test_an_html_only_email_has_the_code_of_its_visible_text():
+    parsed = parse_message(_html_only(
+        "<style>p{margin:0}</style><p>Your code is<br><b>482910</b>.</p>"
+        "<p><a href='https://x.test/reset?token=a123456b'>https://x.test/r/654321</a></p>"))
+    assert parsed.text is None and parsed.code == "482910"
+
+
+def test_an_html_only_code_is_not_taken_from_markup_or_scripts():
+    parsed = parse_message(_html_only(
+        "<p style='width:123456px'>No code here.</p><script>var c = 111111;</script>"
+        "<!-- 222222 --><img alt='' src='cid:333333'>"))
+    assert parsed.code is None
+
+
+def test_the_text_part_still_decides_when_there_is_one():
+    raw = (b"From: a@example.com\r\nMIME-Version: 1.0\r\n"
+           b"Content-Type: multipart/alternative; boundary=b\r\n\r\n--b\r\n"
+           b"Content-Type: text/plain\r\n\r\nNo code in the text.\r\n--b\r\n"
+           b"Content-Type: text/html\r\n\r\n<p>Code 777777</p>\r\n--b--\r\n")
+    assert parse_message(raw).code is None

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from authsvc.inbox import search
+from authsvc.inbox import link_states, search
 from authsvc.inbox.params import BadRequest
-from tests.inbox_support import HttpClient, email, inbox_services, send, serving_inbox
+from authsvc.inbox.server import DEFAULT_POOL_SIZE
+from testkit.waiting import wait_until
+from tests.inbox_support import Answer, HttpClient, email, inbox_services, send, serving_inbox
 
 
 def _search(inbox: HttpClient, q: str, **more: object) -> dict:
@@ -119,6 +124,63 @@ def test_a_search_past_its_time_bound_answers_503_search_timeout(inbox, monkeypa
     assert answer.status_code == 503 and answer.json["code"] == "search_timeout"
     assert "narrow it" in answer.json["detail"]
     assert inbox.get("/_inbox/search?q=anything").status_code == 503  # and the pool is fine
+    page = inbox.get("/_inbox/ui/search?q=" + quote('subject:"a b"'))
+    assert page.status_code == 503 and page.mimetype == "text/html"
+    html = page.get_data(as_text=True)
+    assert f'role="alert">{search.TIMEOUT_ADVICE}</p>' in html
+    assert 'value="subject:&#34;a b&#34;"' in html  # the query stays in the box to narrow
+
+
+HELD = 7_160_016  # the advisory lock the slow searches below wait on
+
+
+def _waiting_on_the_lock(conn) -> int:
+    row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                       " AND objid = %s AND NOT granted", (HELD,)).fetchone()
+    return int(row[0])
+
+
+def test_slow_searches_cannot_crowd_out_listings_and_expect_one(inbox, sink, conn, monkeypatch):
+    """As many slow searches as the server has pooled threads: a few run, the rest are
+    told to retry, and a listing and an expect-one are still answered at once."""
+    send(sink.port, email("ann+calm@inbox.test"))
+    real = link_states.searched
+
+    def slow(db: Any, *args: Any) -> Any:  # waits on a lock this test holds, then searches
+        db.execute("SELECT pg_advisory_lock_shared(%s)", (HELD,))
+        db.execute("SELECT pg_advisory_unlock_shared(%s)", (HELD,))
+        return real(db, *args)
+
+    monkeypatch.setattr(link_states, "searched", slow)
+    conn.execute("SELECT pg_advisory_lock(%s)", (HELD,))
+    searches = ThreadPoolExecutor(DEFAULT_POOL_SIZE)
+    try:
+        running = [searches.submit(inbox.get, "/_inbox/search?q=x")
+                   for _ in range(DEFAULT_POOL_SIZE)]
+        wait_until(lambda: _waiting_on_the_lock(conn) >= 2, what="searches held by the lock")
+        for path in ("/_inbox/scopes/calm/messages", "/_inbox/scopes/calm/expect-one?settle=0",
+                     "/_inbox/scopes"):
+            began = time.monotonic()
+            answer = inbox.open(path, timeout=10)
+            assert answer.status_code == 200 and time.monotonic() - began < 2, path
+        turned_away = wait_until(lambda: [f.result() for f in running if f.done()],
+                                 what="the searches past the limit to be answered")
+        page = inbox.get("/_inbox/ui/search?q=x")  # the UI's box, told the same
+        assert page.status_code == 503 and page.headers["Retry-After"] == "1"
+        assert search.BUSY_ADVICE in page.get_data(as_text=True)
+        assert _waiting_on_the_lock(conn) == search.SLOTS
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (HELD,))
+        answers: list[Answer] = [f.result() for f in running]
+        searches.shutdown()
+    busy = [a for a in answers if a.status_code == 503]
+    assert [a.status_code for a in answers].count(200) == search.SLOTS
+    assert len(busy) == DEFAULT_POOL_SIZE - search.SLOTS and turned_away
+    for answer in busy:
+        assert answer.mimetype == "application/problem+json"
+        assert answer.json["code"] == "search_busy" and answer.headers["Retry-After"] == "1"
+    ui = inbox.get("/_inbox/ui/search?q=x")  # the slots are free again
+    assert ui.status_code == 200
 
 
 def test_search_needs_the_token_when_one_is_set(sink, env, pool, passwords):

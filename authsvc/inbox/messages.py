@@ -299,6 +299,9 @@ def prune_messages(conn: Connection, retention_seconds: int = RETENTION_SECONDS)
     pruned = conn.execute(Q["prune_messages"], {"retention_seconds": retention_seconds}).rowcount
     conn.execute(Q["free_orphan_contents"])
     fold_usage(conn)
+    if pruned:
+        # The live pages drop what was pruned now, not at the next mail.
+        conn.execute(Q["notify_pruned"])
     return pruned
 
 

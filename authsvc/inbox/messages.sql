@@ -17,6 +17,10 @@ RETURNING id;
 -- Wake the HTTP requests waiting on this scope; delivered when the insert commits.
 SELECT pg_notify('authsvc_inbox', %(scope)s);
 
+-- notify_pruned --
+-- Wake the pages' event streams after a prune (no scope is named: no long poll wakes for it).
+SELECT pg_notify('authsvc_inbox', '');
+
 -- scan_scope --
 -- What a long poll re-checks on each wake-up: ids, Message-IDs and ages only, never bodies. Which messages: inbox_visible_messages (migrations/0028_inbox_codes_faults.sql); a listing is these ids, described (describe_messages).
 SELECT v.id, v.message_id,

@@ -22,6 +22,7 @@ from authsvc.inbox.scopes import MAX_SCOPE_LENGTH
 from authsvc.inbox.search import DEFAULT_PAGE as SEARCH_DEFAULT_PAGE
 from authsvc.inbox.search import MAX_PAGE as SEARCH_MAX_PAGE
 from authsvc.inbox.search import MAX_QUERY_LENGTH
+from authsvc.inbox.search import SLOTS as SEARCH_SLOTS
 
 _JSON = "application/json"
 _PROBLEM = "application/problem+json"
@@ -73,8 +74,9 @@ _PROBLEM_CODES = {
     "UnauthorizedProblem": ["unauthorized"],
     "NotFoundProblem": ["not_found"],
     "PayloadTooLargeProblem": ["payload_too_large"],
+    "UnsupportedMediaTypeProblem": ["unsupported_media_type"],
     "ServiceUnavailableProblem": ["service_unavailable"],
-    "SearchUnavailableProblem": ["service_unavailable", "search_timeout"],
+    "SearchUnavailableProblem": ["service_unavailable", "search_timeout", "search_busy"],
 }
 _BAD_REQUEST = _problem("A malformed parameter, body or scope name (code invalid_request).",
                         "InvalidRequestProblem")
@@ -359,8 +361,14 @@ def openapi_document() -> dict[str, Any]:
                 "post": _op(
                     "setFault", "faults",
                     "The SMTP sink answers the scope's next `count` deliveries with `reply`.",
-                    _answers({"201": _json("Set (replacing any fault the scope had).",
-                                           _ref("Fault"))}),
+                    _answers({
+                        "201": _json("Set (replacing any fault the scope had).", _ref("Fault")),
+                        "415": _problem(
+                            "The body is not sent as Content-Type: application/json (code "
+                            "unsupported_media_type); nothing is set. A web page elsewhere "
+                            "can post a form or text/plain without asking, never JSON.",
+                            "UnsupportedMediaTypeProblem"),
+                    }),
                     description="Each refused RCPT TO for the scope uses up one. A 4xx reply "
                     "makes a sender retry; a 5xx one makes it give up. The reply is one line: "
                     "a CR or LF anywhere is 400, as is a count over "
@@ -382,8 +390,10 @@ def openapi_document() -> dict[str, Any]:
                         "200": _json("A page of matches.", _ref("SearchPage")),
                         "503": _problem(
                             "The database is unavailable (service_unavailable, Retry-After: "
-                            "2), or the search ran past its time bound (search_timeout: "
-                            "narrow it).", "SearchUnavailableProblem"),
+                            "2), the search ran past its time bound (search_timeout: "
+                            f"narrow it), or {SEARCH_SLOTS} other searches kept every search "
+                            "slot for a second (search_busy, Retry-After: 1).",
+                            "SearchUnavailableProblem"),
                     }),
                     description=_SEARCH_LANGUAGE,
                     parameters=[

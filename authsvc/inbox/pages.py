@@ -160,11 +160,15 @@ class Pages:
         except BadRequest as exc:
             return self._page("inbox/search.html", 400, q=raw, error=exc.detail, page=None)
         try:
-            page = await self.server._db(link_states.searched, self.server.svc, query, limit,
-                                         older_than)
+            page = await self.server.searched(query, limit, older_than)
         except psycopg.errors.QueryCanceled:
             return self._page("inbox/search.html", 503, q=raw, page=None,
                               error=search.TIMEOUT_ADVICE)
+        except search.SearchBusy:
+            busy = self._page("inbox/search.html", 503, q=raw, page=None,
+                              error=search.BUSY_ADVICE)
+            busy.headers["Retry-After"] = search.BUSY_RETRY_AFTER
+            return busy
         older = None
         if page.more:
             older = url_for("inbox.ui_search") + "?" + urlencode(

@@ -41,7 +41,7 @@ class ParsedMessage:
 
 
 def find_code(text: str | None) -> str | None:
-    """The first 6-digit code in the text part, if any."""
+    """The first 6-digit code in the text, if any."""
     # Words holding "://" (links) dropped by splitting, which is linear: a regex such as
     # \S+://\S+ backtracks quadratically over a long run of non-space characters.
     words = (word for word in (text or "").split() if "://" not in word)
@@ -132,6 +132,48 @@ class _HrefCollector(HTMLParser):
                     self.hrefs.append(value.strip())
 
 
+class _VisibleText(HTMLParser):
+    """The words a reader sees in an HTML part: no markup, attributes, comments or scripts."""
+
+    # Tags that start a new line on screen; inline ones (<b>, <span>) join their text,
+    # so a code styled digit by digit stays one number.
+    _BREAKS = frozenset({"br", "p", "div", "li", "tr", "td", "th", "table", "ul", "ol", "hr",
+                         "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "section"})
+    _HIDDEN = frozenset({"script", "style", "head", "title", "template"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._HIDDEN:
+            self._hidden += 1
+        elif tag in self._BREAKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._HIDDEN:
+            self._hidden = max(0, self._hidden - 1)
+        elif tag in self._BREAKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden:
+            self.parts.append(data)
+
+
+def visible_text(html: str) -> str:
+    """What an HTML part shows as text (best effort: never raises)."""
+    reader = _VisibleText()
+    try:
+        reader.feed(html)
+        reader.close()
+    except AssertionError:  # html.parser's verdict on some broken <![...]> sections
+        pass  # the text read before it still counts
+    return "".join(reader.parts)
+
+
 def find_links(text: str | None, html: str | None) -> list[str]:
     """http(s) links from the text part and the HTML hrefs, first seen first, no repeats."""
     links: list[str] = []
@@ -165,5 +207,6 @@ def parse_message(raw: bytes) -> ParsedMessage:
         text=text,
         html=html,
         links=find_links(text, html),
-        code=find_code(text),
+        # The text part's code; an HTML-only email's from the text it shows.
+        code=find_code(text) if text is not None else find_code(visible_text(html or "")),
     )

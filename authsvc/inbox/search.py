@@ -37,11 +37,24 @@ TIMEOUT_MS = 5000
 TIMEOUT_ADVICE = (
     f"The search took longer than {TIMEOUT_MS // 1000} s: narrow it with to:, subject: or after:."
 )
+# Searches running at once, per inbox server. A broad search may hold a pooled
+# connection (and its thread) for up to TIMEOUT_MS; unbounded, a few of them
+# would leave listings, expect-one and the long polls' checks waiting for a
+# thread. Beyond these a search waits briefly for a slot (a quick one takes
+# milliseconds), then answers 503 search_busy with Retry-After.
+SLOTS = 2
+QUEUE_SECONDS = 1.0
+BUSY_RETRY_AFTER = "1"
+BUSY_ADVICE = f"{SLOTS} other searches are running: retry in a moment."
 FIELDS = ("to", "from", "subject", "after", "before")
 # A term: field:"quoted value", field:value, "quoted words" or a bare word.
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _SPACE = re.compile(r"\s*")
 _TERM = re.compile(r'(?:(?P<field>[A-Za-z]+):)?(?:"(?P<quoted>[^"]*)"|(?P<bare>[^\s"]+))')
+
+
+class SearchBusy(Exception):
+    """Every search slot stayed taken for QUEUE_SECONDS."""
 
 
 @dataclass

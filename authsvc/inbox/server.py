@@ -44,7 +44,7 @@ from authsvc.inbox.scopes import new_scope_name
 from authsvc.inbox.waiters import AsyncScopeWatcher
 from authsvc.observability.log_redaction import QueryStringFilter
 from authsvc.observability.logs import log_event
-from authsvc.problem_documents import UNREADABLE_REQUEST_DETAIL
+from authsvc.problem_documents import NOT_JSON_DETAIL, UNREADABLE_REQUEST_DETAIL, declares_json
 from authsvc.services import Services
 
 log = logging.getLogger(__name__)
@@ -162,6 +162,12 @@ def _search_timed_out() -> web.Response:
     return _problem(503, "search_timeout", "Search timed out", search.TIMEOUT_ADVICE)
 
 
+def _search_busy() -> web.Response:
+    response = _problem(503, "search_busy", "Too many searches", search.BUSY_ADVICE)
+    response.headers["Retry-After"] = search.BUSY_RETRY_AFTER
+    return response
+
+
 class InboxServer:
     """Serves /_inbox (and, given an upstream, forwards everything else to it)."""
 
@@ -175,6 +181,7 @@ class InboxServer:
         self.watcher = AsyncScopeWatcher(listen_url)
         self.upstream = Upstream(upstream) if upstream else None
         self._executor = ThreadPoolExecutor(pool_size, thread_name_prefix="inbox-http")
+        self._search_slots = asyncio.Semaphore(search.SLOTS)
         self.log = log
         self.pages = Pages(self)
         self._runner: web.AppRunner | None = None
@@ -391,6 +398,9 @@ class InboxServer:
     async def set_fault(self, request: web.Request) -> web.StreamResponse:
         """The scope's next `count` deliveries get `reply` from the SMTP sink."""
         scope = params.scope(request.match_info["scope"])
+        if not declares_json(request.content_type):  # another site's form or text/plain
+            return _problem(415, "unsupported_media_type", "Unsupported media type",
+                            NOT_JSON_DETAIL)
         reply, count = faults.parse_fault(await request.read())
         fault = await self._db(faults.set_fault, scope, reply, count)
         return _json(fault.as_json(), 201)
@@ -404,10 +414,34 @@ class InboxServer:
         """Messages of every scope matching `q`, newest first, paged by `older_than`."""
         raw, query, limit, older_than = self.search_request(request)
         try:
-            page = await self._db(link_states.searched, self.svc, query, limit, older_than)
+            page = await self.searched(query, limit, older_than)
+        except search.SearchBusy:
+            return _search_busy()
         except psycopg.errors.QueryCanceled:
             return _search_timed_out()
         return _json(page.as_json(raw))
+
+    async def searched(
+        self, query: search.SearchQuery, limit: int, older_than: int
+    ) -> search.SearchPage:
+        """One search (the API's and the UI's) in one of search.SLOTS; search.SearchBusy when
+        none frees up within search.QUEUE_SECONDS."""
+        try:
+            async with asyncio.timeout(search.QUEUE_SECONDS):
+                await self._search_slots.acquire()
+        except TimeoutError:
+            raise search.SearchBusy() from None
+        running = asyncio.ensure_future(
+            self._db(link_states.searched, self.svc, query, limit, older_than))
+        running.add_done_callback(self._free_search_slot)
+        # Shielded: a client that hangs up does not free the slot while its query still
+        # holds a thread; the slot frees when the query ends.
+        return await asyncio.shield(running)
+
+    def _free_search_slot(self, done: asyncio.Future[Any]) -> None:
+        self._search_slots.release()
+        if not done.cancelled():
+            done.exception()  # retrieved: a hung-up client's failed search is not an error
 
     @staticmethod
     def search_request(request: web.Request) -> tuple[str, search.SearchQuery, int, int]:

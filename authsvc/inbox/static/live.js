@@ -65,9 +65,14 @@
         cell(row, "", "Latest at (UTC)").appendChild(when(s.last_received_at));
         return row;
       });
-      if (rows.length) {
-        scopes.tBodies[0].replaceChildren.apply(scopes.tBodies[0], rows);
+      if (!rows.length) {
+        // The last scope was deleted or pruned: the same line the server renders.
+        const row = document.createElement("tr");
+        row.className = "empty";
+        cell(row, scopes.dataset.empty).colSpan = 4;
+        rows.push(row);
       }
+      scopes.tBodies[0].replaceChildren.apply(scopes.tBodies[0], rows);
     });
   }
 

@@ -19,6 +19,7 @@ from authsvc.apps.idempotency import InvalidIdempotencyKey, check_key
 from authsvc.apps.keys import MAX_REDIRECT_URL_LENGTH, App
 from authsvc.emails.sandbox import MAX_TEMPLATE_BYTES
 from authsvc.locales import MAX_LOCALE_TAG_LENGTH, parse_locale_tag
+from authsvc.problem_documents import NOT_JSON_DETAIL, declares_json
 from authsvc.web.api.problems import ApiProblem, invalid_request, problem_reply
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -123,14 +124,8 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def read_json_object() -> dict[str, Any]:
     """The body as a JSON object; ApiProblem (400/413/415) otherwise."""
-    mimetype = request.mimetype
-    if not (
-        mimetype == "application/json"
-        or (mimetype.startswith("application/") and mimetype.endswith("+json"))
-    ):
-        raise ApiProblem(problem_reply(
-            415, "unsupported_media_type", "Send the body as Content-Type: application/json."
-        ))
+    if not declares_json(request.mimetype):
+        raise ApiProblem(problem_reply(415, "unsupported_media_type", NOT_JSON_DETAIL))
     raw = request.get_data(cache=True)  # 413 above MAX_CONTENT_LENGTH, as a problem
     try:
         document = json.loads(

@@ -332,3 +332,43 @@ def test_a_deleted_operators_address_leaves_the_log(app, conn, svc, settings):
                                        now=svc.clock())
     [entry] = log.list_entries(conn)
     assert entry.operator_id == operator.id and OPERATOR not in entry.operator_email
+
+
+def test_a_failing_webhook_target_shows_on_the_overview_and_the_apps_page(
+        app, client, conn, svc, settings, clock, database_url):
+    """Two deliveries fail in turn; the overview names the target with its latest error
+    (not the one that sorts last), and the apps page counts them."""
+    from authsvc.worker.delivery import RetryPolicy
+    from testkit.waiting import wait_until
+    from tests.api_support import ApiCaller
+    from tests.webhook_support import register_webhook_app, serving, webhook_worker
+    from tests.worker_support import running
+
+    make_operator(conn, svc)
+    once = RetryPolicy(max_attempts=1, base_seconds=0.05, cap_seconds=0.1)
+
+    def failed_deliveries() -> int:
+        return one_number(conn, "SELECT count(*) FROM email_jobs"
+                                " WHERE kind = 'webhook' AND status = 'failed'")
+
+    with serving(statuses=[500, 404]) as receiver:
+        shop, key, _secret = register_webhook_app(conn, settings, receiver.url)
+        api = ApiCaller(client, shop, key)
+        for n, email in enumerate(("first@example.com", "second@example.com"), 1):
+            assert api.post("/signups", {"email": email, "password": PASSWORD}) \
+                .status_code == 202
+            token = latest_link(conn, svc, email, "verify")
+            assert api.post("/verifications/confirm", {"token": token}).status_code == 200
+            # Only the user.verified delivery: one at a time, so the errors come in order.
+            conn.execute("DELETE FROM email_jobs WHERE kind = 'email'")
+            with running(webhook_worker(database_url, settings, clock, retry=once)):
+                wait_until(lambda n=n: failed_deliveries() == n, what=f"{n} failed deliveries")
+    console = signed_in_console(app, conn, svc)
+    overview = console.get("/admin/").get_data(as_text=True)
+    row = re.search(r"<tr><td>shop</td><td>([^<]*)</td><td class=\"num\">(\d+)</td>"
+                    r"<td class=\"num\">(\d+)</td><td>([^<]*)</td></tr>", overview)
+    assert row is not None, overview
+    assert row.groups() == (receiver.url, "2", "0",
+                            "attempts exhausted (1): receiver answered HTTP 404")
+    apps_page = text_of(console.get("/admin/apps"))
+    assert f"{receiver.url}: 0 sent, 2 failed, 0 pending" in apps_page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 import pytest
 from click.testing import CliRunner
@@ -424,9 +425,9 @@ def test_a_failing_webhook_target_shows_on_the_overview_and_the_apps_page(
     make_operator(conn, svc)
     once = RetryPolicy(max_attempts=1, base_seconds=0.05, cap_seconds=0.1)
 
-    def failed_deliveries() -> int:
-        return one_number(conn, "SELECT count(*) FROM email_jobs"
-                                " WHERE kind = 'webhook' AND status = 'failed'")
+    def failed_deliveries(count: int) -> Callable[[], bool]:
+        return lambda: one_number(conn, "SELECT count(*) FROM email_jobs WHERE"
+                                        " kind = 'webhook' AND status = 'failed'") == count
 
     with serving(statuses=[500, 404]) as receiver:
         shop, key, _secret = register_webhook_app(conn, settings, receiver.url)
@@ -439,7 +440,7 @@ def test_a_failing_webhook_target_shows_on_the_overview_and_the_apps_page(
             # Only the user.verified delivery: one at a time, so the errors come in order.
             conn.execute("DELETE FROM email_jobs WHERE kind = 'email'")
             with running(webhook_worker(database_url, settings, clock, retry=once)):
-                wait_until(lambda n=n: failed_deliveries() == n, what=f"{n} failed deliveries")
+                wait_until(failed_deliveries(n), what=f"{n} failed deliveries")
     console = signed_in_console(app, conn, svc)
     overview = console.get("/admin/").get_data(as_text=True)
     row = re.search(r"<tr><td>shop</td><td>([^<]*)</td><td class=\"num\">(\d+)</td>"

@@ -450,3 +450,22 @@ def test_a_failing_webhook_target_shows_on_the_overview_and_the_apps_page(
                             "attempts exhausted (1): receiver answered HTTP 404")
     apps_page = text_of(console.get("/admin/apps"))
     assert f"{receiver.url}: 0 sent, 2 failed, 0 pending" in apps_page
+
+
+def test_the_json_export_has_every_entry_unless_limited(conn, env):
+    """Past any page size: the export streams the whole log, newest first; --limit cuts it."""
+    total = 2_345
+    conn.execute(
+        "INSERT INTO operator_log (operator_id, operator_email, action, target, detail,"
+        " created_at) SELECT NULL, 'command line', 'operator.add', 'account ' || n, '', now()"
+        " FROM generate_series(1, %s) AS n", (total,))
+    runner = CliRunner()
+    everything = runner.invoke(main, ["operators", "log", "--json"], env=env)
+    assert everything.exit_code == 0, everything.output
+    targets = [json.loads(line)["target"] for line in everything.output.splitlines()]
+    assert targets == [f"account {n}" for n in range(total, 0, -1)]
+    limited = runner.invoke(main, ["operators", "log", "--json", "--limit", "1500"], env=env)
+    assert [json.loads(line)["target"] for line in limited.output.splitlines()] \
+        == targets[:1500]
+    text = runner.invoke(main, ["operators", "log"], env=env).output
+    assert text.count("\n") == total

@@ -183,7 +183,7 @@ def _settings_line(settings: Settings | None, failed: dict[str, str]) -> Outcome
     if settings is None:
         return Outcome("settings", "FAIL", "not loaded")
     mode = "production" if settings.production else settings.env
-    apart = " apart from the failing line below" if failed else ""
+    apart = " apart from the FAIL line(s) below" if failed else ""
     return Outcome("settings", "ok", f"valid ({mode}){apart}")
 
 

@@ -53,17 +53,22 @@ run: $(STAMP) $(MO_FILES)
 	$(if $(DATA_DIR),AUTHSVC_DATA_DIR=$(DATA_DIR)) $(BIN)/authsvc dev --port $(PORT) --smtp-port $(SMTP_PORT)
 
 # Page tests drive Debian's Chromium; install it when missing and we may.
+# With AUTHSVC_REQUIRE_BROWSER=1 (CI) a missing Chromium or axe-core stops here, and the
+# browser tests fail rather than skip (tests/browser_support.py).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Debian's chromium for the page tests"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-	      || echo "chromium could not be installed; page tests will be skipped"; \
-	  else echo "chromium not found; page tests will be skipped"; fi; }
-	@# axe-core for the inbox UI's accessibility scan, injected from disk (no CDN).
+	      || { echo "chromium could not be installed; page tests will be skipped"; \
+	           [ "$$AUTHSVC_REQUIRE_BROWSER" != 1 ]; }; \
+	  else echo "chromium not found; page tests will be skipped"; \
+	    [ "$$AUTHSVC_REQUIRE_BROWSER" != 1 ]; fi; }
+	@# axe-core for the accessibility scans, injected from disk (no CDN).
 	@test -f tests/browser/node_modules/axe-core/axe.min.js || { \
 	  command -v npm >/dev/null 2>&1 && (cd tests/browser && npm ci --no-audit --no-fund --silent) \
-	    || echo "axe-core could not be installed; the inbox UI browser tests will be skipped"; }
+	    || { echo "axe-core could not be installed; the axe browser tests will be skipped"; \
+	         [ "$$AUTHSVC_REQUIRE_BROWSER" != 1 ]; }; }
 
 # The suite's own temp root: pytest prunes /tmp/pytest-of-$USER when other
 # runs start, which would delete a running embedded PostgreSQL's data dir.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,12 +26,38 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-# Every browser test: marked (Chromium is a process), skipped where there is none.
-BROWSER_MARKS = [
-    pytest.mark.browser,
-    pytest.mark.e2e,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Chromium is not installed at {CHROMIUM}"),
-]
+# AUTHSVC_REQUIRE_BROWSER=1 (CI): a browser test whose Chromium, Playwright or axe-core
+# is missing fails instead of being skipped, so a suite that never ran them cannot pass.
+REQUIRE_ENV = "AUTHSVC_REQUIRE_BROWSER"
+NEEDS_MARK = "needs_tool"
+
+
+def required() -> bool:
+    return os.environ.get(REQUIRE_ENV) == "1"
+
+
+def _browser_missing() -> str | None:
+    if not CHROMIUM.exists():
+        return f"Chromium is not installed at {CHROMIUM} (make browser)"
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed (make install)"
+    return None
+
+
+def _axe_missing() -> str | None:
+    return None if AXE.exists() else f"axe-core is not installed at {AXE} (make browser)"
+
+
+def needs(missing: str | None) -> pytest.MarkDecorator:
+    """A test that needs a tool: skipped when `missing` says it is absent, or failed at
+    setup under AUTHSVC_REQUIRE_BROWSER=1 (tests/conftest.py, pytest_runtest_setup)."""
+    return getattr(pytest.mark, NEEDS_MARK)(missing)
+
+
+# Every browser test: marked (Chromium is a process), and needing Chromium and Playwright.
+BROWSER_MARKS = [pytest.mark.browser, pytest.mark.e2e, needs(_browser_missing())]
+# The tests that scan pages with axe-core.
+AXE_MARK = needs(_axe_missing())
 
 
 @contextmanager

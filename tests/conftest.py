@@ -23,7 +23,14 @@ from authsvc.web.app import create_app
 from testkit.servers import serving
 from testkit.smtp_double import SmtpDouble
 from tests.api_support import ApiCaller, register_shop_app
-from tests.browser_support import DOC_SCREENSHOTS, launched_chromium, new_tab
+from tests.browser_support import (
+    DOC_SCREENSHOTS,
+    NEEDS_MARK,
+    REQUIRE_ENV,
+    launched_chromium,
+    new_tab,
+    required,
+)
 from tests.inbox_support import HttpClient, inbox_services, running_sink, serving_inbox
 from tests.pg import TestDatabases, direct_server_url, server_url
 
@@ -33,6 +40,23 @@ TEST_KEY = "test-secret-key-0123456789abcdef-0123456789"
 # Every fixture that reaches PostgreSQL (database_url, conn, pool, app, client, …)
 # depends on this session fixture, which starts or connects to the test server.
 DATABASE_FIXTURE = "test_databases"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{NEEDS_MARK}(missing): needs a tool; skipped while `missing` names what is"
+        f" absent, failed instead under {REQUIRE_ENV}=1 (tests/browser_support.py)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before fixtures start Chromium
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers(NEEDS_MARK):
+        missing = mark.args[0]
+        if missing is None:
+            continue
+        if required():
+            pytest.fail(f"{missing}, and {REQUIRE_ENV}=1 requires it", pytrace=False)
+        pytest.skip(missing)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers

@@ -18,13 +18,13 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from authsvc.accounts import actions
-from tests.browser_support import AXE, BROWSER_MARKS, new_tab, serious_violations
+from tests.browser_support import AXE_MARK, BROWSER_MARKS, new_tab, serious_violations
 from tests.inbox_support import email, send, serve_front
 from tests.inbox_ui_support import links_in_each_state, send_links_email
 
 pytestmark = [
     *BROWSER_MARKS,
-    pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)"),
+    AXE_MARK,
 ]
 
 

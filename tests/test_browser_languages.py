@@ -17,7 +17,7 @@ from playwright.sync_api import Page, expect
 
 from authsvc.accounts import actions, deletion, email_change
 from authsvc.apps.keys import register_app
-from tests.browser_support import AXE, BROWSER_MARKS, new_tab, serious_violations
+from tests.browser_support import AXE_MARK, BROWSER_MARKS, new_tab, serious_violations
 from tests.link_support import latest_claims, latest_link
 from tests.pages_support import PASSWORD, make_account
 
@@ -70,7 +70,7 @@ def _link_pages(conn: Any, svc: Any) -> list[str]:
     ]
 
 
-@pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (make browser)")
+@AXE_MARK
 @pytest.mark.parametrize("locale", ["de", "ar"])
 def test_every_page_in_german_and_arabic_has_no_serious_accessibility_violation(
         browser, base_url, conn, svc, locale):

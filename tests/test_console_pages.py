@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 import pytest
 from click.testing import CliRunner
@@ -260,32 +261,109 @@ def test_apps_show_their_brand_as_plain_text(app, conn, svc):
     assert "<img" not in html  # the console loads nothing from an app's hosts
 
 
-def test_no_console_page_shows_a_usable_link_code_or_key(app, api, conn, svc, env):
+def _totp_operator(conn, svc, env, email: str = "totp@example.com") -> list[str]:  # type: ignore[no-untyped-def]
+    """An operator who set up TOTP with the CLI; the secret and URI it printed once."""
+    make_operator(conn, svc, email)
+    printed = CliRunner().invoke(main, ["operators", "totp", email], env=env)
+    assert printed.exit_code == 0, printed.output
+    secret = re.search(r"^secret: (\S+)$", printed.output, re.MULTILINE)
+    uri = re.search(r"^uri:\s+(\S+)$", printed.output, re.MULTILINE)
+    assert secret and uri, printed.output
+    return [secret.group(1), uri.group(1)]
+
+
+def _sign_in_pages(app, email: str, secrets: list[str]) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    """The sign-in pages an operator goes through, up to a wrong code's answer (the
+    sign-in cookie's token joins `secrets`)."""
+    from authsvc.web.console.guard import COOKIE_PATH, SIGN_IN_COOKIE
+
+    browser = app.test_client()
+    seen = [("/admin/login", browser.get("/admin/login").get_data(as_text=True))]
+    post(browser, "/admin/login", {"email": email, "password": PASSWORD})
+    cookie = browser.get_cookie(SIGN_IN_COOKIE, path=COOKIE_PATH)
+    assert cookie is not None
+    secrets.append(cookie.value)
+    seen.append(("/admin/login/code", browser.get("/admin/login/code").get_data(as_text=True)))
+    wrong = post(browser, "/admin/login/code", {"code": "000000"})
+    seen.append(("/admin/login/code (wrong code)", wrong.get_data(as_text=True)))
+    return seen
+
+
+def test_no_console_page_shows_a_usable_link_code_or_key(
+        app, api, conn, svc, env, settings, database_url, smtp):
+    """Every flow driven first (each action, an app with a webhook, TOTP set up, sign-ins
+    half done), then every page scanned for each live link, code, key and secret."""
+    from authsvc.web.console.guard import COOKIE_PATH, SESSION_COOKIE
+    from tests.webhook_support import register_webhook_app
+
     make_operator(conn, svc)
+    secrets = _totp_operator(conn, svc, env)
+    _hooked, hooked_key, whsec = register_webhook_app(
+        conn, settings, "https://hooks.shop.example/authsvc", name="hooked")
+    old, old_key = register_app(conn, "old", ["https://old.example.com/"])
+    secrets += [api.key, hooked_key, whsec, old_key]
     email = confirmed(api, conn, svc, "ann@example.com")
-    changed(api, conn, svc, email, SIGNUP_PASSWORD, "second@example.com")
+    secrets.append(changed(api, conn, svc, email, SIGNUP_PASSWORD, "second@example.com"))
+    secrets.append(web_session(conn, svc, "second@example.com", SIGNUP_PASSWORD))
+    make_account(conn, svc, "gone@example.com")
+    gone = stored_user(conn, "gone@example.com")
+    failed = _failed_job(database_url, conn, svc, settings, smtp, email="gone@example.com")
     account_actions.request_password_reset(conn, svc, email="second@example.com")
-    console = signed_in_console(app, conn, svc)
-    post(app.test_client(), "/admin/login", {"email": OPERATOR, "password": PASSWORD})
-    user = stored_user(conn, "second@example.com")
-    secrets = [latest_link(conn, svc, "second@example.com", "reset"),
-               emailed_code(conn, svc), api.key]
-    pages = ["/admin/", "/admin/jobs", f"/admin/accounts/{user.id}", "/admin/apps",
-             "/admin/log", "/admin/suppressions"]
-    job_ids = [row[0] for row in conn.execute("SELECT id FROM email_jobs")]
-    pages += [f"/admin/jobs/{j}" for j in job_ids]
-    # Act on the account too, so the log and the trails have entries to show.
-    for action in ("send-reset", "end-sessions", "void-undo-links"):
-        post(console, f"/admin/accounts/{user.id}/{action}", form_page=f"/admin/accounts/{user.id}")
     secrets.append(latest_link(conn, svc, "second@example.com", "reset"))
-    for path in pages:
-        html = console.get(path).get_data(as_text=True)
+    pending = one_number(conn, "SELECT max(id) FROM email_jobs WHERE template = 'reset'")
+    suppressions.suppress(conn, "spam@example.org", event="hard_bounce", provider="ses",
+                          provider_message_id=None)
+    user = stored_user(conn, "second@example.com")
+    console = signed_in_console(app, conn, svc)
+    session = console.get_cookie(SESSION_COOKIE, path=COOKIE_PATH)
+    assert session is not None
+    secrets.append(session.value)
+
+    # Every action, so the log, the trails and the pages have each kind of entry.
+    base = f"/admin/accounts/{user.id}"
+    for action in ("lift-lockout", "send-reset", "end-sessions", "void-undo-links"):
+        post(console, f"{base}/{action}", form_page=base)
+    secrets.append(latest_link(conn, svc, "second@example.com", "reset"))
+    post(console, f"/admin/jobs/{failed}/redrive", form_page=f"/admin/jobs/{failed}")
+    post(console, f"/admin/jobs/{pending}/cancel", form_page=f"/admin/jobs/{pending}")
+    post(console, "/admin/suppressions/lift", {"address": "spam@example.org"},
+         form_page="/admin/suppressions")
+    post(console, f"/admin/apps/{old.id}/revoke", form_page="/admin/apps")
+    post(console, f"/admin/accounts/{gone.id}/delete", form_page=f"/admin/accounts/{gone.id}")
+    done = [a for _, a, _ in _log(conn)]
+    for action in ("account.lift_lockout", "account.send_reset", "account.end_sessions",
+                   "account.void_undo_links", "job.redrive", "job.cancel", "suppression.lift",
+                   "app.revoke", "account.delete", "operator.totp_set"):
+        assert action in done, action
+
+    # Half-done sign-ins last: their codes are the live ones.
+    pages = _sign_in_pages(app, OPERATOR, secrets)
+    secrets.append(emailed_code(conn, svc))
+    pages += _sign_in_pages(app, "totp@example.com", secrets)
+    paths = ["/admin/", "/admin/jobs", "/admin/jobs?status=failed", "/admin/jobs?kind=webhook",
+             f"/admin/accounts/{user.id}", "/admin/accounts?address=nobody%40example.com",
+             "/admin/apps", "/admin/log", "/admin/suppressions",
+             "/admin/suppressions?search=example"]
+    paths += [f"/admin/jobs/{row[0]}" for row in conn.execute("SELECT id FROM email_jobs")]
+    found = console.get("/admin/accounts?address=second%40example.com")
+    assert found.headers["Location"] == base
+    pages += [("/admin/accounts?address=second%40example.com", found.get_data(as_text=True))]
+    for path in paths:
+        page = console.get(path)
+        # Scanned as an operator sees it, not a bounce to the sign-in page.
+        assert page.status_code == (404 if "nobody" in path else 200), path
+        pages.append((path, page.get_data(as_text=True)))
+    assert "https://hooks.shop.example/authsvc" in dict(pages)["/admin/apps"]
+    assert len(set(secrets)) == len(secrets) and all(len(s) >= 6 for s in secrets)
+    for path, html in pages:
         for secret in secrets:
-            assert secret not in html, path
-        assert "whsec_" not in html and "token=" not in html, path
+            assert secret not in html, (path, secret)
+        for shape in ("whsec_", "token=", "otpauth://"):
+            assert shape not in html, (path, shape)
     export = CliRunner().invoke(main, ["operators", "log", "--json"], env=env).output
-    assert export.count("\n") == 4  # the sign-in and the three actions
-    assert not any(secret in export for secret in secrets) and "whsec_" not in export
+    assert export.count("\n") == len(done)
+    assert not any(secret in export for secret in secrets)
+    assert "whsec_" not in export and "otpauth://" not in export
 
 
 def test_the_log_page_and_the_cli_export(app, conn, svc, env):
@@ -332,3 +410,62 @@ def test_a_deleted_operators_address_leaves_the_log(app, conn, svc, settings):
                                        now=svc.clock())
     [entry] = log.list_entries(conn)
     assert entry.operator_id == operator.id and OPERATOR not in entry.operator_email
+
+
+def test_a_failing_webhook_target_shows_on_the_overview_and_the_apps_page(
+        app, client, conn, svc, settings, clock, database_url):
+    """Two deliveries fail in turn; the overview names the target with its latest error
+    (not the one that sorts last), and the apps page counts them."""
+    from authsvc.worker.delivery import RetryPolicy
+    from testkit.waiting import wait_until
+    from tests.api_support import ApiCaller
+    from tests.webhook_support import register_webhook_app, serving, webhook_worker
+    from tests.worker_support import running
+
+    make_operator(conn, svc)
+    once = RetryPolicy(max_attempts=1, base_seconds=0.05, cap_seconds=0.1)
+
+    def failed_deliveries(count: int) -> Callable[[], bool]:
+        return lambda: one_number(conn, "SELECT count(*) FROM email_jobs WHERE"
+                                        " kind = 'webhook' AND status = 'failed'") == count
+
+    with serving(statuses=[500, 404]) as receiver:
+        shop, key, _secret = register_webhook_app(conn, settings, receiver.url)
+        api = ApiCaller(client, shop, key)
+        for n, email in enumerate(("first@example.com", "second@example.com"), 1):
+            assert api.post("/signups", {"email": email, "password": PASSWORD}) \
+                .status_code == 202
+            token = latest_link(conn, svc, email, "verify")
+            assert api.post("/verifications/confirm", {"token": token}).status_code == 200
+            # Only the user.verified delivery: one at a time, so the errors come in order.
+            conn.execute("DELETE FROM email_jobs WHERE kind = 'email'")
+            with running(webhook_worker(database_url, settings, clock, retry=once)):
+                wait_until(failed_deliveries(n), what=f"{n} failed deliveries")
+    console = signed_in_console(app, conn, svc)
+    overview = console.get("/admin/").get_data(as_text=True)
+    row = re.search(r"<tr><td>shop</td><td>([^<]*)</td><td class=\"num\">(\d+)</td>"
+                    r"<td class=\"num\">(\d+)</td><td>([^<]*)</td></tr>", overview)
+    assert row is not None, overview
+    assert row.groups() == (receiver.url, "2", "0",
+                            "attempts exhausted (1): receiver answered HTTP 404")
+    apps_page = text_of(console.get("/admin/apps"))
+    assert f"{receiver.url}: 0 sent, 2 failed, 0 pending" in apps_page
+
+
+def test_the_json_export_has_every_entry_unless_limited(conn, env):
+    """Past any page size: the export streams the whole log, newest first; --limit cuts it."""
+    total = 2_345
+    conn.execute(
+        "INSERT INTO operator_log (operator_id, operator_email, action, target, detail,"
+        " created_at) SELECT NULL, 'command line', 'operator.add', 'account ' || n, '', now()"
+        " FROM generate_series(1, %s) AS n", (total,))
+    runner = CliRunner()
+    everything = runner.invoke(main, ["operators", "log", "--json"], env=env)
+    assert everything.exit_code == 0, everything.output
+    targets = [json.loads(line)["target"] for line in everything.output.splitlines()]
+    assert targets == [f"account {n}" for n in range(total, 0, -1)]
+    limited = runner.invoke(main, ["operators", "log", "--json", "--limit", "1500"], env=env)
+    assert [json.loads(line)["target"] for line in limited.output.splitlines()] \
+        == targets[:1500]
+    text = runner.invoke(main, ["operators", "log"], env=env).output
+    assert text.count("\n") == total

@@ -387,3 +387,18 @@ def test_concurrent_wrong_codes_cannot_take_more_than_five_tries(conn, svc, dire
         thread.join(30)
     assert sorted(outcomes) == sorted([f"{wrong}: wrong"] * 10 + [f"{right}: wrong"])
     assert one_number(conn, "SELECT count(*) FROM console_sessions") == 0
+
+
+@pytest.mark.parametrize(("method", "path", "status"), [
+    ("GET", "/admin/no-such-page", 404),
+    ("GET", "/admin/accounts/1/delete", 405),
+    ("PUT", "/admin/login", 405),
+    ("DELETE", "/admin/", 405),
+])
+def test_console_errors_are_not_cached_either(app, conn, svc, method, path, status):
+    """A wrong path or method under /admin answers no-store too, signed in or not."""
+    make_operator(conn, svc)
+    for browser in (app.test_client(), signed_in_console(app, conn, svc)):
+        answer = browser.open(path, method=method)
+        assert answer.status_code == status
+        assert answer.headers.get("Cache-Control") == "no-store", (method, path)

@@ -121,12 +121,35 @@ def test_the_example_names_every_setting_production_reads() -> None:
     assert named - read == set(), "the example names a setting the service does not read"
 
 
+def _first_operator(env: dict[str, str], base: str, api_key: str, email_text: str) -> None:
+    """Step 8 of docs/DEPLOY.md: `operators add` takes the account once it is confirmed."""
+    def operators_add() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([AUTHSVC, "operators", "add", "first@example.com"], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    unconfirmed = operators_add()
+    assert unconfirmed.returncode == 1 and "not confirmed yet" in unconfirmed.stderr
+    token = re.search(r"/verify\?token=([^\s&]+)", email_text)
+    assert token, email_text
+    request = urllib.request.Request(  # noqa: S310 (loopback)
+        base + "/api/v1/verifications/confirm", method="POST",
+        data=json.dumps({"token": token.group(1)}).encode(),
+        headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
+                 "X-Forwarded-For": "198.51.100.7"})
+    with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310 (loopback)
+        assert reply.status == 200
+    added = operators_add()
+    assert added.returncode == 0, added.stderr
+    assert "first@example.com is an operator" in added.stdout
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_web_and_worker_run_as_the_units_run_them(
     tmp_path: Path, direct_database_url: str, smtp: SmtpDouble
 ) -> None:
-    """The first app, a signup through the proxy's address, its email sent by the worker."""
+    """The first app, a signup through the proxy's address, its email sent by the worker,
+    and that account confirmed and made the first operator."""
     port = free_port()
     env = {
         # systemd starts a unit with a clean environment: the file, the unit's lines.
@@ -167,6 +190,7 @@ def test_web_and_worker_run_as_the_units_run_them(
         wait_until(lambda: len(smtp.messages) == 1, timeout=60, what="the verification email")
         assert smtp.messages[0].rcpt_tos == ["first@example.com"]
         assert "https://auth.example.com/verify?token=" in smtp.messages[0].text
+        _first_operator(env, base, api_key.group(1), smtp.messages[0].text)
     finally:
         for process in (web, worker):
             process.send_signal(signal.SIGTERM)
@@ -177,3 +201,28 @@ def test_web_and_worker_run_as_the_units_run_them(
     for name in logs:  # every line JSON, as the journal will keep them
         for line in (tmp_path / f"{name}.log").read_text().splitlines():
             json.loads(line)
+
+
+def _shell_lines(section: str) -> list[str]:
+    """The commands of docs/DEPLOY.md's section starting `## {section}`, in order."""
+    text = (ROOT / "docs" / "DEPLOY.md").read_text()
+    body = text.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", body, re.DOTALL)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_certificate_exists_before_the_tls_site_is_enabled() -> None:
+    """nginx refuses a site whose ssl_certificate file is missing, so certbot must get the
+    certificate before the site is enabled, and by a way that needs no authsvc site."""
+    lines = _shell_lines("7. TLS in front")
+    certbot = next(i for i, line in enumerate(lines) if line.startswith("certbot certonly"))
+    enable = next(i for i, line in enumerate(lines) if "sites-enabled/authsvc" in line)
+    assert certbot < enable, lines
+    assert "--webroot" in lines[certbot], "certbot --nginx runs nginx -t on the site"
+    webroot = re.search(r"-w (\S+)", lines[certbot])
+    assert webroot, lines[certbot]
+    # Renewals go the same way: the port-80 server answers the challenge from that root.
+    site = (DEPLOY / "nginx.conf").read_text()
+    plain = site.split("listen 443", 1)[0]
+    assert "location /.well-known/acme-challenge/" in plain
+    assert f"root {webroot.group(1)};" in plain

@@ -9,6 +9,7 @@ QUIT), or makes one authenticated read-only call to an HTTP provider
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -24,7 +25,7 @@ from authsvc.worker.mailers import SmtpMailer, TransientSendError
 from authsvc.worker.providers import HTTP_PROVIDERS
 
 TIMEOUT = 10.0
-# Which check a settings problem belongs to, by the variable it names.
+# Which check a settings problem belongs to, by the variable it names first.
 _PROBLEM_CHECKS = (
     ("AUTHSVC_SECRET_KEYS", "secrets"),
     ("AUTHSVC_BASE_URL", "base url"),
@@ -32,10 +33,18 @@ _PROBLEM_CHECKS = (
     ("AUTHSVC_MAIL_URL", "mail transport"),
     ("AUTHSVC_SMTP_URL", "mail transport"),
     ("AUTHSVC_DATABASE_URL", "database"),
+    ("AUTHSVC_DIRECT_DATABASE_URL", "database"),
 )
-# The checks settings decide; `translations` (the compiled catalogs) runs without them.
-CHECKS = ("settings", "secrets", "base url", "metrics token", "database", "migrations",
-          "mail transport")
+# Stand-ins for the settings production requires, so the other checks can still run
+# while one of these is broken: each is used only when its own line already fails.
+_STAND_INS = {
+    "AUTHSVC_SECRET_KEYS": "x" * 32,
+    "AUTHSVC_METRICS_TOKEN": "x" * 16,
+    "AUTHSVC_MAIL_URL": "smtp://localhost",
+    "AUTHSVC_DATABASE_URL": "postgresql://localhost/unused",
+    "AUTHSVC_BASE_URL": "https://localhost",
+}
+_VARIABLE = re.compile(r"\b(?:AUTHSVC|PROMETHEUS)_[A-Z0-9_]+\b")
 
 
 @dataclass(frozen=True)
@@ -45,21 +54,30 @@ class Outcome:
     detail: str
 
 
-def _from_problems(problems: list[str]) -> list[Outcome]:
-    """Settings that did not load: each problem on its check's line; the rest cannot run."""
+def _check_of(problem: str) -> str:
+    return next((c for var, c in _PROBLEM_CHECKS if problem.startswith(var)), "settings")
+
+
+def _by_check(problems: list[str]) -> dict[str, str]:
+    """Each settings problem on its check's line; one with no line of its own on `settings`."""
     by_check: dict[str, list[str]] = {}
     for problem in problems:
-        check = next((c for var, c in _PROBLEM_CHECKS if problem.startswith(var)), "settings")
-        by_check.setdefault(check, []).append(problem)
-    outcomes = []
-    for name in CHECKS:
-        if name in by_check:
-            outcomes.append(Outcome(name, "FAIL", "; ".join(by_check[name])))
-        elif name == "settings":
-            outcomes.append(Outcome(name, "FAIL", "not loaded: see the lines below"))
-        else:
-            outcomes.append(Outcome(name, "skip", "needs valid settings"))
-    return outcomes
+        by_check.setdefault(_check_of(problem), []).append(problem)
+    return {name: "; ".join(found) for name, found in by_check.items()}
+
+
+def _settings_apart_from(problems: list[str]) -> Settings | None:
+    """The settings loaded again with every variable a problem names set aside (its
+    default, or a stand-in where production requires one), so the checks those
+    variables do not decide still run; None if they still do not load."""
+    named = {var for problem in problems for var in _VARIABLE.findall(problem)}
+    if "AUTHSVC_SMTP_URL" in named:  # the older name of the mail setting
+        named.add("AUTHSVC_MAIL_URL")
+    overrides = {var: _STAND_INS.get(var, "") for var in named}
+    try:
+        return load_settings(None, **overrides)
+    except ConfigError:
+        return None
 
 
 def _secrets(settings: Settings) -> Outcome:
@@ -159,18 +177,53 @@ def _translations() -> Outcome:
     return Outcome("translations", "ok", f"{count} compiled catalogs load")
 
 
+def _settings_line(settings: Settings | None, failed: dict[str, str]) -> Outcome:
+    if "settings" in failed:
+        return Outcome("settings", "FAIL", failed["settings"])
+    if settings is None:
+        return Outcome("settings", "FAIL", "not loaded")
+    mode = "production" if settings.production else settings.env
+    apart = " apart from the FAIL line(s) below" if failed else ""
+    return Outcome("settings", "ok", f"valid ({mode}){apart}")
+
+
+def _decided(settings: Settings | None, failed: dict[str, str]) -> list[Outcome]:
+    """The lines settings decide: a broken setting fails its own line, and every other
+    check runs on the rest of the settings (migrations only once a database answers)."""
+    outcomes = [_settings_line(settings, failed)]
+    for name, run in (("secrets", _secrets), ("base url", _base_url),
+                      ("metrics token", _metrics_token)):
+        if name in failed:
+            outcomes.append(Outcome(name, "FAIL", failed[name]))
+        elif settings is None:
+            outcomes.append(Outcome(name, "skip", "needs valid settings"))
+        else:
+            outcomes.append(run(settings))
+    if "database" in failed:
+        outcomes += [Outcome("database", "FAIL", failed["database"]),
+                     Outcome("migrations", "skip", "needs the database")]
+    elif settings is None:
+        outcomes += [Outcome(n, "skip", "needs valid settings") for n in ("database",
+                                                                          "migrations")]
+    else:
+        outcomes.extend(_database(settings))
+    if "mail transport" in failed:
+        outcomes.append(Outcome("mail transport", "FAIL", failed["mail transport"]))
+    elif settings is None:
+        outcomes.append(Outcome("mail transport", "skip", "needs valid settings"))
+    else:
+        outcomes.append(_mail(settings))
+    return outcomes
+
+
 def run_checks() -> list[Outcome]:
     try:
-        settings = load_settings()
+        settings: Settings | None = load_settings()
+        failed: dict[str, str] = {}
     except ConfigError as exc:
-        return [*_from_problems(exc.problems), _translations()]
-    mode = "production" if settings.production else settings.env
-    outcomes = [Outcome("settings", "ok", f"valid ({mode})"), _secrets(settings),
-                _base_url(settings), _metrics_token(settings)]
-    outcomes.extend(_database(settings))
-    outcomes.append(_mail(settings))
-    outcomes.append(_translations())
-    return outcomes
+        failed = _by_check(exc.problems)
+        settings = _settings_apart_from(exc.problems)
+    return [*_decided(settings, failed), _translations()]
 
 
 @click.command("check")

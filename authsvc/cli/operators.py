@@ -104,15 +104,19 @@ def operators_list() -> None:
 
 @operators_group.command("log")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-@click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True)
-def operators_log(as_json: bool, limit: int) -> None:
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Only the newest N entries (default: every entry).")
+def operators_log(as_json: bool, limit: int | None) -> None:
     """What operators did, newest first."""
     with _connect() as conn:
-        entries = log.list_entries(conn, limit)
-    for entry in entries:
-        if as_json:
-            click.echo(json.dumps(entry.as_json(), ensure_ascii=False))
-        else:
-            click.echo(f"{entry.created_at:%Y-%m-%d %H:%M:%S}  {entry.operator_email}  "
-                       f"{entry.action}  {entry.target}" + (f"  ({entry.detail})"
-                                                            if entry.detail else ""))
+        for entry in log.walk_entries(conn, limit):
+            _print_entry(entry, as_json)
+
+
+def _print_entry(entry: log.LogEntry, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(entry.as_json(), ensure_ascii=False))
+        return
+    detail = f"  ({entry.detail})" if entry.detail else ""
+    click.echo(f"{entry.created_at:%Y-%m-%d %H:%M:%S}  {entry.operator_email}  "
+               f"{entry.action}  {entry.target}{detail}")

@@ -19,12 +19,18 @@ FROM email_jobs
 WHERE status = 'pending' AND outbox_job_due(status, next_attempt_at, lease_expires_at);
 
 -- failing_webhook_targets --
--- Apps whose webhook deliveries failed or are retrying in the last day, worst first.
+-- Apps whose webhook deliveries failed or are retrying in the last day, worst first,
+-- each with the error of its latest failed attempt (by the trail's order).
 SELECT a.id, a.name, a.webhook_url,
        count(*) FILTER (WHERE j.status = 'failed') AS failed,
        count(*) FILTER (WHERE j.status = 'pending' AND j.attempt_count > 0) AS retrying,
-       max(j.last_error) AS last_error
+       (array_agg(j.last_error ORDER BY t.latest DESC NULLS LAST, j.id DESC)
+            FILTER (WHERE j.last_error IS NOT NULL))[1] AS last_error
 FROM email_jobs AS j JOIN apps AS a ON a.id = j.app_id
+LEFT JOIN LATERAL (
+    SELECT max(e.id) AS latest FROM email_job_events AS e
+    WHERE e.job_id = j.id AND e.event IN ('failed', 'retry')
+) AS t ON true
 WHERE j.kind = 'webhook' AND j.created_at > %(since)s
   AND (j.status = 'failed' OR (j.status = 'pending' AND j.attempt_count > 0))
 GROUP BY a.id, a.name, a.webhook_url

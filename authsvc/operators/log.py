@@ -8,6 +8,7 @@ deleted account leaves no address behind (SPEC §12).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +19,8 @@ from psycopg.rows import class_row
 from authsvc.db.queries import load_queries
 
 Q = load_queries(Path(__file__).with_suffix(".sql"))
+# Entries read per statement when the whole log is walked (the export).
+EXPORT_PAGE = 1000
 
 
 @dataclass(frozen=True)
@@ -63,3 +66,18 @@ def list_entries(
     """Newest first; `before_id` pages back from the previous page's last entry."""
     with conn.cursor(row_factory=class_row(LogEntry)) as cur:
         return cur.execute(Q["list_entries"], {"limit": limit, "before_id": before_id}).fetchall()
+
+
+def walk_entries(conn: Connection, limit: int | None = None) -> Iterator[LogEntry]:
+    """Every entry newest first (or the newest `limit`), read a page at a time by id,
+    so a long log is never held whole and no cursor outlives a statement (poolers)."""
+    before_id: int | None = None
+    left = limit
+    while left is None or left > 0:
+        size = EXPORT_PAGE if left is None else min(EXPORT_PAGE, left)
+        page = list_entries(conn, size, before_id)
+        yield from page
+        if len(page) < size:
+            return
+        before_id = page[-1].id
+        left = None if left is None else left - len(page)

@@ -90,10 +90,13 @@ def _require_operator() -> ResponseReturnValue | None:
 def _console_headers(response: Response) -> Response:
     # Everything here is about people and the queue: no cache keeps it. (No page
     # frames it and no script runs in it: every response's headers, web/plumbing.py.)
-    response.headers["Cache-Control"] = "no-store"
+    # By path, not blueprint: a wrong path or method under /admin matches no console
+    # route, and its 404 or 405 is the console's answer too.
+    if request.path == COOKIE_PATH or request.path.startswith(COOKIE_PATH + "/"):
+        response.headers["Cache-Control"] = "no-store"
     return response
 
 
 def install(bp: Blueprint) -> None:
     bp.before_request(_require_operator)
-    bp.after_request(_console_headers)
+    bp.after_app_request(_console_headers)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from flask import g
+from flask.testing import FlaskClient
 
 from authsvc.apps.keys import register_app, revoke_app
 from authsvc.config import Settings
@@ -364,15 +364,37 @@ def test_an_operators_account_never_gets_an_apps_redirect(api, conn, mailbox, se
     assert "allowed.example.com" not in message.text + message.html
 
 
-def test_page_flows_queue_their_emails_in_the_pages_locale(app, client, conn):
-    """The pages put their chosen locale on flask.g (the page side of SPEC §14); the emails
-    their forms queue carry it, and a new account keeps it."""
-    app.before_request(lambda: setattr(g, "locale", "fr"))
-    submit(client, "/signup", {"email": ANN, "password": "correct horse battery"})
-    submit(client, "/reset", {"email": ANN})
+def _choose_language(client: FlaskClient, how: str, tag: str) -> str:
+    """Make `tag` this browser's language the way a person does; the query to add."""
+    if how == "query":
+        return f"?lang={tag}"
+    if how == "cookie":
+        client.set_cookie("lang", tag)
+    else:
+        client.environ_base["HTTP_ACCEPT_LANGUAGE"] = f"{tag},en;q=0.5"
+    return ""
+
+
+@pytest.mark.parametrize("how", ["query", "cookie", "accept_language"])
+def test_page_flows_queue_their_emails_in_the_pages_locale(client, conn, how):
+    """The language a page is in is the language of the emails its forms queue, and a
+    new account keeps it, however the person chose it (SPEC §14)."""
+    query = _choose_language(client, how, "de")
+    submit(client, f"/signup{query}", {"email": ANN, "password": "correct horse battery"})
+    submit(client, f"/reset{query}", {"email": ANN})
     rows = conn.execute("SELECT template, payload ->> 'locale' FROM email_jobs"
                         " WHERE recipient = %s ORDER BY id", (ANN,)).fetchall()
-    assert rows == [("verify", "fr"), ("reset", "fr")]
+    assert rows == [("verify", "de"), ("reset", "de")]
+    assert _locale_of(conn, ANN) == "de"
+
+
+def test_a_page_in_no_chosen_language_leaves_the_email_to_the_account(client, conn, svc):
+    """A page nobody chose a language for (no query, cookie or Accept-Language) asks for
+    none: the email takes the account's locale, as an API request without one would."""
+    submit(client, "/signup?lang=fr", {"email": ANN, "password": "correct horse battery"})
+    fresh = client.application.test_client()
+    submit(fresh, "/reset", {"email": ANN})
+    assert _queued_locale(conn, "reset") is None
     assert _locale_of(conn, ANN) == "fr"
 
 
@@ -505,23 +527,21 @@ def test_another_apps_signup_leaves_an_existing_accounts_empty_locale(api, other
     assert _locale_of(conn, ANN) is None  # only the signup that created it sets it
 
 
-def test_the_reset_pages_queue_their_notices_in_the_pages_locale(app, client, conn, svc):
+def test_the_reset_pages_queue_their_notices_in_the_pages_locale(client, conn, svc):
     from tests.link_support import latest_code, latest_link
     from tests.pages_support import submit_on_link_page
-    chosen = {"locale": "fr"}
-    app.before_request(lambda: setattr(g, "locale", chosen["locale"]))
-    submit(client, "/signup", {"email": ANN, "password": "correct horse battery"})
-    submit(client, "/reset", {"email": ANN})
-    chosen["locale"] = "de"
+    submit(client, "/signup?lang=fr", {"email": ANN, "password": "correct horse battery"})
+    submit(client, "/reset", {"email": ANN})  # the cookie keeps French
+    client.set_cookie("lang", "de")
     done = submit_on_link_page(client, "/reset/confirm", "/reset/confirm",
                                latest_link(conn, svc, ANN, "reset"),
                                password="another good passphrase")
     assert done.status_code == 303
     assert _queued_locale(conn, "password_changed") == "de"
     assert _locale_of(conn, ANN) == "fr"  # the redeemed link's, not the page's
-    chosen["locale"] = "fr"
-    submit(client, "/reset", {"email": ANN})
-    chosen["locale"] = "es"
+    submit(client, "/reset?lang=fr", {"email": ANN})
+    client.delete_cookie("lang")
+    client.environ_base["HTTP_ACCEPT_LANGUAGE"] = "es-MX,es;q=0.9"
     done = submit(client, "/reset/code", {"email": ANN, "code": latest_code(
         conn, svc, ANN, "reset"), "password": "a third good passphrase"})
     assert done.status_code == 303

@@ -1,8 +1,8 @@
 """Which language a page or an email is in (SPEC §14): the tags we ship and how one is chosen.
 
 One rule for every caller: a requested tag maps to a shipped locale by its
-exact tag, else by its language; a chain of candidates (the request's, the
-account's, the app's default) takes the first that maps; `en` ends every chain.
+exact tag, else by its language; a chain of candidates takes the first that
+maps; `en` ends every chain. An email's chain is `email_locale`.
 Malformed tags are the caller's to refuse (`parse_locale_tag`); `Accept-Language`
 headers are never refused, only read as far as they make sense.
 """
@@ -65,6 +65,16 @@ def choose_locale(*candidates: str | None) -> str:
         if chosen is not None:
             return chosen
     return DEFAULT_LOCALE
+
+
+def email_locale(requested: str | None, account: str | None, app_default: str | None) -> str:
+    """An email's locale (SPEC §14). A request that named a tag: that tag's shipped locale
+    (by tag, then by language), else the app's default, else `en`; the account's does not
+    come in, as the request named a language. A request that named none: the account's,
+    else the app's default, else `en`."""
+    if requested:
+        return choose_locale(requested, app_default)
+    return choose_locale(account, app_default)
 
 
 _QUALITY = re.compile(r"q=([01](?:\.[0-9]{0,3})?)$")

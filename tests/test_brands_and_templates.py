@@ -318,7 +318,14 @@ def test_the_account_keeps_its_signups_locale_and_its_latest_redeemed_links(
     notice = mailbox.one()  # "your password was changed", in the account's new locale
     assert notice.message["Content-Language"] == "es"
     assert "contraseña" in notice.message["Subject"]
+    # A tag not shipped even by its language: the app's default, else en (SPEC §14's
+    # chain for an unsupported one), never the account's.
     api.post("/password-resets", {"email": ANN, "locale": "ja"})
+    assert mailbox.one().message["Content-Language"] == "en"
+    _brand(api, default_locale="de")
+    api.post("/password-resets", {"email": ANN, "locale": "ja"})
+    assert mailbox.one().message["Content-Language"] == "de"
+    api.post("/password-resets", {"email": ANN})  # none asked: the account's first
     assert mailbox.one().message["Content-Language"] == "es"
 
 

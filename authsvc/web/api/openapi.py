@@ -98,9 +98,9 @@ _FIELD_DESCRIPTIONS = {
     " up; a wrong one answers 401 invalid_credentials, as a wrong password does.",
     "locale": "A BCP 47 language tag (e.g. `de`, `pt-BR`) for the emails this request"
     " sends; a malformed one is 400 invalid_request. Shipped: en, de, fr, es, pt-BR, ar;"
-    " another tag falls back by its language, then to the account's locale, then to the"
-    " app's default_locale, then en. A request's locale never becomes the account's:"
-    " redeeming an emailed link makes that email's locale the account's (a confirm's own"
+    " another tag falls back by its language, then to the app's default_locale, then en."
+    " Without one, the account's locale, then the app's default_locale, then en. A"
+    " request's locale never becomes the account's: redeeming an emailed link makes that email's locale the account's (a confirm's own"
     " `locale` is only for the notice it sends); a new account keeps its signup's.",
     "template": "Jinja in a sandbox (docs/templates.md): the variables "
     + ", ".join(sorted(VARIABLES)) + "; `if`/`else`; the filters " + ", ".join(FILTERS)

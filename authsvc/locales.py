@@ -26,16 +26,32 @@ RIGHT_TO_LEFT = frozenset({"ar"})
 DOMAINS = ("emails", "pages")
 MAX_LOCALE_TAG_LENGTH = 35  # RFC 5646's longest well-formed tag people use, with room
 
-# BCP 47 (RFC 5646) language tags as apps send them: a 2 or 3 letter language,
-# then optional script, region, variants and extensions. Private-use and
-# grandfathered tags are not locales anyone asks an email in.
-_TAG = re.compile(
-    r"[A-Za-z]{2,3}"                    # language
+# A well-formed BCP 47 tag, RFC 5646 section 2.1's syntax: a language (2 or 3 letters with
+# up to three extlangs, or 4 to 8 letters), then optional script, region, variants,
+# extensions and a private-use part; or a private-use tag alone (`x-…`).
+_PRIVATE_USE = r"[Xx](?:-[A-Za-z0-9]{1,8})+"
+_LANGTAG = (
+    r"(?:[A-Za-z]{2,3}(?:-[A-Za-z]{3}){0,3}|[A-Za-z]{4,8})"  # language, extlangs
     r"(?:-[A-Za-z]{4})?"                # script
     r"(?:-(?:[A-Za-z]{2}|[0-9]{3}))?"   # region
     r"(?:-(?:[A-Za-z0-9]{5,8}|[0-9][A-Za-z0-9]{3}))*"  # variants
-    r"(?:-[0-9A-WY-Za-wy-z](?:-[A-Za-z0-9]{2,8})+)*",  # extensions
+    r"(?:-[0-9A-WY-Za-wy-z](?:-[A-Za-z0-9]{2,8})+)*"  # extensions
+    rf"(?:-{_PRIVATE_USE})?"
 )
+_TAG = re.compile(rf"{_LANGTAG}|{_PRIVATE_USE}")
+# The grandfathered tags that do not fit the syntax above, taken as they are (the
+# regular ones, `zh-min-nan`, `art-lojban`, do fit it).
+_IRREGULAR = frozenset({
+    "en-gb-oed", "i-ami", "i-bnn", "i-default", "i-enochian", "i-hak", "i-klingon", "i-lux",
+    "i-mingo", "i-navajo", "i-pwn", "i-tao", "i-tay", "i-tsu", "sgn-be-fr", "sgn-be-nl",
+    "sgn-ch-de",
+})
+
+
+def _well_formed(tag: str) -> bool:
+    return tag.isascii() and (_TAG.fullmatch(tag) is not None or tag.lower() in _IRREGULAR)
+
+
 _BY_LOWER = {tag.lower(): tag for tag in SUPPORTED_LOCALES}
 _BY_LANGUAGE = {tag.split("-")[0].lower(): tag for tag in SUPPORTED_LOCALES}
 
@@ -45,7 +61,7 @@ def parse_locale_tag(value: object) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= MAX_LOCALE_TAG_LENGTH:
         raise ValueError("locale must be a BCP 47 language tag such as 'de' or 'pt-BR'")
     tag = value.replace("_", "-")
-    if not tag.isascii() or _TAG.fullmatch(tag) is None:
+    if not _well_formed(tag):
         raise ValueError(f"locale {value!r} is not a BCP 47 language tag such as 'de' or 'pt-BR'")
     return tag
 
@@ -96,7 +112,7 @@ def from_accept_language(header: str | None) -> str | None:
             if match is None:
                 continue
             quality = float(match.group(1))
-        chosen = supported_locale(tag.strip()) if _TAG.fullmatch(tag.strip()) else None
+        chosen = supported_locale(tag.strip()) if _well_formed(tag.strip()) else None
         if chosen is not None and quality > 0:
             ranked.append((-quality, position, chosen))
     return min(ranked)[2] if ranked else None

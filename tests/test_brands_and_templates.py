@@ -124,6 +124,18 @@ def test_templates_are_stored_listed_previewed_and_deleted_per_app(api, other):
     assert api.call("GET", "/templates").get_json()["templates"] == []
 
 
+@pytest.mark.parametrize("tag", ["x-private", "i-klingon", "zh-yue-HK", "deutsch-DE",
+                                 "de-DE-x-phonebk"])
+def test_every_well_formed_tag_is_taken_by_the_api(api, tag):
+    """RFC 5646's whole syntax is well-formed: a request, a template and a brand take it."""
+    response = api.post("/signups", {"email": ANN, "password": "correct horse battery",
+                                     "locale": tag})
+    assert response.status_code == 202, response.get_json()
+    assert api.call("PUT", f"/templates/verify/{tag}", TEMPLATE).status_code == 200
+    # A default in a shipped language is kept as that locale, as `pt_br` is.
+    assert _brand(api, default_locale=tag)["default_locale"] in (tag, "de")
+
+
 def test_unknown_kinds_and_malformed_locales_are_refused(api):
     assert_problem(api.call("PUT", "/templates/password_changed/de", TEMPLATE), 404, "not_found")
     assert_problem(api.call("PUT", "/templates/verify/no%20tag", TEMPLATE), 400,

@@ -136,6 +136,23 @@ def test_every_well_formed_tag_is_taken_by_the_api(api, tag):
     assert _brand(api, default_locale=tag)["default_locale"] in (tag, "de")
 
 
+def test_a_preview_without_a_body_previews_the_stored_template(api):
+    """No body at all (no Content-Type), or an empty one: the stored template, as `{}`."""
+    assert_problem(api.call("POST", "/templates/verify/de/preview"), 404, "template_not_found")
+    assert api.call("PUT", "/templates/verify/de", TEMPLATE).status_code == 200
+    for extra in ({}, {"headers": {"Content-Length": "0"}},
+                  {"data": b"", "content_type": "application/json"},
+                  {"data": b"", "content_type": "text/plain"}):
+        preview = api.call("POST", "/templates/verify/de/preview", **extra)
+        assert preview.status_code == 200, (extra, preview.get_json())
+        assert preview.get_json()["subject"].startswith("Hallo from ")
+    refused = api.call("POST", "/templates/verify/de/preview", data=b"subject=x",
+                       content_type="text/plain")
+    assert_problem(refused, 415, "unsupported_media_type")
+    assert_problem(api.call("POST", "/templates/verify/de/preview", data=b" ",
+                            content_type="application/json"), 400, "invalid_request")
+
+
 def test_unknown_kinds_and_malformed_locales_are_refused(api):
     assert_problem(api.call("PUT", "/templates/password_changed/de", TEMPLATE), 404, "not_found")
     assert_problem(api.call("PUT", "/templates/verify/no%20tag", TEMPLATE), 400,

@@ -521,6 +521,7 @@ class ResourceOperation:
     success: tuple[int, str, str | None]  # status, description, schema (None: no body)
     problems: dict[int, list[str]]
     body: str | None = None
+    body_required: bool = True
 
 
 # Answers every call on the app's settings can give (the key, its budget, a bug, the database).
@@ -579,13 +580,15 @@ RESOURCE_OPERATIONS: tuple[ResourceOperation, ...] = (
     ResourceOperation(
         "post", _TEMPLATE_PATH + "/preview", "previewEmailTemplate", "templates",
         "Render a draft or the stored template with sample values",
-        "With `subject`, `text` and `html`: that draft; with `{}`: the stored template (404"
+        "With `subject`, `text` and `html`: that draft; with `{}` or no body at all: the"
+        " stored template (404"
         " template_not_found when there is none). Rendered exactly as the worker would, with"
         " sample values (a link and a code that redeem nothing); nothing is stored or sent,"
         " and an Idempotency-Key is checked but never replayed." + _TEMPLATE_RULES + _REFUSED,
         (200, "The rendered parts", "RenderedEmail"),
         {**COMMON_POST_PROBLEMS, 404: ["not_found", "template_not_found"],
-         422: ["template_invalid"]}, body=TEMPLATE_DRAFT.name),
+         422: ["template_invalid"]}, body=TEMPLATE_DRAFT.name,
+        body_required=not TEMPLATE_DRAFT.optional),
 )
 _PATH_PARAMETERS = [
     {"name": "kind", "in": "path", "required": True,
@@ -614,7 +617,7 @@ def _resource(op: ResourceOperation) -> dict[str, Any]:
     if parameters:
         operation["parameters"] = parameters
     if op.body is not None:
-        operation["requestBody"] = {"required": True, "content": {
+        operation["requestBody"] = {"required": op.body_required, "content": {
             "application/json": {"schema": {"$ref": f"#/components/schemas/{op.body}"}}}}
     return operation
 

@@ -79,7 +79,8 @@ def test_an_app_reads_and_changes_only_its_own_brand(api, other):
 
 
 @pytest.mark.parametrize(("field", "value"), [
-    ("product_name", "x" * 65), ("product_name", "Shop\u202eevil"), ("product_name", ""),
+    ("product_name", "x" * 65), ("product_name", ""), ("product_name", "Shop\r\nBcc: x"),
+    ("product_name", "Shop\x00"), ("product_name", "Shop\u200b"), ("product_name", "Sh\top"),
     ("logo_url", "http://shop.example/l.png"), ("logo_url", "javascript:alert(1)"),
     ("brand_color", "red"), ("brand_color", "#12345"), ("support_url", "ftp://x.example"),
     ("default_locale", "not a tag"), ("product_name", 7), ("mail_from", "a@b.example"),
@@ -92,6 +93,33 @@ def test_an_app_reads_and_changes_only_its_own_brand(api, other):
 def test_bad_brand_fields_are_400_naming_the_field(api, field, value):
     body = assert_problem(api.call("PATCH", "/app", {field: value}), 400, "invalid_request")
     assert body["errors"][0]["pointer"] == f"#/{field}"
+
+
+# The direction controls: embeddings and overrides, then isolates.
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_a_product_name_with_direction_controls_is_kept_but_reorders_no_email(api, mailbox):
+    """A name may hold direction controls (a right-to-left brand may need them); it is
+    stored as sent, and every email shows it without them, escaped, the built-in frame
+    isolating it (<bdi>): the subject, the text part and the HTML part."""
+    name = "<script>x</script>\u202eevil\u2067Shop\u2069\u202a"
+    assert _brand(api, product_name=name)["product_name"] == name
+    assert api.call("GET", "/app").get_json()["product_name"] == name
+    api.sign_up(ANN)
+    built_in = mailbox.one()
+    shown = "&lt;script&gt;x&lt;/script&gt; evil Shop"
+    assert f"<bdi>{shown}</bdi>" in _html(built_in)
+    assert api.call("PUT", "/templates/verify/en", TEMPLATE).status_code == 200
+    api.post("/verifications", {"email": ANN})
+    own = mailbox.one()
+    assert own.message["Subject"] == "Hallo from <script>x</script> evil Shop"
+    assert own.text.startswith("<script>x</script> evil Shop says hi")
+    assert _html(own).startswith('<!doctype html>') and f"<p>{shown}: <a" in _html(own)
+    for message in (built_in, own):
+        for part in (message.message["Subject"], message.text, _html(message)):
+            assert not set(BIDI_CONTROLS) & set(part), part
+        assert "<script>" not in _html(message)
 
 
 def test_a_revoked_key_reads_and_changes_nothing(api, conn):

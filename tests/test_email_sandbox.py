@@ -80,8 +80,23 @@ def test_conditions_and_filters_render_bounded_and_escaped():
 
 def test_a_product_name_cannot_reorder_or_hide_text():
     assert shown_product_name("Shop\u202e\u200bmoc.live\n") == "Shop moc.live"
-    template = app_template("verify", "en", "{{ product_name }}", "{{ link }} {{ code }}",
+    assert shown_product_name("\u2067Shop\u2069\u202dx\u202c") == "Shop x"
+    name = "<script>x</script>\u202eevil\u2066"
+    template = app_template("verify", "en", "{{ product_name }}",
                             "{{ product_name }} {{ link }} {{ code }}",
-                            _constants("<script>x</script>\u202eevil"))
-    subject, _text, html = render_parts(template, CONTEXT)
-    assert "\u202e" not in subject + html and "<script>" not in html
+                            "{{ product_name }} {{ link }} {{ code }}", _constants(name))
+    subject, text, html = render_parts(template, CONTEXT)
+    assert (subject, text.split(" https")[0]) == ("<script>x</script> evil",) * 2
+    assert html.count("&lt;script&gt;x&lt;/script&gt; evil") == 1 and "<script>" not in html
+    for part in (subject, text, html):
+        assert "\u202e" not in part and "\u2066" not in part
+
+
+def test_the_built_in_frame_isolates_the_product_name():
+    """The built-in HTML shows the name in <bdi>: even a name without controls (an Arabic
+    one, say) cannot pull the words next to it into its direction."""
+    from authsvc.emails.compose import builtin_template
+    template = builtin_template("verify", "en", _constants("<b>\u202eمتجر</b>"))
+    _subject, text, html = render_parts(template, CONTEXT)
+    assert "<bdi>&lt;b&gt; متجر&lt;/b&gt;</bdi>" in html
+    assert "\u202e" not in text + html

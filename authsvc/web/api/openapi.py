@@ -100,8 +100,9 @@ _FIELD_DESCRIPTIONS = {
     " sends; a malformed one is 400 invalid_request. Shipped: en, de, fr, es, pt-BR, ar;"
     " another tag falls back by its language, then to the app's default_locale, then en."
     " Without one, the account's locale, then the app's default_locale, then en. A"
-    " request's locale never becomes the account's: redeeming an emailed link makes that email's locale the account's (a confirm's own"
-    " `locale` is only for the notice it sends); a new account keeps its signup's.",
+    " request's locale never becomes the account's: redeeming an emailed link makes that"
+    " email's locale the account's (a confirm's own `locale` is only for the notice it"
+    " sends); a new account keeps its signup's.",
     "template": "Jinja in a sandbox (docs/templates.md): the variables "
     + ", ".join(sorted(VARIABLES)) + "; `if`/`else`; the filters " + ", ".join(FILTERS)
     + ". Nothing else (loops, macros, includes, attribute access, calls, arithmetic)."

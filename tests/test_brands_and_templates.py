@@ -211,24 +211,28 @@ def test_sandbox_escapes_are_refused_at_upload_with_the_line(api, attack):
     assert body["errors"][0]["detail"].startswith("line 3: "), body
 
 
-@pytest.mark.parametrize(("part", "source", "reason"), [
-    ("text", "no link here {{ code }}", "must print {{ link }}"),
-    ("html", "{{ link }} but no code", "must print {{ code }}"),
-    ("html", "{% if code %}{{ link }} {{ code }}{% endif %}", "must print"),
-    ("text", "{{ link|upper }} {{ code }}", "must print {{ link }} as is"),
-    ("text", "{{ link }} {{ code }} {{ unknown }}", "unknown variable 'unknown'"),
-    ("text", "{{ link }} {{ code }} {% if %}", "line 1"),
+@pytest.mark.parametrize(("part", "source", "reason", "line"), [
+    ("text", "no link here {{ code }}", "must print {{ link }}", 1),
+    # A missing variable is missing from the whole part: its last line is named.
+    ("html", "<p>\n{{ link }} but no code\n</p>\n", "must print {{ code }}", 3),
+    ("html", "{% if code %}{{ link }} {{ code }}{% endif %}", "must print", 1),
+    ("text", "hi\n{{ link|upper }} {{ code }}", "must print {{ link }} as is", 2),
+    ("text", "{{ link }}\n{{ code }}\n{{ unknown }}", "unknown variable 'unknown'", 3),
+    ("text", "{{ link }} {{ code }} {% if %}", "line 1", 1),
 ])
 def test_templates_that_leave_link_or_code_out_or_do_not_parse_are_refused(
-        api, part, source, reason):
+        api, part, source, reason, line):
     body = assert_problem(api.call("PUT", "/templates/reset/en", {**TEMPLATE, part: source}),
                           422, "template_invalid")
     assert reason in body["detail"] + body["errors"][0]["detail"]
+    assert body["errors"][0]["detail"].startswith(f"line {line}: "), body
+    assert f"{part}, line {line}: " in body["detail"]
 
 
-def test_a_template_over_64_kib_is_refused(api):
+def test_a_template_over_64_kib_is_refused_naming_line_1(api):
     big = {**TEMPLATE, "html": HTML + "x" * (64 * 1024)}
-    assert_problem(api.call("PUT", "/templates/reset/en", big), 422, "template_invalid")
+    body = assert_problem(api.call("PUT", "/templates/reset/en", big), 422, "template_invalid")
+    assert body["errors"][0]["detail"].startswith("line 1: "), body
 
 
 # --- into the emails ---------------------------------------------------------------

@@ -100,3 +100,26 @@ def test_the_built_in_frame_isolates_the_product_name():
     _subject, text, html = render_parts(template, CONTEXT)
     assert "<bdi>&lt;b&gt; متجر&lt;/b&gt;</bdi>" in html
     assert "\u202e" not in text + html
+
+
+def test_an_unset_brand_field_is_unset_to_the_filters():
+    """An app that set no support URL or logo: `default` gives its fallback, and every
+    other filter sees an empty value (never the word "None")."""
+    unset = brand_values(Brand("Shop"), "en")
+    template = app_template(
+        "verify", "en", "{{ support_url|default('no help') }}",
+        "{{ logo_url|upper }}|{{ support_url|default('none') }}|{{ logo_url|trim"
+        "|capitalize|title|lower }}|{{ link }} {{ code }}",
+        "<p>{{ logo_url|e }}|{{ support_url|default('<x>') }}|{{ logo_url|escape }}</p>"
+        "{{ link }} {{ code }}", unset)
+    subject, text, html = render_parts(template, CONTEXT)
+    assert subject == "no help"
+    assert text.startswith("|none||https://")
+    assert "<p>|&lt;x&gt;|</p>https:" in html
+    # A set one is kept by `default`, and filtered as it is.
+    shown = app_template("verify", "en", "{{ support_url|default('no help') }}",
+                         "{{ support_url|upper }} {{ link }} {{ code }}",
+                         "{{ link }} {{ code }}",
+                         brand_values(Brand("Shop", support_url="https://help.test"), "en"))
+    subject, text, _html = render_parts(shown, CONTEXT)
+    assert subject == "https://help.test" and text.startswith("HTTPS://HELP.TEST ")

@@ -71,14 +71,28 @@ def _finalize(value: object) -> object:
     return "" if value is None else value
 
 
+def _unset_is_empty(filter_: Callable[..., object]) -> Callable[..., object]:
+    """`filter_` seeing an unset brand field (None) as an empty value, never as 'None'."""
+    def filtered(value: object, *args: object) -> object:
+        return filter_("" if value is None else value, *args)
+    return filtered
+
+
+def _default(value: object, default_value: object = "") -> object:
+    """`default` taking an unset brand field (None) as unset, as it takes an undefined one."""
+    return default_value if value is None or isinstance(value, jinja2.Undefined) else value
+
+
 def sandbox_environment(*, html: bool) -> jinja2.Environment:
-    """The environment apps' templates compile in: no globals, the listed filters only."""
+    """The environment apps' templates compile in: no globals, the listed filters only,
+    each taking an unset documented variable as unset."""
     env = ImmutableSandboxedEnvironment(
         autoescape=html, undefined=jinja2.StrictUndefined, finalize=_finalize,
         keep_trailing_newline=True,
     )
     env.globals.clear()  # no range, lipsum, cycler, joiner, namespace, dict
-    env.filters = {name: env.filters[name] for name in FILTERS}
+    env.filters = {name: _default if name == "default" else _unset_is_empty(env.filters[name])
+                   for name in FILTERS}
     env.tests = {}
     return env
 

@@ -13,7 +13,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from babel import Locale
+from babel import Locale, UnknownLocaleError
 from babel.support import NullTranslations, Translations
 
 from authsvc.resources import translations_dir
@@ -118,9 +118,18 @@ def from_accept_language(header: str | None) -> str | None:
     return min(ranked)[2] if ranked else None
 
 
+@lru_cache(maxsize=256)
 def text_direction(locale: str) -> str:
-    """`rtl` or `ltr`, for `<html dir>`."""
-    return "rtl" if locale in RIGHT_TO_LEFT else "ltr"
+    """`rtl` or `ltr`, for `<html dir>`: a shipped locale's, else (an app's template in a
+    tag authsvc does not ship, `he`, `fa`) what Babel knows of the tag's script."""
+    shipped = supported_locale(locale)
+    if shipped is not None:
+        return "rtl" if shipped in RIGHT_TO_LEFT else "ltr"
+    try:
+        known = Locale.parse(locale, sep="-").text_direction
+    except (ValueError, TypeError, UnknownLocaleError):
+        return "ltr"
+    return "rtl" if known == "rtl" else "ltr"
 
 
 @lru_cache(maxsize=len(SUPPORTED_LOCALES))

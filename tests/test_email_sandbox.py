@@ -123,3 +123,25 @@ def test_an_unset_brand_field_is_unset_to_the_filters():
                          brand_values(Brand("Shop", support_url="https://help.test"), "en"))
     subject, text, _html = render_parts(shown, CONTEXT)
     assert subject == "https://help.test" and text.startswith("HTTPS://HELP.TEST ")
+
+
+@pytest.mark.parametrize(("html", "locale", "root"), [
+    ("<html><body>{{ link }} {{ code }}</body></html>", "de",
+     '<html lang="de" dir="ltr"><body>'),
+    ("<!DOCTYPE html>\n<HTML class='mail'>\n<p>{{ link }} {{ code }}</p>", "ar",
+     '<!DOCTYPE html>\n<HTML class=\'mail\' lang="ar" dir="rtl">\n<p>'),
+    ('<html lang="ar-EG">{{ link }} {{ code }}</html>', "ar-EG",
+     '<html lang="ar-EG" dir="rtl">'),
+    ('<html dir="ltr" class="x">{{ link }} {{ code }}</html>', "he",
+     '<html dir="ltr" class="x" lang="he">'),
+    ("<!doctype html><p>{{ link }} {{ code }}</p>", "fr",
+     '<!doctype html><html lang="fr" dir="ltr"><p>'),
+    ("<p>{{ link }} {{ code }}</p>", "fa", '<!doctype html>\n<html lang="fa" dir="rtl">'),
+])
+def test_every_html_part_says_its_language_and_direction(html, locale, root):
+    """An app's HTML part with its own root but no lang or dir gets them, as a part
+    without a root gets the whole document (Content-Language's <html lang dir>)."""
+    template = app_template("verify", locale, "s", "{{ link }} {{ code }}", html,
+                            _constants())
+    _subject, _text, rendered = render_parts(template, CONTEXT)
+    assert rendered.startswith(root), rendered

@@ -239,3 +239,20 @@ def test_the_worker_process_loads_no_flask(tmp_path):
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60, cwd=tmp_path, check=False)
     assert "LOADED []" in done.stdout, done.stdout + done.stderr
+
+
+def test_every_page_flow_takes_its_emails_locale_from_one_place():
+    """A page that queues an email passes `locale=email_locale()` (pages/language.py),
+    the one rule for which language a page's emails are in; nothing else, such as an
+    attribute of flask.g that nothing sets."""
+    passed: dict[str, list[str]] = {}
+    for path in _modules("authsvc/web/pages"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or ast.unparse(node.func).startswith("format_"):
+                continue  # Babel's formatting takes the page's own locale
+            for keyword in node.keywords:
+                if keyword.arg == "locale":
+                    passed.setdefault(str(path.relative_to(ROOT)), []).append(
+                        ast.unparse(keyword.value))
+    assert len(passed) >= 7  # signup, reset, resend, codes, link requests, change, deletion
+    assert {value for values in passed.values() for value in values} == {"email_locale()"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from flask import g
+from flask.testing import FlaskClient
 
 from authsvc.apps.keys import register_app, revoke_app
 from authsvc.config import Settings
@@ -79,7 +79,8 @@ def test_an_app_reads_and_changes_only_its_own_brand(api, other):
 
 
 @pytest.mark.parametrize(("field", "value"), [
-    ("product_name", "x" * 65), ("product_name", "Shop\u202eevil"), ("product_name", ""),
+    ("product_name", "x" * 65), ("product_name", ""), ("product_name", "Shop\r\nBcc: x"),
+    ("product_name", "Shop\x00"), ("product_name", "Shop\u200b"), ("product_name", "Sh\top"),
     ("logo_url", "http://shop.example/l.png"), ("logo_url", "javascript:alert(1)"),
     ("brand_color", "red"), ("brand_color", "#12345"), ("support_url", "ftp://x.example"),
     ("default_locale", "not a tag"), ("product_name", 7), ("mail_from", "a@b.example"),
@@ -92,6 +93,33 @@ def test_an_app_reads_and_changes_only_its_own_brand(api, other):
 def test_bad_brand_fields_are_400_naming_the_field(api, field, value):
     body = assert_problem(api.call("PATCH", "/app", {field: value}), 400, "invalid_request")
     assert body["errors"][0]["pointer"] == f"#/{field}"
+
+
+# The direction controls: embeddings and overrides, then isolates.
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_a_product_name_with_direction_controls_is_kept_but_reorders_no_email(api, mailbox):
+    """A name may hold direction controls (a right-to-left brand may need them); it is
+    stored as sent, and every email shows it without them, escaped, the built-in frame
+    isolating it (<bdi>): the subject, the text part and the HTML part."""
+    name = "<script>x</script>\u202eevil\u2067Shop\u2069\u202a"
+    assert _brand(api, product_name=name)["product_name"] == name
+    assert api.call("GET", "/app").get_json()["product_name"] == name
+    api.sign_up(ANN)
+    built_in = mailbox.one()
+    shown = "&lt;script&gt;x&lt;/script&gt; evil Shop"
+    assert f"<bdi>{shown}</bdi>" in _html(built_in)
+    assert api.call("PUT", "/templates/verify/en", TEMPLATE).status_code == 200
+    api.post("/verifications", {"email": ANN})
+    own = mailbox.one()
+    assert own.message["Subject"] == "Hallo from <script>x</script> evil Shop"
+    assert own.text.startswith("<script>x</script> evil Shop says hi")
+    assert _html(own).startswith('<!doctype html>') and f"<p>{shown}: <a" in _html(own)
+    for message in (built_in, own):
+        for part in (message.message["Subject"], message.text, _html(message)):
+            assert not set(BIDI_CONTROLS) & set(part), part
+        assert "<script>" not in _html(message)
 
 
 def test_a_revoked_key_reads_and_changes_nothing(api, conn):
@@ -124,6 +152,35 @@ def test_templates_are_stored_listed_previewed_and_deleted_per_app(api, other):
     assert api.call("GET", "/templates").get_json()["templates"] == []
 
 
+@pytest.mark.parametrize("tag", ["x-private", "i-klingon", "zh-yue-HK", "deutsch-DE",
+                                 "de-DE-x-phonebk"])
+def test_every_well_formed_tag_is_taken_by_the_api(api, tag):
+    """RFC 5646's whole syntax is well-formed: a request, a template and a brand take it."""
+    response = api.post("/signups", {"email": ANN, "password": "correct horse battery",
+                                     "locale": tag})
+    assert response.status_code == 202, response.get_json()
+    assert api.call("PUT", f"/templates/verify/{tag}", TEMPLATE).status_code == 200
+    # A default in a shipped language is kept as that locale, as `pt_br` is.
+    assert _brand(api, default_locale=tag)["default_locale"] in (tag, "de")
+
+
+def test_a_preview_without_a_body_previews_the_stored_template(api):
+    """No body at all (no Content-Type), or an empty one: the stored template, as `{}`."""
+    assert_problem(api.call("POST", "/templates/verify/de/preview"), 404, "template_not_found")
+    assert api.call("PUT", "/templates/verify/de", TEMPLATE).status_code == 200
+    for extra in ({}, {"headers": {"Content-Length": "0"}},
+                  {"data": b"", "content_type": "application/json"},
+                  {"data": b"", "content_type": "text/plain"}):
+        preview = api.call("POST", "/templates/verify/de/preview", **extra)
+        assert preview.status_code == 200, (extra, preview.get_json())
+        assert preview.get_json()["subject"].startswith("Hallo from ")
+    refused = api.call("POST", "/templates/verify/de/preview", data=b"subject=x",
+                       content_type="text/plain")
+    assert_problem(refused, 415, "unsupported_media_type")
+    assert_problem(api.call("POST", "/templates/verify/de/preview", data=b" ",
+                            content_type="application/json"), 400, "invalid_request")
+
+
 def test_unknown_kinds_and_malformed_locales_are_refused(api):
     assert_problem(api.call("PUT", "/templates/password_changed/de", TEMPLATE), 404, "not_found")
     assert_problem(api.call("PUT", "/templates/verify/no%20tag", TEMPLATE), 400,
@@ -154,24 +211,28 @@ def test_sandbox_escapes_are_refused_at_upload_with_the_line(api, attack):
     assert body["errors"][0]["detail"].startswith("line 3: "), body
 
 
-@pytest.mark.parametrize(("part", "source", "reason"), [
-    ("text", "no link here {{ code }}", "must print {{ link }}"),
-    ("html", "{{ link }} but no code", "must print {{ code }}"),
-    ("html", "{% if code %}{{ link }} {{ code }}{% endif %}", "must print"),
-    ("text", "{{ link|upper }} {{ code }}", "must print {{ link }} as is"),
-    ("text", "{{ link }} {{ code }} {{ unknown }}", "unknown variable 'unknown'"),
-    ("text", "{{ link }} {{ code }} {% if %}", "line 1"),
+@pytest.mark.parametrize(("part", "source", "reason", "line"), [
+    ("text", "no link here {{ code }}", "must print {{ link }}", 1),
+    # A missing variable is missing from the whole part: its last line is named.
+    ("html", "<p>\n{{ link }} but no code\n</p>\n", "must print {{ code }}", 3),
+    ("html", "{% if code %}{{ link }} {{ code }}{% endif %}", "must print", 1),
+    ("text", "hi\n{{ link|upper }} {{ code }}", "must print {{ link }} as is", 2),
+    ("text", "{{ link }}\n{{ code }}\n{{ unknown }}", "unknown variable 'unknown'", 3),
+    ("text", "{{ link }} {{ code }} {% if %}", "line 1", 1),
 ])
 def test_templates_that_leave_link_or_code_out_or_do_not_parse_are_refused(
-        api, part, source, reason):
+        api, part, source, reason, line):
     body = assert_problem(api.call("PUT", "/templates/reset/en", {**TEMPLATE, part: source}),
                           422, "template_invalid")
     assert reason in body["detail"] + body["errors"][0]["detail"]
+    assert body["errors"][0]["detail"].startswith(f"line {line}: "), body
+    assert f"{part}, line {line}: " in body["detail"]
 
 
-def test_a_template_over_64_kib_is_refused(api):
+def test_a_template_over_64_kib_is_refused_naming_line_1(api):
     big = {**TEMPLATE, "html": HTML + "x" * (64 * 1024)}
-    assert_problem(api.call("PUT", "/templates/reset/en", big), 422, "template_invalid")
+    body = assert_problem(api.call("PUT", "/templates/reset/en", big), 422, "template_invalid")
+    assert body["errors"][0]["detail"].startswith("line 1: "), body
 
 
 # --- into the emails ---------------------------------------------------------------
@@ -318,7 +379,14 @@ def test_the_account_keeps_its_signups_locale_and_its_latest_redeemed_links(
     notice = mailbox.one()  # "your password was changed", in the account's new locale
     assert notice.message["Content-Language"] == "es"
     assert "contraseña" in notice.message["Subject"]
+    # A tag not shipped even by its language: the app's default, else en (SPEC §14's
+    # chain for an unsupported one), never the account's.
     api.post("/password-resets", {"email": ANN, "locale": "ja"})
+    assert mailbox.one().message["Content-Language"] == "en"
+    _brand(api, default_locale="de")
+    api.post("/password-resets", {"email": ANN, "locale": "ja"})
+    assert mailbox.one().message["Content-Language"] == "de"
+    api.post("/password-resets", {"email": ANN})  # none asked: the account's first
     assert mailbox.one().message["Content-Language"] == "es"
 
 
@@ -364,15 +432,37 @@ def test_an_operators_account_never_gets_an_apps_redirect(api, conn, mailbox, se
     assert "allowed.example.com" not in message.text + message.html
 
 
-def test_page_flows_queue_their_emails_in_the_pages_locale(app, client, conn):
-    """The pages put their chosen locale on flask.g (the page side of SPEC §14); the emails
-    their forms queue carry it, and a new account keeps it."""
-    app.before_request(lambda: setattr(g, "locale", "fr"))
-    submit(client, "/signup", {"email": ANN, "password": "correct horse battery"})
-    submit(client, "/reset", {"email": ANN})
+def _choose_language(client: FlaskClient, how: str, tag: str) -> str:
+    """Make `tag` this browser's language the way a person does; the query to add."""
+    if how == "query":
+        return f"?lang={tag}"
+    if how == "cookie":
+        client.set_cookie("lang", tag)
+    else:
+        client.environ_base["HTTP_ACCEPT_LANGUAGE"] = f"{tag},en;q=0.5"
+    return ""
+
+
+@pytest.mark.parametrize("how", ["query", "cookie", "accept_language"])
+def test_page_flows_queue_their_emails_in_the_pages_locale(client, conn, how):
+    """The language a page is in is the language of the emails its forms queue, and a
+    new account keeps it, however the person chose it (SPEC §14)."""
+    query = _choose_language(client, how, "de")
+    submit(client, f"/signup{query}", {"email": ANN, "password": "correct horse battery"})
+    submit(client, f"/reset{query}", {"email": ANN})
     rows = conn.execute("SELECT template, payload ->> 'locale' FROM email_jobs"
                         " WHERE recipient = %s ORDER BY id", (ANN,)).fetchall()
-    assert rows == [("verify", "fr"), ("reset", "fr")]
+    assert rows == [("verify", "de"), ("reset", "de")]
+    assert _locale_of(conn, ANN) == "de"
+
+
+def test_a_page_in_no_chosen_language_leaves_the_email_to_the_account(client, conn, svc):
+    """A page nobody chose a language for (no query, cookie or Accept-Language) asks for
+    none: the email takes the account's locale, as an API request without one would."""
+    submit(client, "/signup?lang=fr", {"email": ANN, "password": "correct horse battery"})
+    fresh = client.application.test_client()
+    submit(fresh, "/reset", {"email": ANN})
+    assert _queued_locale(conn, "reset") is None
     assert _locale_of(conn, ANN) == "fr"
 
 
@@ -505,23 +595,21 @@ def test_another_apps_signup_leaves_an_existing_accounts_empty_locale(api, other
     assert _locale_of(conn, ANN) is None  # only the signup that created it sets it
 
 
-def test_the_reset_pages_queue_their_notices_in_the_pages_locale(app, client, conn, svc):
+def test_the_reset_pages_queue_their_notices_in_the_pages_locale(client, conn, svc):
     from tests.link_support import latest_code, latest_link
     from tests.pages_support import submit_on_link_page
-    chosen = {"locale": "fr"}
-    app.before_request(lambda: setattr(g, "locale", chosen["locale"]))
-    submit(client, "/signup", {"email": ANN, "password": "correct horse battery"})
-    submit(client, "/reset", {"email": ANN})
-    chosen["locale"] = "de"
+    submit(client, "/signup?lang=fr", {"email": ANN, "password": "correct horse battery"})
+    submit(client, "/reset", {"email": ANN})  # the cookie keeps French
+    client.set_cookie("lang", "de")
     done = submit_on_link_page(client, "/reset/confirm", "/reset/confirm",
                                latest_link(conn, svc, ANN, "reset"),
                                password="another good passphrase")
     assert done.status_code == 303
     assert _queued_locale(conn, "password_changed") == "de"
     assert _locale_of(conn, ANN) == "fr"  # the redeemed link's, not the page's
-    chosen["locale"] = "fr"
-    submit(client, "/reset", {"email": ANN})
-    chosen["locale"] = "es"
+    submit(client, "/reset?lang=fr", {"email": ANN})
+    client.delete_cookie("lang")
+    client.environ_base["HTTP_ACCEPT_LANGUAGE"] = "es-MX,es;q=0.9"
     done = submit(client, "/reset/code", {"email": ANN, "code": latest_code(
         conn, svc, ANN, "reset"), "password": "a third good passphrase"})
     assert done.status_code == 303

@@ -17,6 +17,8 @@ from playwright.sync_api import Page, expect
 
 from authsvc.accounts import actions, deletion, email_change
 from authsvc.apps.keys import register_app
+from authsvc.locales import translations
+from testkit.servers import serving
 from tests.browser_support import AXE_MARK, BROWSER_MARKS, new_tab, serious_violations
 from tests.link_support import latest_claims, latest_link
 from tests.pages_support import PASSWORD, make_account
@@ -73,7 +75,7 @@ def _link_pages(conn: Any, svc: Any) -> list[str]:
 @AXE_MARK
 @pytest.mark.parametrize("locale", ["de", "ar"])
 def test_every_page_in_german_and_arabic_has_no_serious_accessibility_violation(
-        browser, base_url, conn, svc, locale):
+        browser, base_url, app_with, conn, svc, locale):
     links = _link_pages(conn, svc)
     context = browser.new_context(bypass_csp=True, java_script_enabled=True)
     tab = context.new_page()
@@ -95,9 +97,95 @@ def test_every_page_in_german_and_arabic_has_no_serious_accessibility_violation(
         tab.locator("form input[type=submit]").first.click()
         tab.wait_for_url(f"{base_url}/account")
         audited["/account"] = serious_violations(tab)
+        audited.update(_result_pages(tab, base_url, conn, svc, locale))
     finally:
         context.close()
+    audited.update(_pending_page(browser, app_with, conn, svc, locale))
     assert {path: found for path, found in audited.items() if found} == {}
+
+
+def _submit(tab: Page) -> None:
+    """Press the page's own form button (not the language switcher's links)."""
+    tab.locator("main form input[type=submit], main form button[type=submit]").first.click()
+    tab.wait_for_load_state()
+
+
+def _audit(tab: Page, locale: str, name: str, title: str | None = None
+           ) -> list[dict[str, Any]]:
+    """axe on the page `name`, after checking it is in `locale` (and, given the English
+    `title`, that it is that page)."""
+    assert tab.get_attribute("html", "lang") == locale, name
+    if title is not None:
+        assert tab.title().startswith(translations(locale, "pages").gettext(title)), name
+    return serious_violations(tab)
+
+
+def _result_pages(tab: Page, base_url: str, conn: Any, svc: Any,
+                  locale: str) -> dict[str, list[dict[str, Any]]]:
+    """The pages a flow ends on, each reached by pressing its form's button, as people do:
+    the confirmation, a change asked and done, its undo, a taken address, a code refused
+    and a deletion."""
+    audited: dict[str, list[dict[str, Any]]] = {}
+    make_account(conn, svc, "vera@example.com", verified=False)
+    tab.goto(f"{base_url}/verify?token={latest_link(conn, svc, 'vera@example.com', 'verify')}")
+    _submit(tab)
+    audited["verified"] = _audit(tab, locale, "verified", "Email address confirmed")
+
+    make_account(conn, svc, "carol@example.com")
+    email_change.request_email_change(conn, svc, email="carol@example.com",
+                                      new_email="carol@new.example", password=PASSWORD)
+    change = latest_link(conn, svc, "carol@new.example", "email_change")
+    tab.goto(f"{base_url}/email-change/confirm?token={change}")
+    audited["email_change_confirm"] = _audit(tab, locale, "email_change_confirm",
+                                             "Confirm your new email address")
+    _submit(tab)
+    audited["email_changed"] = _audit(tab, locale, "email_changed", "Email address changed")
+    tab.goto(f"{base_url}/email-change/undo?token="
+             f"{latest_link(conn, svc, 'carol@example.com', 'email_revert')}")
+    _submit(tab)
+    audited["email_restored"] = _audit(tab, locale, "email_restored", "Email address restored")
+
+    make_account(conn, svc, "dave@example.com")
+    email_change.request_email_change(conn, svc, email="dave@example.com",
+                                      new_email="taken@example.com", password=PASSWORD)
+    taken = latest_link(conn, svc, "taken@example.com", "email_change")
+    make_account(conn, svc, "taken@example.com")
+    tab.goto(f"{base_url}/email-change/confirm?token={taken}")
+    _submit(tab)
+    audited["email_taken"] = _audit(tab, locale, "email_taken", "This address is taken")
+
+    make_account(conn, svc, "erin@example.com")
+    deletion.request_account_deletion(conn, svc, email="erin@example.com", password=PASSWORD)
+    tab.goto(f"{base_url}/account/delete/code")
+    tab.locator("main input[type=email]").fill("erin@example.com")
+    tab.locator("main input[name=code]").fill("000000")
+    _submit(tab)
+    audited["account_code (refused)"] = _audit(tab, locale, "account_code")
+    tab.goto(f"{base_url}/account/delete?token="
+             f"{latest_link(conn, svc, 'erin@example.com', 'account_delete')}")
+    _submit(tab)
+    audited["account_deleted"] = _audit(tab, locale, "account_deleted", "Account deleted")
+    return audited
+
+
+def _pending_page(browser: Any, app_with: Any, conn: Any, svc: Any,
+                  locale: str) -> dict[str, list[dict[str, Any]]]:
+    """"The change waits for the other address": only where both addresses must confirm."""
+    make_account(conn, svc, "fay@example.com")
+    email_change.request_email_change(conn, svc, email="fay@example.com",
+                                      new_email="fay@new.example", password=PASSWORD)
+    change = latest_link(conn, svc, "fay@new.example", "email_change")
+    context = browser.new_context(bypass_csp=True, java_script_enabled=True)
+    try:
+        with serving(app_with(AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="on")) as strict:
+            tab = context.new_page()
+            tab.set_default_timeout(15_000)
+            tab.goto(f"{strict}/email-change/confirm?token={change}&lang={locale}")
+            _submit(tab)
+            return {"email_change_pending": _audit(tab, locale, "email_change_pending",
+                                                   "New address confirmed")}
+    finally:
+        context.close()
 
 
 def test_the_switcher_works_without_javascript(page, base_url):

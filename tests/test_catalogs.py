@@ -24,9 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CATALOGS = ROOT / "translations"
 DOMAINS = sorted(p.stem.removeprefix("babel-") for p in ROOT.glob("babel-*.cfg"))
 LOCALES = [tag.replace("-", "_") for tag in SUPPORTED_LOCALES if tag != DEFAULT_LOCALE]
-# The keywords `make translations` extracts with (Babel's defaults and the lazy ones).
+# The keywords `make translations` extracts with (Babel's defaults, the lazy ones, N_ and
+# translate(locale, message)'s message).
 KEYWORDS = {"_": None, "gettext": None, "ngettext": (1, 2), "_l": None, "lazy_gettext": None,
-            "_ln": (1, 2), "lazy_ngettext": (1, 2)}
+            "_ln": (1, 2), "lazy_ngettext": (1, 2), "N_": None, "translate": (2,)}
 # printf-style named placeholders (%(name)s, %%) and str.format/Jinja ones ({name}).
 _PLACEHOLDER = re.compile(r"%\([A-Za-z_][A-Za-z0-9_]*\)[sdr]|%%|\{[A-Za-z_][A-Za-z0-9_]*\}")
 

@@ -253,7 +253,9 @@ def test_apps_show_their_brand_as_plain_text(app, conn, svc):
     page = signed_in_console(app, conn, svc).get("/admin/apps")
     html = page.get_data(as_text=True)
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "<bdi>&lt;script&gt;" in html  # a direction override stays inside its name
+    # The name's direction override is not shown, and the name is isolated all the same.
+    assert "<bdi>&lt;script&gt;alert(1)&lt;/script&gt; Shop</bdi>" in html
+    assert "\u202e" not in html
     shown = text_of(page)
     for part in ("#12ab34", "logo: https://cdn.shop.example/logo.png",
                  "from: Shop <hi@shop.example>", "the service's own"):

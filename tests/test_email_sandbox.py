@@ -80,8 +80,68 @@ def test_conditions_and_filters_render_bounded_and_escaped():
 
 def test_a_product_name_cannot_reorder_or_hide_text():
     assert shown_product_name("Shop\u202e\u200bmoc.live\n") == "Shop moc.live"
-    template = app_template("verify", "en", "{{ product_name }}", "{{ link }} {{ code }}",
+    assert shown_product_name("\u2067Shop\u2069\u202dx\u202c") == "Shop x"
+    name = "<script>x</script>\u202eevil\u2066"
+    template = app_template("verify", "en", "{{ product_name }}",
                             "{{ product_name }} {{ link }} {{ code }}",
-                            _constants("<script>x</script>\u202eevil"))
-    subject, _text, html = render_parts(template, CONTEXT)
-    assert "\u202e" not in subject + html and "<script>" not in html
+                            "{{ product_name }} {{ link }} {{ code }}", _constants(name))
+    subject, text, html = render_parts(template, CONTEXT)
+    assert (subject, text.split(" https")[0]) == ("<script>x</script> evil",) * 2
+    assert html.count("&lt;script&gt;x&lt;/script&gt; evil") == 1 and "<script>" not in html
+    for part in (subject, text, html):
+        assert "\u202e" not in part and "\u2066" not in part
+
+
+def test_the_built_in_frame_isolates_the_product_name():
+    """The built-in HTML shows the name in <bdi>: even a name without controls (an Arabic
+    one, say) cannot pull the words next to it into its direction."""
+    from authsvc.emails.compose import builtin_template
+    template = builtin_template("verify", "en", _constants("<b>\u202eمتجر</b>"))
+    _subject, text, html = render_parts(template, CONTEXT)
+    assert "<bdi>&lt;b&gt; متجر&lt;/b&gt;</bdi>" in html
+    assert "\u202e" not in text + html
+
+
+def test_an_unset_brand_field_is_unset_to_the_filters():
+    """An app that set no support URL or logo: `default` gives its fallback, and every
+    other filter sees an empty value (never the word "None")."""
+    unset = brand_values(Brand("Shop"), "en")
+    template = app_template(
+        "verify", "en", "{{ support_url|default('no help') }}",
+        "{{ logo_url|upper }}|{{ support_url|default('none') }}|{{ logo_url|trim"
+        "|capitalize|title|lower }}|{{ link }} {{ code }}",
+        "<p>{{ logo_url|e }}|{{ support_url|default('<x>') }}|{{ logo_url|escape }}</p>"
+        "{{ link }} {{ code }}", unset)
+    subject, text, html = render_parts(template, CONTEXT)
+    assert subject == "no help"
+    assert text.startswith("|none||https://")
+    assert "<p>|&lt;x&gt;|</p>https:" in html
+    # A set one is kept by `default`, and filtered as it is.
+    shown = app_template("verify", "en", "{{ support_url|default('no help') }}",
+                         "{{ support_url|upper }} {{ link }} {{ code }}",
+                         "{{ link }} {{ code }}",
+                         brand_values(Brand("Shop", support_url="https://help.test"), "en"))
+    subject, text, _html = render_parts(shown, CONTEXT)
+    assert subject == "https://help.test" and text.startswith("HTTPS://HELP.TEST ")
+
+
+@pytest.mark.parametrize(("html", "locale", "root"), [
+    ("<html><body>{{ link }} {{ code }}</body></html>", "de",
+     '<html lang="de" dir="ltr"><body>'),
+    ("<!DOCTYPE html>\n<HTML class='mail'>\n<p>{{ link }} {{ code }}</p>", "ar",
+     '<!DOCTYPE html>\n<HTML class=\'mail\' lang="ar" dir="rtl">\n<p>'),
+    ('<html lang="ar-EG">{{ link }} {{ code }}</html>', "ar-EG",
+     '<html lang="ar-EG" dir="rtl">'),
+    ('<html dir="ltr" class="x">{{ link }} {{ code }}</html>', "he",
+     '<html dir="ltr" class="x" lang="he">'),
+    ("<!doctype html><p>{{ link }} {{ code }}</p>", "fr",
+     '<!doctype html><html lang="fr" dir="ltr"><p>'),
+    ("<p>{{ link }} {{ code }}</p>", "fa", '<!doctype html>\n<html lang="fa" dir="rtl">'),
+])
+def test_every_html_part_says_its_language_and_direction(html, locale, root):
+    """An app's HTML part with its own root but no lang or dir gets them, as a part
+    without a root gets the whole document (Content-Language's <html lang dir>)."""
+    template = app_template("verify", locale, "s", "{{ link }} {{ code }}", html,
+                            _constants())
+    _subject, _text, rendered = render_parts(template, CONTEXT)
+    assert rendered.startswith(root), rendered

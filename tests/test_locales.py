@@ -13,15 +13,22 @@ from authsvc.locales import (
 )
 
 
-@pytest.mark.parametrize("tag", ["de", "pt-BR", "pt_BR", "zh-Hant-TW", "es-419", "sl-rozaj",
-                                 "en-US-u-ca-gregory", "AR"])
+@pytest.mark.parametrize("tag", [
+    "de", "pt-BR", "pt_BR", "zh-Hant-TW", "es-419", "sl-rozaj", "en-US-u-ca-gregory", "AR",
+    # RFC 5646's whole syntax: private use, extlangs, 4 to 8 letter languages, grandfathered.
+    "x-private", "x-a", "de-DE-x-phonebk", "en-x-a-bc-12345678", "zh-yue-HK", "zh-min-nan",
+    "ar-aao-abc-acm", "deutsch-de", "qaaa", "abcdefgh", "i-klingon", "en-GB-oed", "sgn-BE-FR",
+    "art-lojban", "I-KLINGON", "de-1996", "sr-Latn-RS-u-nu-latn-x-mine",
+])
 def test_well_formed_tags_are_accepted(tag: str) -> None:
     assert parse_locale_tag(tag) == tag.replace("_", "-")
 
 
-@pytest.mark.parametrize("tag", ["", "d", "deutsch-de", "de-", "-de", "de--DE", "de DE",
+@pytest.mark.parametrize("tag", ["", "d", "de-", "-de", "de--DE", "de DE",
                                  "de\x00", "dé", "x" * 36, 7, None, ["de"], "de-DE;q=1",
-                                 "../../etc/passwd", "en-US-u"])
+                                 "../../etc/passwd", "en-US-u", "abcdefghi", "x", "x-", "i-",
+                                 "en-x", "en-x-", "x-abcdefghi", "zh-yue-yue-yue-yue",
+                                 "i-notgrandfathered", "de-x-a-", "en-u-x-a", "1de"])
 def test_malformed_tags_are_refused(tag: object) -> None:
     with pytest.raises(ValueError, match="BCP 47"):
         parse_locale_tag(tag)

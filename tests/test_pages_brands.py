@@ -107,15 +107,17 @@ def test_a_revoked_or_unknown_app_falls_back_to_the_services_brand(client, conn,
 
 def test_a_product_name_is_escaped_and_isolated_everywhere(client, conn, svc,
                                                            verify_claims, shop):
-    name = "<script>alert(1)</script>\u202eevil"
+    name = "<script>alert(1)</script>\u202eevil\u2067x\u2069"
     _brand(conn, shop, product_name=name)
     page = _verify_page(client, svc, verify_claims, shop)
     html = page.get_data(as_text=True)
     assert "<script>" not in html
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;\u202eevil" in html
-    # The override cannot reach past the name: isolated in the header and the title.
-    assert "<bdi>&lt;script&gt;alert(1)&lt;/script&gt;\u202eevil</bdi>" in _header(page)
-    assert "\u2068&lt;script&gt;alert(1)&lt;/script&gt;\u202eevil\u2069</title>" in html
+    # The name's own direction controls are gone, and the name is isolated in the header
+    # and the title: nothing in it can reorder the words around it.
+    assert "\u202e" not in html and "\u2067" not in html
+    assert "<bdi>&lt;script&gt;alert(1)&lt;/script&gt; evil x</bdi>" in _header(page)
+    assert "\u2068&lt;script&gt;alert(1)&lt;/script&gt; evil x\u2069</title>" in html
+    assert html.count("\u2069") == 1  # the title's own isolate, closed once
 
 
 @pytest.mark.parametrize("logo", [

@@ -75,6 +75,25 @@ def test_a_preview_goes_through_the_outbox_marked_and_redeeming_nothing(
     assert "Shop Brand" in built_in.text
 
 
+@pytest.mark.parametrize(("tag", "language"), [("ja", "ja"), ("de-AT", "de-AT")])
+def test_a_preview_in_a_tag_authsvc_does_not_ship_uses_the_apps_template_for_it(
+        cli, conn, database_url, settings, smtp, svc, tag, language):
+    """The preview looks the template up as a real email would: a template stored under a
+    tag with no shipped catalog of its own (`ja`, `de-AT`) is the one it shows."""
+    app, _key = register_app(conn, "Shop", [])
+    for stored, words in ((tag, "Eigen"), ("de", "Hallo")):
+        app_templates.put_template(conn, app.id, "verify", stored, subject=words,
+                                   text="{{ link }} {{ code }}",
+                                   html="<p>{{ link }} {{ code }}</p>")
+    result = cli("templates", "preview", "--app", str(app.id), "--kind", "verify",
+                 "--locale", tag, "--to", "qa@example.com")
+    assert result.exit_code == 0, result.output
+    worker(database_url, settings, smtp.url, svc.clock, once=True).run()
+    [message] = smtp.messages
+    assert message.message["Subject"].endswith("] Eigen"), message.message["Subject"]
+    assert message.message["Content-Language"] == language
+
+
 @pytest.mark.parametrize("args", [
     ("--app", "nope", "--kind", "verify", "--locale", "de", "--to", "a@example.com"),
     ("--app", "00000000-0000-0000-0000-000000000000", "--kind", "verify", "--locale", "de",

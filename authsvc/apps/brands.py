@@ -8,6 +8,7 @@ brand, which is the service's own where the app set nothing.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,14 @@ class Brand:
     default_locale: str | None = None
     mail_from: str | None = None  # None: the service's AUTHSVC_MAIL_FROM
     app_id: UUID | None = None  # None: the service's own brand
+
+
+def shown_product_name(name: str) -> str:
+    """A brand's product name as emails, pages and the console show it: one line, no
+    hidden or reordering characters, so a name cannot flip the text around it (it may be
+    stored with direction controls); its dots and slashes stay. Escaping is the shower's."""
+    plain = "".join(" " if hides_text(c) else c for c in unicodedata.normalize("NFKC", name))
+    return " ".join(plain.split())
 
 
 def service_brand(product_name: str) -> Brand:
@@ -100,12 +109,7 @@ def check_brand_field(field: str, value: object) -> str | None:
     if not isinstance(value, str):
         raise InvalidBrand(field, "must be a string or null")
     if field == "product_name":
-        name = " ".join(value.split())
-        if not name or len(name) > MAX_PRODUCT_NAME:
-            raise InvalidBrand(field, f"must be 1-{MAX_PRODUCT_NAME} characters of plain text")
-        if hides_text(name.replace(" ", "")):  # its single spaces are its own
-            raise InvalidBrand(field, "contains hidden, control or direction-changing characters")
-        return name
+        return _product_name(value)
     if field == "logo_url":
         return _url(field, value, https_only=True)
     if field == "support_url":
@@ -126,6 +130,26 @@ def check_brand_field(field: str, value: object) -> str | None:
         except InvalidAddress as exc:
             raise InvalidBrand(field, str(exc)) from None
     raise InvalidBrand(field, "is not a brand field")
+
+
+# Embeddings, overrides and isolates: a name in a right-to-left script may need them, and
+# every place that shows a name drops them (shown_product_name).
+_DIRECTION_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def _product_name(value: str) -> str:
+    """One line of plain text: runs of spaces become one; direction controls are kept,
+    any other control, hidden or line-breaking character is refused."""
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        raise InvalidBrand("product_name", "contains control characters (one line of text)")
+    name = " ".join(value.split())
+    if not name or len(name) > MAX_PRODUCT_NAME:
+        raise InvalidBrand("product_name",
+                           f"must be 1-{MAX_PRODUCT_NAME} characters of plain text")
+    # Its single spaces are its own.
+    if hides_text(_DIRECTION_CONTROLS.sub("", name).replace(" ", "")):
+        raise InvalidBrand("product_name", "contains hidden or line-breaking characters")
+    return name
 
 
 def brand_fields(conn: Connection, app_id: UUID) -> dict[str, str | None] | None:

@@ -17,6 +17,7 @@ from psycopg.rows import class_row
 from authsvc import ratelimit
 from authsvc.accounts.hidden_characters import hides_text
 from authsvc.app_events.secrets import new_webhook_secret, seal_secret
+from authsvc.apps.brands import shown_product_name
 from authsvc.config import RateLimit
 from authsvc.db.queries import load_queries
 
@@ -167,6 +168,11 @@ class AppListing:
     support_url: str | None = None
     default_locale: str | None = None
     mail_from: str | None = None
+
+    @property
+    def shown_product_name(self) -> str | None:
+        """The product name as the console and the CLI show it (brands.shown_product_name)."""
+        return shown_product_name(self.product_name) if self.product_name else None
 
 
 def list_apps(conn: Connection) -> list[AppListing]:

@@ -141,7 +141,7 @@ def apps_list() -> None:
             f"{app.id}  {app.name}  {state}  redirect: {', '.join(app.redirect_urls) or '-'}"
             f"  webhook: {app.webhook_url or '-'}  delivery: {app.delivery_url or '-'}"
             f"  sign-up by email: {'on' if app.sign_up_by_email else 'off'}"
-            f"  brand: {app.product_name or '-'}  mail from: {app.mail_from or '-'}"
+            f"  brand: {app.shown_product_name or '-'}  mail from: {app.mail_from or '-'}"
         )
 
 

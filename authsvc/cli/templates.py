@@ -10,9 +10,8 @@ from uuid import UUID
 
 import click
 
-from authsvc.accounts.links import LOCALE
+from authsvc.accounts import links
 from authsvc.apps import keys
-from authsvc.apps.account_apps import OWN_ACCOUNT
 from authsvc.cli.options import parsed_address
 from authsvc.cli.startup import database_url_or_exit, settings_or_exit
 from authsvc.db.connections import connect
@@ -49,10 +48,12 @@ def preview(app_id: str, kind: str, locale: str, address: str) -> None:
         listing = keys.find_app_listing(conn, app)
         if listing is None or listing.revoked_at is not None:
             raise click.ClickException(f"no live app with id {app}")
-        # Branded as the app's own account's email would be; no account, no link
-        # that redeems, no event to the app.
+        # Branded as the app's own account's email would be, its locale carried as a
+        # request's is (so a tag authsvc ships no catalog for finds the app's template
+        # for it); no account, no link that redeems, no event to the app.
+        payload = links.email_payload(None, own_account=True, locale=tag)
         job_id = enqueue_email(
             conn, template=kind, recipient=recipient, app_id=app,
-            payload={PREVIEW: True, OWN_ACCOUNT: True, LOCALE: tag, NO_OUTCOME_EVENTS: True,
+            payload={**payload, PREVIEW: True, NO_OUTCOME_EVENTS: True,
                      "app_name": listing.name})
     click.echo(f"queued preview job {job_id}: {kind} in {tag} for {listing.name} to {recipient}")

@@ -56,7 +56,7 @@ def put_template(conn: Connection, app_id: UUID, kind: str, locale: str, *, subj
                           {"app_id": app_id, "kind": kind, "locale": locale}).fetchone()
     if others is not None and others[0] >= MAX_TEMPLATES_PER_APP:
         raise sandbox.TemplateInvalid(
-            "template", None, f"this app has {others[0]} templates, at most"
+            "template", 1, f"this app has {others[0]} templates, at most"
             f" {MAX_TEMPLATES_PER_APP}: delete one, or replace one it has")
     row = conn.execute(Q["put_template"], {
         "app_id": app_id, "kind": kind, "locale": locale, "subject": subject,

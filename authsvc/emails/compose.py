@@ -111,10 +111,37 @@ def render_parts(template: EmailTemplate, context: Mapping[str, object]) -> tupl
         raise
     except Exception as exc:  # RecursionError, MemoryError, …: the email still goes
         raise sandbox.RenderLimit(f"{type(exc).__name__}: {exc}") from exc
+    return _subject_line(subject), text, _with_language(html, template.locale)
+
+
+# An app's HTML part's own start: a doctype, then perhaps its <html> start tag.
+_DOCTYPE = re.compile(r"\s*<!doctype[^>]*>", re.IGNORECASE)
+_HTML_START = re.compile(r"\s*<html(?=[\s>/])([^>]*)>", re.IGNORECASE)
+
+
+def _has_attribute(attributes: str, name: str) -> bool:
+    return re.search(rf"(?:^|[\s/]){name}\s*=", attributes, re.IGNORECASE) is not None
+
+
+def _with_language(html: str, locale: str) -> str:
+    """An app's HTML part as a document whose root says its language and direction
+    (SPEC §14 `<html lang dir>`): wrapped in one when it is a fragment, the attributes
+    it leaves out added to the root it has."""
+    language = {"lang": locale, "dir": text_direction(locale)}
     if _DOCUMENT_START.match(html) is None:
-        html = (f'<!doctype html>\n<html lang="{template.locale}"'
-                f' dir="{text_direction(template.locale)}">\n<body>\n{html}\n</body>\n</html>\n')
-    return _subject_line(subject), text, html
+        return (f'<!doctype html>\n<html lang="{language["lang"]}" dir="{language["dir"]}">'
+                f"\n<body>\n{html}\n</body>\n</html>\n")
+    doctype = _DOCTYPE.match(html)
+    at = doctype.end() if doctype else 0
+    root = _HTML_START.match(html, at)
+    attributes = root.group(1) if root else ""
+    added = "".join(f' {name}="{value}"' for name, value in language.items()
+                    if not _has_attribute(attributes, name))
+    if root is None:  # a doctype, then the body's content: the root is implied
+        return f"{html[:at]}<html{added}>{html[at:]}"
+    # Before the tag's end ("/>" keeps its slash last).
+    end = root.end() - 1 - (1 if attributes.endswith("/") else 0)
+    return html[:end] + added + html[end:]
 
 
 # --- built-in templates ------------------------------------------------------------

@@ -51,11 +51,12 @@ _ALLOWED_NODES: tuple[type[nodes.Node], ...] = (
 
 
 class TemplateInvalid(ValueError):
-    """A template refused at upload: `line` (1-based, None for the whole) and why."""
+    """A template refused at upload: the part, a line in it (1-based: where the fault is,
+    line 1 when it is the whole template's, the last line when something is missing from
+    the whole part) and why."""
 
-    def __init__(self, part: str, line: int | None, reason: str) -> None:
-        where = f"{part}, line {line}" if line is not None else part
-        super().__init__(f"{where}: {reason}")
+    def __init__(self, part: str, line: int, reason: str) -> None:
+        super().__init__(f"{part}, line {line}: {reason}")
         self.part = part
         self.line = line
         self.reason = reason
@@ -70,14 +71,28 @@ def _finalize(value: object) -> object:
     return "" if value is None else value
 
 
+def _unset_is_empty(filter_: Callable[..., object]) -> Callable[..., object]:
+    """`filter_` seeing an unset brand field (None) as an empty value, never as 'None'."""
+    def filtered(value: object, *args: object) -> object:
+        return filter_("" if value is None else value, *args)
+    return filtered
+
+
+def _default(value: object, default_value: object = "") -> object:
+    """`default` taking an unset brand field (None) as unset, as it takes an undefined one."""
+    return default_value if value is None or isinstance(value, jinja2.Undefined) else value
+
+
 def sandbox_environment(*, html: bool) -> jinja2.Environment:
-    """The environment apps' templates compile in: no globals, the listed filters only."""
+    """The environment apps' templates compile in: no globals, the listed filters only,
+    each taking an unset documented variable as unset."""
     env = ImmutableSandboxedEnvironment(
         autoescape=html, undefined=jinja2.StrictUndefined, finalize=_finalize,
         keep_trailing_newline=True,
     )
     env.globals.clear()  # no range, lipsum, cycler, joiner, namespace, dict
-    env.filters = {name: env.filters[name] for name in FILTERS}
+    env.filters = {name: _default if name == "default" else _unset_is_empty(env.filters[name])
+                   for name in FILTERS}
     env.tests = {}
     return env
 
@@ -87,7 +102,15 @@ _PARSERS = {"subject": sandbox_environment(html=False), "text": sandbox_environm
 
 
 def _refuse(part: str, node: nodes.Node, reason: str) -> TemplateInvalid:
-    return TemplateInvalid(part, getattr(node, "lineno", None), reason)
+    return TemplateInvalid(part, getattr(node, "lineno", None) or 1, reason)
+
+
+def _line_of(source: str, index: int) -> int:
+    return source.count("\n", 0, index) + 1
+
+
+def _last_line(source: str) -> int:
+    return max(1, len(source.splitlines()))
 
 
 _STATEMENT = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.If)
@@ -161,7 +184,7 @@ def _compile(part: str, env: jinja2.Environment, source: str) -> jinja2.Template
         raise TemplateInvalid(part, exc.lineno, exc.message or "does not compile") from None
     except (SyntaxError, RecursionError, MemoryError) as exc:
         # A SyntaxError's line is in the generated Python, not in the template.
-        raise TemplateInvalid(part, None, f"does not compile ({type(exc).__name__}): nested"
+        raise TemplateInvalid(part, 1, f"does not compile ({type(exc).__name__}): nested"
                               " too deep or too large") from None
 
 
@@ -237,14 +260,15 @@ def compile_template(subject: str, text: str, html: str) -> dict[str, CompiledPa
     name: each is parsed and compiled once, whether to store it or to send it."""
     size = sum(len(part.encode("utf-8")) for part in (subject, text, html))
     if size > MAX_TEMPLATE_BYTES:
-        raise TemplateInvalid("template", None,
+        raise TemplateInvalid("template", 1,
                               f"{size} bytes; at most {MAX_TEMPLATE_BYTES} (64 KiB) in all")
     if "\n" in subject.strip() or "\r" in subject:
         raise TemplateInvalid("subject", 1, "the subject is one line")
     compiled: dict[str, CompiledPart] = {}
     for part, source in (("subject", subject), ("text", text), ("html", html)):
         if "\x00" in source:
-            raise TemplateInvalid(part, None, "contains a NUL character")
+            raise TemplateInvalid(part, _line_of(source, source.index("\x00")),
+                                  "contains a NUL character")
         env = _PARSERS[part]
         _check_tokens(part, env, source)
         try:
@@ -252,13 +276,13 @@ def compile_template(subject: str, text: str, html: str) -> dict[str, CompiledPa
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateInvalid(part, exc.lineno, exc.message or "does not parse") from None
         except RecursionError:  # a backstop: _check_tokens bounds the parser's recursion
-            raise TemplateInvalid(part, None, "nested too deep to parse") from None
+            raise TemplateInvalid(part, 1, "nested too deep to parse") from None
         _check_depth(part, tree)
         _check_node(part, tree)
         if part != "subject":
             missing = [name for name in REQUIRED if name not in _prints(tree)]
             if missing:
-                raise TemplateInvalid(part, None, "must print " + " and ".join(
+                raise TemplateInvalid(part, _last_line(source), "must print " + " and ".join(
                     f"{{{{ {name} }}}}" for name in missing) + " as is, outside any if")
         compiled[part] = CompiledPart(_compile(part, env, source), is_plain(tree))
     return compiled

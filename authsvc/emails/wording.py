@@ -8,15 +8,13 @@ escaped here once per brand and locale).
 from __future__ import annotations
 
 import re
-import unicodedata
 from datetime import UTC, datetime
 from functools import lru_cache
 
 from babel.dates import format_date, format_time, get_datetime_format
 from markupsafe import Markup
 
-from authsvc.accounts.hidden_characters import hides_text
-from authsvc.apps.brands import Brand
+from authsvc.apps.brands import Brand, shown_product_name
 from authsvc.emails.compose import translate
 from authsvc.locales import babel_locale
 
@@ -42,13 +40,6 @@ def shown_app_name(name: str) -> str:
     """
     words = _LINK_PUNCTUATION.sub(" ", shown_product_name(name)).split()
     return " ".join(words)[:MAX_APP_NAME_SHOWN].strip()
-
-
-def shown_product_name(name: str) -> str:
-    """A brand's product name as emails print it: one line, no hidden or reordering
-    characters (a name cannot flip the text around it); its dots and slashes stay."""
-    plain = "".join(" " if hides_text(c) else c for c in unicodedata.normalize("NFKC", name))
-    return " ".join(plain.split())
 
 
 @lru_cache(maxsize=4096)

@@ -17,7 +17,7 @@ from uuid import UUID
 import jinja2
 
 from authsvc.accounts.addresses import is_canonical, masked
-from authsvc.accounts.links import LOCALE_TAG
+from authsvc.accounts.links import LOCALE, LOCALE_TAG
 from authsvc.accounts.tokens import TokenClaims, TokenCodec
 from authsvc.apps.brands import service_brand
 from authsvc.clock import Clock, system_clock
@@ -34,7 +34,7 @@ from authsvc.emails.compose import (
 from authsvc.emails.looks import AppLook, AppLooks
 from authsvc.emails.preview import PREVIEW, sample_context
 from authsvc.emails.wording import brand_values, describe_moment, requested_by
-from authsvc.locales import choose_locale
+from authsvc.locales import email_locale
 from authsvc.observability.logs import log_event
 from authsvc.worker.jobs import ClaimedJob
 from authsvc.worker.mailers import OutgoingEmail, needs_smtputf8
@@ -144,8 +144,9 @@ class Renderer:
         return self.looks.get(job.brand_app_id)
 
     def locale(self, job: ClaimedJob, look: AppLook) -> str:
-        """SPEC §14: the request's locale, else the account's, else the default locale of
-        the app whose call queued it, else `en`.
+        """SPEC §14 (`email_locale`): the request's locale, by tag then by language, else
+        (no request locale) the account's; then the default locale of the app whose call
+        queued it, else `en`.
 
         The asking app's default applies to any account's email its call
         queued, as the `locale` it could have sent with the call would: it
@@ -154,7 +155,9 @@ class Renderer:
         default = look.brand.default_locale
         if look.brand.app_id is None and job.app_id is not None and self.looks is not None:
             default = self.looks.get(job.app_id).brand.default_locale
-        return choose_locale(job.payload.get("locale"), job.user_locale, default)
+        # The payload keeps the request's shipped locale, and its tag when it differs.
+        requested = job.payload.get(LOCALE) or job.payload.get(LOCALE_TAG)
+        return email_locale(requested, job.user_locale, default)
 
     def template(self, job: ClaimedJob, look: AppLook, locale: str) -> EmailTemplate:
         """The app's template for this kind (its lookup order), else the built-in one; an

@@ -76,9 +76,9 @@ def _template_document(stored: StoredTemplate) -> dict[str, Any]:
 
 def _refused(exc: sandbox.TemplateInvalid) -> ApiProblem:
     pointer = "#/" + exc.part if exc.part in ("subject", "text", "html") else "#"
-    where = f"line {exc.line}: " if exc.line is not None else ""
-    return ApiProblem(problem_reply(422, "template_invalid", str(exc),
-                                    errors=[{"pointer": pointer, "detail": where + exc.reason}]))
+    return ApiProblem(problem_reply(
+        422, "template_invalid", str(exc),
+        errors=[{"pointer": pointer, "detail": f"line {exc.line}: {exc.reason}"}]))
 
 
 # A template's body may be larger than other calls' (64 KiB of template, JSON-escaped):
@@ -157,5 +157,5 @@ def preview_template(kind: str, locale: str) -> Response:
     except sandbox.TemplateInvalid as exc:
         raise _refused(exc) from None
     except sandbox.RenderLimit as exc:
-        raise _refused(sandbox.TemplateInvalid("template", None, str(exc))) from None
+        raise _refused(sandbox.TemplateInvalid("template", 1, str(exc))) from None
     return json_reply(200, {"subject": subject, "text": text, "html": html}).to_response()

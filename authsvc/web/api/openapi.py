@@ -98,10 +98,11 @@ _FIELD_DESCRIPTIONS = {
     " up; a wrong one answers 401 invalid_credentials, as a wrong password does.",
     "locale": "A BCP 47 language tag (e.g. `de`, `pt-BR`) for the emails this request"
     " sends; a malformed one is 400 invalid_request. Shipped: en, de, fr, es, pt-BR, ar;"
-    " another tag falls back by its language, then to the account's locale, then to the"
-    " app's default_locale, then en. A request's locale never becomes the account's:"
-    " redeeming an emailed link makes that email's locale the account's (a confirm's own"
-    " `locale` is only for the notice it sends); a new account keeps its signup's.",
+    " another tag falls back by its language, then to the app's default_locale, then en."
+    " Without one, the account's locale, then the app's default_locale, then en. A"
+    " request's locale never becomes the account's: redeeming an emailed link makes that"
+    " email's locale the account's (a confirm's own `locale` is only for the notice it"
+    " sends); a new account keeps its signup's.",
     "template": "Jinja in a sandbox (docs/templates.md): the variables "
     + ", ".join(sorted(VARIABLES)) + "; `if`/`else`; the filters " + ", ".join(FILTERS)
     + ". Nothing else (loops, macros, includes, attribute access, calls, arithmetic)."
@@ -521,6 +522,7 @@ class ResourceOperation:
     success: tuple[int, str, str | None]  # status, description, schema (None: no body)
     problems: dict[int, list[str]]
     body: str | None = None
+    body_required: bool = True
 
 
 # Answers every call on the app's settings can give (the key, its budget, a bug, the database).
@@ -579,13 +581,15 @@ RESOURCE_OPERATIONS: tuple[ResourceOperation, ...] = (
     ResourceOperation(
         "post", _TEMPLATE_PATH + "/preview", "previewEmailTemplate", "templates",
         "Render a draft or the stored template with sample values",
-        "With `subject`, `text` and `html`: that draft; with `{}`: the stored template (404"
+        "With `subject`, `text` and `html`: that draft; with `{}` or no body at all: the"
+        " stored template (404"
         " template_not_found when there is none). Rendered exactly as the worker would, with"
         " sample values (a link and a code that redeem nothing); nothing is stored or sent,"
         " and an Idempotency-Key is checked but never replayed." + _TEMPLATE_RULES + _REFUSED,
         (200, "The rendered parts", "RenderedEmail"),
         {**COMMON_POST_PROBLEMS, 404: ["not_found", "template_not_found"],
-         422: ["template_invalid"]}, body=TEMPLATE_DRAFT.name),
+         422: ["template_invalid"]}, body=TEMPLATE_DRAFT.name,
+        body_required=not TEMPLATE_DRAFT.optional),
 )
 _PATH_PARAMETERS = [
     {"name": "kind", "in": "path", "required": True,
@@ -614,7 +618,7 @@ def _resource(op: ResourceOperation) -> dict[str, Any]:
     if parameters:
         operation["parameters"] = parameters
     if op.body is not None:
-        operation["requestBody"] = {"required": True, "content": {
+        operation["requestBody"] = {"required": op.body_required, "content": {
             "application/json": {"schema": {"$ref": f"#/components/schemas/{op.body}"}}}}
     return operation
 

@@ -60,6 +60,8 @@ class Field:
 class BodySpec:
     name: str
     fields: tuple[Field, ...]
+    # The body may be left out: no body at all reads as `{}`.
+    optional: bool = False
 
     def field(self, name: str) -> Field | None:
         return next((f for f in self.fields if f.name == name), None)
@@ -101,11 +103,11 @@ ACCOUNT_DELETION = BodySpec("AccountDeletionRequest", (EMAIL, OPTIONAL_PASSWORD,
                                                        LOCALE))
 ACCOUNT_DELETION_CONFIRM = BodySpec("AccountDeletionConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
 # An app's own email template (SPEC §14): the three parts, all stored, or all
-# previewed as a draft (none: the stored one is previewed).
+# previewed as a draft (none, or no body at all: the stored one is previewed).
 TEMPLATE_BODY = BodySpec("EmailTemplate", (Field("subject", "template"),
                                            Field("text", "template"), Field("html", "template")))
 TEMPLATE_DRAFT = BodySpec("EmailTemplateDraft", tuple(
-    Field(f.name, f.kind, required=False) for f in TEMPLATE_BODY.fields))
+    Field(f.name, f.kind, required=False) for f in TEMPLATE_BODY.fields), optional=True)
 # Sign in by email (SPEC §13).
 SIGN_IN_REQUEST = BodySpec("SignInLinkRequest", (EMAIL, REDIRECT_URL, LOCALE))
 SIGN_IN_CONFIRM = BodySpec("SignInLinkConfirm", (LINK_TOKEN, CODE_EMAIL, CODE))
@@ -122,8 +124,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return document
 
 
-def read_json_object() -> dict[str, Any]:
-    """The body as a JSON object; ApiProblem (400/413/415) otherwise."""
+def read_json_object(*, empty_is_object: bool = False) -> dict[str, Any]:
+    """The body as a JSON object; ApiProblem (400/413/415) otherwise.
+
+    `empty_is_object`: an empty body, whatever its Content-Type (or none), reads as `{}`.
+    """
+    if empty_is_object and not request.get_data(cache=True):
+        return {}
     if not declares_json(request.mimetype):
         raise ApiProblem(problem_reply(415, "unsupported_media_type", NOT_JSON_DETAIL))
     raw = request.get_data(cache=True)  # 413 above MAX_CONTENT_LENGTH, as a problem
@@ -156,7 +163,7 @@ def _check_string(field: Field, value: object) -> str:
 
 def parse_body(spec: BodySpec) -> tuple[dict[str, str | None], dict[str, Any]]:
     """(checked values with emails normalised, the document as sent)."""
-    document = read_json_object()
+    document = read_json_object(empty_is_object=spec.optional)
     unknown = sorted(name for name in document if spec.field(name) is None)
     if unknown:
         raise invalid_request("/" + unknown[0], "is not a known field")

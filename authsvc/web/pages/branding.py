@@ -4,9 +4,9 @@ A link's token may carry the app whose brand the pages it opens show; no
 query parameter, cookie or form field can name one. The brand's fields are
 checked again here, whatever wrote them: the logo is shown only from an
 https URL whose origin can be named in the CSP, the colour only as `#rrggbb`.
-Its product name is plain text, escaped like everything else, and shown
-isolated (`<bdi>`, U+2068…U+2069 in the title) so direction overrides inside
-it cannot reorder the words around it.
+Its product name is plain text, escaped like everything else, shown without
+the direction controls it may be stored with, and isolated (`<bdi>`,
+U+2068…U+2069 in the title) so that nothing in it reorders the words around it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, g
 
 from authsvc.accounts.tokens import TokenError
-from authsvc.apps.brands import BRAND_COLOR, Brand, load_brand, service_brand
+from authsvc.apps.brands import (
+    BRAND_COLOR,
+    Brand,
+    load_brand,
+    service_brand,
+    shown_product_name,
+)
 from authsvc.web.pages.language import adopt_brand_default
 from authsvc.web.plumbing import content_security_policy, db, services
 
@@ -66,7 +72,7 @@ def page_brand_of(brand: Brand) -> PageBrand:
     logo = _logo(brand.logo_url)
     colour = brand.brand_color if BRAND_COLOR.fullmatch(brand.brand_color or "") else None
     return PageBrand(
-        product_name=brand.product_name,
+        product_name=shown_product_name(brand.product_name),
         logo_url=logo[0] if logo else None,
         logo_origin=logo[1] if logo else None,
         colour_rule=f":root{{--brand:{colour.lower()}}}" if colour else None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, flash, g, redirect, url_for
+from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 from flask_wtf import FlaskForm
 
@@ -20,6 +20,7 @@ from authsvc.accounts.tokens import TokenError
 from authsvc.observability.logs import log_event
 from authsvc.web.pages.forms import ResetCodeForm, VerifyCodeForm
 from authsvc.web.pages.i18n import gettext
+from authsvc.web.pages.language import email_locale
 from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import end_this_session, forget_cached_session
@@ -80,7 +81,7 @@ def reset_code() -> ResponseReturnValue:
     try:
         user = actions.reset_password_with_code(
             db(), services(), email=form.email.data, code=form.code.data,
-            password=form.password.data, locale=getattr(g, "locale", None),
+            password=form.password.data, locale=email_locale(),
         )
     except TokenError as exc:
         return _refused("enter_code.html", form, "reset", exc, needs_password=True)

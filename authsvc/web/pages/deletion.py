@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, g
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import deletion
@@ -27,6 +27,7 @@ from authsvc.web.pages.account import (
 from authsvc.web.pages.codes import refused_code
 from authsvc.web.pages.forms import ConfirmDeletionForm, DeleteAccountForm, DeletionCodeForm
 from authsvc.web.pages.i18n import gettext
+from authsvc.web.pages.language import email_locale
 from authsvc.web.pages.link_problem import link_form, link_page, link_problem
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.pages.session_cookie import end_this_session
@@ -42,7 +43,7 @@ def request_deletion(signed_in: SessionUser) -> ResponseReturnValue:
     return request_from_account(
         form, lambda: deletion.request_account_deletion(
             db(), services(), email=signed_in.user.email, **proof_of(form, signed_in),
-            locale=getattr(g, "locale", None)),
+            locale=email_locale()),
         event="deletion_requested", user_id=signed_in.user.id,
         sent=lambda: gettext("We sent a link to confirm the deletion to your address (or, if it"
                              " was changed lately, to the address it was changed from). Nothing"

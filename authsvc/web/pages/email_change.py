@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, g
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import change_records, email_change, links
@@ -44,6 +44,7 @@ from authsvc.web.pages.forms import (
     UndoChangeForm,
 )
 from authsvc.web.pages.i18n import gettext
+from authsvc.web.pages.language import email_locale
 from authsvc.web.pages.link_problem import (
     link_form,
     link_page,
@@ -65,7 +66,7 @@ def request_change(signed_in: SessionUser) -> ResponseReturnValue:
     return request_from_account(
         form, lambda: email_change.request_email_change(
             db(), services(), email=signed_in.user.email, new_email=form.new_email.data,
-            **proof_of(form, signed_in), locale=getattr(g, "locale", None)),
+            **proof_of(form, signed_in), locale=email_locale()),
         event="email_change_requested", user_id=signed_in.user.id,
         # The same words whether or not the address is taken (its holder is told instead).
         sent=lambda: gettext("We sent a link to %(email)s. Your address changes only when it"
@@ -105,7 +106,7 @@ def _side_link(purpose: str) -> ResponseReturnValue:
         try:
             outcome = email_change.confirm_email_change(
                 db(), services(), token=token, purpose=purpose,
-                locale=getattr(g, "locale", None))
+                locale=email_locale())
         except TokenError as exc:
             return link_problem(exc, purpose, token)
         except EmailTaken:
@@ -134,7 +135,7 @@ def _side_code(purpose: str) -> ResponseReturnValue:
     try:
         outcome = email_change.confirm_email_change_code(
             db(), services(), email=form.email.data, code=form.code.data, purpose=purpose,
-            locale=getattr(g, "locale", None))
+            locale=email_locale())
     except TokenError as exc:
         return refused_code("account_code.html", form, exc, purpose=purpose)
     except EmailTaken:
@@ -178,7 +179,7 @@ def _redeem_undo() -> ResponseReturnValue:
     try:
         restored = email_change.undo_email_change(db(), services(), token=token,
                                                   password=password,
-                                                  locale=getattr(g, "locale", None))
+                                                  locale=email_locale())
     except TokenError as exc:
         return link_problem(exc, "email_revert", token)
     except EmailTaken:

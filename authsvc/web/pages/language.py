@@ -56,26 +56,35 @@ def _well_formed_supported(value: str | None) -> str | None:
         return None
 
 
+def _asked_for(
+    *, query: str | None, cookie: str | None, accept_language: str | None,
+) -> str | None:
+    """The shipped locale the person asked for: the query's, the cookie's, the browser's."""
+    return (_well_formed_supported(query) or _well_formed_supported(cookie)
+            or from_accept_language(accept_language))
+
+
 def choose_page_locale(
     *, query: str | None, cookie: str | None, accept_language: str | None,
     brand_default: str | None,
 ) -> str:
     """The page's locale: the query's, the cookie's, the browser's, the brand's, else `en`."""
     return choose_locale(
-        _well_formed_supported(query),
-        _well_formed_supported(cookie),
-        from_accept_language(accept_language),
+        _asked_for(query=query, cookie=cookie, accept_language=accept_language),
         brand_default,
     )
 
 
-def _chosen_for_this_request(brand_default: str | None) -> str:
-    return choose_page_locale(
+def _asked_for_in_this_request() -> str | None:
+    return _asked_for(
         query=request.args.get(LANG_PARAMETER),
         cookie=request.cookies.get(LANG_COOKIE),
         accept_language=request.headers.get("Accept-Language"),
-        brand_default=brand_default,
     )
+
+
+def _chosen_for_this_request(brand_default: str | None) -> str:
+    return choose_locale(_asked_for_in_this_request(), brand_default)
 
 
 def page_locale() -> str:
@@ -87,6 +96,14 @@ def page_locale() -> str:
         g.page_locale = _chosen_for_this_request(g.get("page_brand_default_locale"))
     locale: str = g.page_locale
     return locale
+
+
+def email_locale() -> str | None:
+    """The `locale` of the emails a page's form queues: the page's language when the person
+    chose it (`?lang=`, the cookie, `Accept-Language`), else None, so that, as for an API
+    request without one, the account's locale and then the app's default decide (SPEC §14).
+    Every page flow that queues an email asks this, never `flask.g` directly."""
+    return _asked_for_in_this_request()
 
 
 def adopt_brand_default(default_locale: str | None) -> None:

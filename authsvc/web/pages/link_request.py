@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flask import g, redirect, url_for
+from flask import redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.web.pages.forms import EmailForm
+from authsvc.web.pages.language import email_locale
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import db, services
 
@@ -23,5 +24,5 @@ def link_request_page(
     form = EmailForm()
     if not form.validate_on_submit():
         return render_page(template, 422 if form.errors else 200, form=form)
-    request_link(db(), services(), email=form.email.data, locale=getattr(g, "locale", None))
+    request_link(db(), services(), email=form.email.data, locale=email_locale())
     return redirect(url_for("pages.check_email", sent=purpose), 303)

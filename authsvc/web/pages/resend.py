@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, current_app, g, redirect, url_for
+from flask import Blueprint, current_app, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions, users
@@ -18,6 +18,7 @@ from authsvc.accounts.tokens import TokenError
 from authsvc.observability.logs import log_event
 from authsvc.observability.metrics import web_metrics
 from authsvc.web.pages.forms import ResendForm
+from authsvc.web.pages.language import email_locale
 from authsvc.web.pages.link_problem import RESENDABLE, link_problem
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import db, services
@@ -44,7 +45,7 @@ def resend() -> ResponseReturnValue:
     if user is not None:
         log_event(logger, "link_resend_requested", purpose=purpose, user_id=user.id)
         if not actions.LINK_REQUESTS[purpose](conn, svc, email=user.email,
-                                              locale=getattr(g, "locale", None)):
+                                              locale=email_locale()):
             log_event(logger, "link_resend_suppressed", purpose=purpose, user_id=user.id,
                       reason="email_rate_limited", token_version=claims.version)
             web_metrics(current_app).resends_suppressed.labels(purpose).inc()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, flash, g, redirect, url_for
+from flask import Blueprint, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions, links
@@ -13,6 +13,7 @@ from authsvc.accounts.tokens import TokenError
 from authsvc.observability.logs import log_event
 from authsvc.web.pages.forms import NewPasswordForm
 from authsvc.web.pages.i18n import gettext
+from authsvc.web.pages.language import email_locale
 from authsvc.web.pages.link_problem import link_form, link_page, link_problem
 from authsvc.web.pages.link_request import link_request_page
 from authsvc.web.pages.refusals import translated_refusal
@@ -40,7 +41,7 @@ def _set_password() -> ResponseReturnValue:
         try:
             user = actions.reset_password(
                 db(), services(), token=token, password=form.password.data,
-                locale=getattr(g, "locale", None),
+                locale=email_locale(),
             )
         except TokenError as exc:
             return link_problem(exc, "reset", token)

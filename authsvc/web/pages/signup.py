@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, g, redirect, url_for
+from flask import Blueprint, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from authsvc.accounts import actions
 from authsvc.accounts.passwords import WeakPassword
 from authsvc.web.pages.forms import SignupForm
+from authsvc.web.pages.language import email_locale
 from authsvc.web.pages.refusals import translated_refusal
 from authsvc.web.pages.rendering import render_page
 from authsvc.web.plumbing import db, services
@@ -18,7 +19,7 @@ def signup() -> ResponseReturnValue:
     if form.validate_on_submit():
         try:
             actions.sign_up(db(), services(), email=form.email.data, password=form.password.data,
-                            locale=getattr(g, "locale", None))
+                            locale=email_locale())
         except WeakPassword as exc:
             form.password.errors = [translated_refusal(exc)]
         else:

@@ -387,6 +387,7 @@ def test_the_request_bodies_are_the_documented_shapes(conn, pool, settings):
     brevo = bodies["brevo"]["body"]
     assert brevo["to"] == [{"email": email.recipient}]
     assert brevo["headers"]["X-Authsvc-Job"] == job
+    assert brevo["headers"]["X-Mailin-custom"] == job  # echoed by its webhook events
     assert bodies["brevo"]["headers"]["api-key"] == "xkeysib-local-test-key"
     for name, request in bodies.items():
         if name != "mailgun":

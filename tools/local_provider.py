@@ -34,6 +34,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 _TOKEN = re.compile(r"[?&]token=([A-Za-z0-9_.\-]+)")
+# The public job id a fake's notifications carry unless told another: a test's
+# sent job takes it to be the message the notification is about.
+SAMPLE_JOB = "00000000-0000-0000-0000-000000000000"
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,28 @@ def test_408_429_and_5xx_are_retried(conn, pool, settings, case, status):
     assert not case.fake.snapshot()
 
 
+@pytest.mark.parametrize(("name", "status", "code", "outcome"), [
+    # SES: the account's limits or pause, not the message (a 400 all the same).
+    ("ses", 400, "LimitExceededException", "retry"),
+    ("ses", 400, "SendingPausedException", "retry"),
+    ("ses", 400, "ThrottlingException", "retry"),
+    ("ses", 400, "Throttling", "retry"),
+    ("ses", 400, "MessageRejected", "failed"),
+    # Postmark: 422 is its refusal of the message, but ErrorCode 100 is its maintenance.
+    ("postmark", 422, 100, "retry"),
+    ("postmark", 422, 300, "failed"),
+])
+def test_a_4xx_the_provider_documents_as_temporary_is_retried(conn, pool, settings, case,
+                                                               status, code, outcome):
+    [job_id] = queue_notices(conn, 1)
+    case.fake.fail_next(status, code=code)
+    deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
+    assert deliver_now(pool, deliverer, case.mailer(), claim_one(pool)) == outcome
+    status_now, _, error = _row(conn, job_id)
+    assert status_now == ("pending" if outcome == "retry" else "failed")
+    assert str(code) in error and not case.fake.snapshot()
+
+
 @every_provider
 @pytest.mark.parametrize("status", [400, 422])
 def test_other_4xx_fail_the_job_with_the_providers_message(conn, pool, settings, case, status):

@@ -199,6 +199,9 @@ class LocalSes(LocalProvider):
                     status, "InternalServiceErrorException")
         return _error(status, kind, message)
 
+    def coded_error(self, status: int, code: object, message: str) -> Answer:
+        return _error(status, str(code), message)  # code: the x-amzn-ErrorType
+
     def other(self, request: Request) -> Answer:
         """GetAccount; the certificate, and SubscribeURL confirmations, as SNS's host would
         answer them."""

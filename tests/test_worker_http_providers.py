@@ -9,13 +9,15 @@ provider's id, and an answer the worker cannot trust never reads as `sent`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime
+from email.header import decode_header, make_header
+from email.utils import format_datetime, parseaddr
 
 import pytest
 
@@ -427,6 +429,18 @@ def test_the_request_bodies_are_the_documented_shapes(conn, pool, settings):
     for name, request in bodies.items():
         if name != "mailgun":
             json.dumps(request["body"])  # plain JSON, as sent
+
+
+def test_ses_gets_a_non_ascii_sender_name_rfc_2047_encoded(conn, pool, settings):
+    """SES refuses a raw non-ASCII display name in FromEmailAddress (RFC 2047 or nothing)."""
+    email = dataclasses.replace(rendered_notice(settings, pool, conn),
+                                from_header="Zoë Café Ünïcode <no-reply@example.com>")
+    with running_fake("ses") as case:
+        case.mailer().send(email)
+        sent = case.fake.requests[0]["body"]["FromEmailAddress"]
+    assert sent.isascii() and "=?utf-8?" in sent
+    display, address = parseaddr(str(make_header(decode_header(sent))))
+    assert (display, address) == ("Zoë Café Ünïcode", "no-reply@example.com")
 
 
 # Answers no provider documents that a proxy or a broken provider may still give. Each

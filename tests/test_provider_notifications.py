@@ -25,8 +25,10 @@ import pytest
 from authsvc.bounces.provider_notifications import READERS
 from authsvc.bounces.providers.ses import SesReader
 from authsvc.bounces.sns import SnsFetcher
+from authsvc.worker.delivery import RetryPolicy
 from tests.api_support import assert_problem
-from tests.provider_support import FAKES
+from tests.provider_support import FAKES, running_fake
+from tests.worker_support import claim_one, deliver_now, delivery, queue_notices
 from tools.local_brevo import LocalBrevo
 from tools.local_mailgun import LocalMailgun
 from tools.local_postmark import LocalPostmark
@@ -304,6 +306,30 @@ def test_a_brevo_event_names_its_job_even_when_the_send_recorded_no_message_id(a
             _unmatched(hook, "brevo", other, conn, caplog)
         real = _post(hook, "brevo", fake.bounce("gone@example.com", job=job))
         assert real.get_json() == {"received": True, "suppressed": 1}
+
+
+def test_a_brevo_job_sent_under_a_used_key_is_matched_by_its_bounce(app_with, conn, pool,
+                                                                    settings):
+    """End to end: the first answer lost, the retry refused as a used key (sent, but no
+    messageId); Brevo's bounce of the message still suppresses its recipient."""
+    [job_id] = queue_notices(conn, 1)
+    with running_fake("brevo") as case:
+        case.fake.drop_next()
+        deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
+        mailer = case.mailer()
+        assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "retry"
+        conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
+        assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "sent"
+        [delivered] = case.fake.snapshot()
+        recipient, recorded = conn.execute(
+            "SELECT recipient, provider_message_id FROM email_jobs WHERE id = %s",
+            (job_id,)).fetchone()
+        assert recorded != delivered.id  # Brevo's duplicate answer names no message
+        hook = _app(app_with, case.fake).test_client()
+        bounce = case.fake.bounce(recipient, message_id=delivered.id,
+                                  job=delivered.body["headers"]["X-Mailin-custom"])
+        response = _post(hook, "brevo", bounce)
+    assert response.get_json() == {"received": True, "suppressed": 1}
 
 
 def _another_id(name: str) -> str:

@@ -332,6 +332,15 @@ def test_a_brevo_job_sent_under_a_used_key_is_matched_by_its_bounce(app_with, co
     assert response.get_json() == {"received": True, "suppressed": 1}
 
 
+def test_a_notification_about_an_email_older_than_its_window_suppresses_nothing(
+        app_with, conn, caplog):
+    with LocalPostmark() as fake:
+        hook = _app(app_with, fake).test_client()
+        _sent(conn, "gone@example.com", SENT_IDS["postmark"])
+        conn.execute("UPDATE email_jobs SET created_at = now() - interval '31 days'")
+        _unmatched(hook, "postmark", fake.bounce("gone@example.com"), conn, caplog)
+
+
 def _another_id(name: str) -> str:
     sent = SENT_IDS[name]
     return sent.replace("1", "2") if name != "ses" else sent + "-2"

@@ -6,9 +6,9 @@ credentials, SES's SNS signatures, SendGrid's ECDSA and Mailgun's HMAC
 signatures, each with its own time window. Anything that does not verify
 is 401 `invalid_signature`, changes nothing, and the reason is logged
 (`provider_webhook_refused`). A verified notice suppresses an address only
-when it names an email authsvc sent to that address (its provider message id,
-and for Mailgun and Brevo the job's public id, authsvc/bounces/notices.py
-SentMessage); otherwise it is acknowledged and logged
+when it names an email authsvc sent to that address in the last 30 days (its
+provider message id, and for Mailgun and Brevo the job's public id,
+authsvc/bounces/notices.py SentMessage); otherwise it is acknowledged and logged
 (`provider_webhook_unmatched`). Every notice id is processed once: a replay
 within the retention window is acknowledged (200 `{"duplicate": true}`, so
 the provider stops retrying) and changes nothing. A hard bounce or a
@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 bp = Blueprint("provider_webhooks", __name__)
 PREFIX = "/webhooks/provider/"
 READERS = "authsvc.provider_notice_readers"
+# How old an email a notification may be about: providers report bounces within
+# hours and complaints within days; the bound keeps the lookup off a full scan.
+SENT_WITHIN_SECONDS = 30 * 86400
 
 
 def install_readers(app: Flask, settings: Settings) -> None:
@@ -132,7 +135,8 @@ def _ours(conn: psycopg.Connection, name: str, notice: Notice) -> list[str]:
     ours = []
     for address in notice.addresses:
         if sent_to(conn, address, message_id=notice.sent.message_id,
-                   public_job_id=notice.sent.public_job_id):
+                   public_job_id=notice.sent.public_job_id,
+                   within_seconds=SENT_WITHIN_SECONDS):
             ours.append(address)
         else:
             log_event(log, "provider_webhook_unmatched", logging.WARNING, provider=name,

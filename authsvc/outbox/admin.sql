@@ -200,12 +200,13 @@ FROM unnest(outbox_latency_bounds()) AS bound ORDER BY bound;
 
 -- sent_to --
 -- Whether authsvc sent a provider's notification's message to this address: an
--- email job the provider took, whose recipient is the address and whose provider
--- message id and public id are the ones given (each one that is given; neither
--- given matches nothing). A seq scan: neither id is indexed, and notifications
--- come as often as bounces do.
+-- email job the provider took within the window, whose recipient is the address
+-- and whose provider message id and public id are the ones given (each one that
+-- is given; neither given matches nothing). Neither id is indexed: the window
+-- makes it a range of email_jobs_status_created, not a scan of the outbox.
 SELECT 1 FROM email_jobs
-WHERE kind = 'email' AND status = 'sent' AND recipient = %(address)s
+WHERE status = 'sent' AND created_at > now() - make_interval(secs => %(within_seconds)s)
+  AND kind = 'email' AND recipient = %(address)s
   AND (%(message_id)s::text IS NOT NULL OR %(public_job_id)s::text IS NOT NULL)
   AND (%(message_id)s::text IS NULL OR provider_message_id = %(message_id)s::text)
   AND (%(public_job_id)s::text IS NULL OR public_id::text = %(public_job_id)s::text)

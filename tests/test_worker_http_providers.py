@@ -319,6 +319,51 @@ def test_a_trickling_answer_ends_at_the_send_timeout(conn, pool, settings, case,
     assert took < 1.0 + MARGIN, f"the 1 s send took {took:.2f} s"
 
 
+def test_a_keyless_provider_that_never_answers_is_ambiguous_inside_the_lease(conn, pool,
+                                                                           settings):
+    """A pure hang (the connection taken, the request read, no answer ever) at Postmark,
+    which takes no key: the outcome is unknown, so `ambiguous` (retried once), recorded
+    while the claim still holds its lease, never a stuck or stolen job."""
+    [job_id] = queue_notices(conn, 1)
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def hang() -> None:
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(65536)
+            stop.wait(30)
+
+    threading.Thread(target=hang, daemon=True).start()
+    lease_seconds = 3
+    with running_fake("postmark") as case:
+        url = case.fake.mail_url.replace(f":{case.fake.port}", f":{port}")
+        mailer = case.mailer(timeout=1.0, url=url)
+        deliverer = delivery(pool, settings, send_timeout=1.0,
+                             retry=RetryPolicy(base_seconds=60))
+        with pool.connection() as c:
+            [job] = jobs.claim_batch(c, "tester", 1, lease_seconds=lease_seconds)
+        started = time.monotonic()
+        try:
+            outcome = deliver_now(pool, deliverer, mailer, job,
+                                  deadline=started + lease_seconds)
+        finally:
+            stop.set()
+            server.close()
+        took = time.monotonic() - started
+    assert outcome == "ambiguous"
+    assert took < 1.0 + MARGIN, f"the 1 s send took {took:.2f} s"
+    status, owner, attempts = job_status(conn, job_id)
+    assert (status, owner, attempts) == ("pending", None, 1)
+    trail = [e for (e,) in conn.execute(
+        "SELECT event FROM email_job_events WHERE job_id = %s ORDER BY id", (job_id,))]
+    assert trail == ["claimed", "ambiguous"]
+    error, later = conn.execute("SELECT last_error, next_attempt_at > now() + interval '30 s'"
+                                " FROM email_jobs WHERE id = %s", (job_id,)).fetchone()
+    assert "no answer" in error and later  # due again after the backoff, not at once
+
+
 @every_provider
 def test_the_request_is_the_same_on_every_attempt(conn, pool, settings, clock, case):
     """A provider compares a retried request with the first under its key; so do receivers."""

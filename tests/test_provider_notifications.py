@@ -325,6 +325,7 @@ def test_a_brevo_job_sent_under_a_used_key_is_matched_by_its_bounce(app_with, co
             "SELECT recipient, provider_message_id FROM email_jobs WHERE id = %s",
             (job_id,)).fetchone()
         assert recorded != delivered.id  # Brevo's duplicate answer names no message
+        assert isinstance(case.fake, LocalBrevo)
         hook = _app(app_with, case.fake).test_client()
         bounce = case.fake.bounce(recipient, message_id=delivered.id,
                                   job=delivered.body["headers"]["X-Mailin-custom"])

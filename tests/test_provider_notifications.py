@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import logging
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -24,17 +25,28 @@ import pytest
 from authsvc.bounces.provider_notifications import READERS
 from authsvc.bounces.providers.ses import SesReader
 from authsvc.bounces.sns import SnsFetcher
+from authsvc.worker.delivery import RetryPolicy
 from tests.api_support import assert_problem
-from tests.provider_support import FAKES
+from tests.provider_support import FAKES, running_fake
+from tests.worker_support import claim_one, deliver_now, delivery, queue_notices
 from tools.local_brevo import LocalBrevo
 from tools.local_mailgun import LocalMailgun
 from tools.local_postmark import LocalPostmark
-from tools.local_provider import LocalProvider, Notification, basic_auth
+from tools.local_provider import SAMPLE_JOB, LocalProvider, Notification, basic_auth
 from tools.local_resend import LocalResend
 from tools.local_sendgrid import LocalSendgrid
 from tools.local_ses import LocalSes
 
 every_provider = pytest.mark.parametrize("name", list(FAKES))
+# The id each fake's notifications name by default, as its send answer gave it.
+SENT_IDS = {
+    "resend": "4ef9a417-02e9-4d39-ad75-9611e0fcc33c",
+    "postmark": "883953f4-6105-42a2-a16a-77a8eac79483",
+    "ses": "0100018c-ses-message-id",
+    "sendgrid": "14c5d75ce93dfb1ab2e2",
+    "mailgun": "<20261201080000.1a2b3c4d@mg.example.com>",
+    "brevo": "<202612010800.5787683@smtp-relay.mailin.fr>",
+}
 OTHER_WHSEC = "whsec_" + base64.b64encode(b"someone-else-entirely-32-bytes!").decode()
 
 
@@ -57,6 +69,15 @@ def _app(app_with, fake: LocalProvider, **extra: str):
 @pytest.fixture
 def hook(app_with, fake):
     return _app(app_with, fake).test_client()
+
+
+def _sent(conn, address: str, message_id: str, public_id: str = SAMPLE_JOB) -> str:
+    """A job authsvc sent to `address`, taken by the provider as `message_id`."""
+    conn.execute(
+        "INSERT INTO email_jobs (template, recipient, status, sent_at, provider_message_id,"
+        " public_id) VALUES ('no_account', %s, 'sent', now(), %s, %s)",
+        (address, message_id, public_id))
+    return public_id
 
 
 def _post(hook, name: str, notification: Notification):
@@ -83,6 +104,7 @@ def _refused(hook, name: str, notification: Notification, conn, caplog, why: str
 
 @every_provider
 def test_a_hard_bounce_suppresses_the_address(hook, fake, conn, name):
+    _sent(conn, "gone@example.com", SENT_IDS[name])
     response = _post(hook, name, fake.bounce("Gone@Example.com"))
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.get_json() == {"received": True, "suppressed": 1}
@@ -93,12 +115,15 @@ def test_a_hard_bounce_suppresses_the_address(hook, fake, conn, name):
 
 @every_provider
 def test_a_complaint_suppresses_the_address(hook, fake, conn, name):
+    _sent(conn, "angry@example.com", SENT_IDS[name])
     assert _post(hook, name, fake.complaint("angry@example.com")).status_code == 200
     assert [row[0] for row in _state(conn)[0]] == ["angry@example.com"]
 
 
 @every_provider
 def test_soft_bounces_and_deliveries_suppress_nothing(hook, fake, conn, name):
+    _sent(conn, "full@example.com", SENT_IDS[name])
+    _sent(conn, "fine@example.com", SENT_IDS[name])
     for notification in (fake.bounce("full@example.com", hard=False),
                          fake.delivery("fine@example.com")):
         response = _post(hook, name, notification)
@@ -109,6 +134,7 @@ def test_soft_bounces_and_deliveries_suppress_nothing(hook, fake, conn, name):
 
 @every_provider
 def test_a_replayed_notification_changes_nothing(hook, fake, conn, name):
+    _sent(conn, "gone@example.com", SENT_IDS[name])
     notification = fake.bounce("gone@example.com")
     assert _post(hook, name, notification).status_code == 200
     conn.execute("DELETE FROM suppressions")  # the operator lifted it since
@@ -189,9 +215,9 @@ def test_a_signed_notification_with_another_address_put_in_is_refused(hook, fake
                                                                        name):
     notification = fake.bounce("gone@example.com")
     if name == "mailgun":
-        # Mailgun signs the timestamp and token only: a changed event with a
-        # fresh, unused token is a forgery it cannot tell; a reused token is
-        # refused as a replay (the next test). Here, the signature is altered.
+        # Mailgun signs the timestamp and token only: an event changed under
+        # a fresh token is answered by the message check (the tests below).
+        # Here, the signature is altered.
         document = json.loads(notification.body)
         document["signature"]["token"] += "0"
         tampered = json.dumps(document).encode()
@@ -205,6 +231,8 @@ def test_a_signed_notification_with_another_address_put_in_is_refused(hook, fake
 def test_a_mailgun_token_is_used_once_even_with_another_event(app_with, conn):
     with LocalMailgun() as fake:
         hook = _app(app_with, fake).test_client()
+        _sent(conn, "gone@example.com", SENT_IDS["mailgun"])
+        _sent(conn, "victim@example.com", SENT_IDS["mailgun"])
         first = fake.bounce("gone@example.com")
         signature = json.loads(first.body)["signature"]
         assert _post(hook, "mailgun", first).status_code == 200
@@ -215,6 +243,108 @@ def test_a_mailgun_token_is_used_once_even_with_another_event(app_with, conn):
         again = _post(hook, "mailgun", Notification(json.dumps(other).encode(), first.headers))
     assert again.get_json() == {"received": True, "duplicate": True, "suppressed": 0}
     assert _state(conn)[0] == []
+
+
+def _unmatched(hook, name: str, notification: Notification, conn, caplog) -> None:
+    """A verified notification that names no message authsvc sent there: acknowledged,
+    nothing suppressed, and the log says why."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        response = _post(hook, name, notification)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.get_json() == {"received": True, "suppressed": 0}
+    assert _state(conn)[0] == [], "a notification of no message of ours suppressed"
+    reasons = [getattr(r, "error", "") for r in caplog.records
+               if r.msg == "provider_webhook_unmatched"]
+    assert reasons and "no message" in reasons[0], reasons
+
+
+def test_a_signed_mailgun_event_of_the_forgers_making_suppresses_nothing(app_with, conn,
+                                                                          caplog):
+    """Mailgun's signature covers only its timestamp and token, and its signing key is
+    the account's: anyone holding a fresh signed triple (another endpoint of the same
+    account sees them) can attach any event. Only an event naming a message authsvc
+    sent to that very recipient suppresses."""
+    with LocalMailgun() as fake:
+        hook = _app(app_with, fake).test_client()
+        job = _sent(conn, "gone@example.com", SENT_IDS["mailgun"], str(uuid.uuid4()))
+        forged_id = "<20261201080000.forged00@mg.example.com>"
+        for forged in (
+            fake.bounce("victim@example.com"),  # nothing of ours at all
+            fake.bounce("victim@example.com", message_id=SENT_IDS["mailgun"], job=job),
+            fake.bounce("gone@example.com", message_id=forged_id, job=job),
+            fake.bounce("gone@example.com", message_id=SENT_IDS["mailgun"],
+                        job=str(uuid.uuid4())),
+            fake.bounce("gone@example.com", message_id=SENT_IDS["mailgun"], job=None),
+            fake.complaint("victim@example.com", message_id=SENT_IDS["mailgun"], job=job),
+        ):
+            _unmatched(hook, "mailgun", forged, conn, caplog)
+        real = _post(hook, "mailgun",
+                     fake.bounce("gone@example.com", message_id=SENT_IDS["mailgun"], job=job))
+        assert real.get_json() == {"received": True, "suppressed": 1}
+
+
+@every_provider
+def test_a_notification_of_a_message_never_sent_to_that_address_suppresses_nothing(
+        hook, fake, conn, caplog, name):
+    _sent(conn, "gone@example.com", SENT_IDS[name])
+    for other in (fake.bounce("victim@example.com"),  # our message, another recipient
+                  fake.bounce("gone@example.com", message_id=_another_id(name)),
+                  fake.complaint("victim@example.com")):
+        _unmatched(hook, name, other, conn, caplog)
+
+
+def test_a_brevo_event_names_its_job_even_when_the_send_recorded_no_message_id(app_with,
+                                                                              conn, caplog):
+    """A send answered "key already used" records the key, not Brevo's messageId: the
+    job's public id, sent in X-Mailin-custom and echoed by every event, names it."""
+    with LocalBrevo() as fake:
+        hook = _app(app_with, fake).test_client()
+        job = _sent(conn, "gone@example.com", str(uuid.uuid4()), str(uuid.uuid4()))
+        for other in (fake.bounce("gone@example.com", job=str(uuid.uuid4())),
+                      fake.bounce("victim@example.com", job=job)):
+            _unmatched(hook, "brevo", other, conn, caplog)
+        real = _post(hook, "brevo", fake.bounce("gone@example.com", job=job))
+        assert real.get_json() == {"received": True, "suppressed": 1}
+
+
+def test_a_brevo_job_sent_under_a_used_key_is_matched_by_its_bounce(app_with, conn, pool,
+                                                                    settings):
+    """End to end: the first answer lost, the retry refused as a used key (sent, but no
+    messageId); Brevo's bounce of the message still suppresses its recipient."""
+    [job_id] = queue_notices(conn, 1)
+    with running_fake("brevo") as case:
+        case.fake.drop_next()
+        deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
+        mailer = case.mailer()
+        assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "retry"
+        conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
+        assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "sent"
+        [delivered] = case.fake.snapshot()
+        recipient, recorded = conn.execute(
+            "SELECT recipient, provider_message_id FROM email_jobs WHERE id = %s",
+            (job_id,)).fetchone()
+        assert recorded != delivered.id  # Brevo's duplicate answer names no message
+        assert isinstance(case.fake, LocalBrevo)
+        hook = _app(app_with, case.fake).test_client()
+        bounce = case.fake.bounce(recipient, message_id=delivered.id,
+                                  job=delivered.body["headers"]["X-Mailin-custom"])
+        response = _post(hook, "brevo", bounce)
+    assert response.get_json() == {"received": True, "suppressed": 1}
+
+
+def test_a_notification_about_an_email_older_than_its_window_suppresses_nothing(
+        app_with, conn, caplog):
+    with LocalPostmark() as fake:
+        hook = _app(app_with, fake).test_client()
+        _sent(conn, "gone@example.com", SENT_IDS["postmark"])
+        conn.execute("UPDATE email_jobs SET created_at = now() - interval '31 days'")
+        _unmatched(hook, "postmark", fake.bounce("gone@example.com"), conn, caplog)
+
+
+def _another_id(name: str) -> str:
+    sent = SENT_IDS[name]
+    return sent.replace("1", "2") if name != "ses" else sent + "-2"
 
 
 def _stale(name: str, fake: LocalProvider) -> Notification:
@@ -247,6 +377,10 @@ def test_a_notification_outside_its_time_window_is_refused(hook, fake, conn, cap
 def test_a_sendgrid_batch_suppresses_each_hard_event_and_replays_as_one(app_with, conn):
     with LocalSendgrid() as fake:
         hook = _app(app_with, fake).test_client()
+        for address, message_id in (("gone@example.com", "m1"), ("busy@example.com", "m2"),
+                                    ("angry@example.com", "m3"), ("known@example.com", "m4"),
+                                    ("reader@example.com", "m5")):
+            _sent(conn, address, message_id)
         batch = fake.events([
             fake.event("bounce", "gone@example.com", "m1", type="bounce"),
             fake.event("bounce", "busy@example.com", "m2", type="blocked"),
@@ -265,6 +399,7 @@ def test_postmark_takes_a_bearer_token_instead_of_basic_credentials(app_with, co
     with LocalPostmark() as fake:
         token = "postmark-custom-header-token-1"
         hook = app_with(AUTHSVC_POSTMARK_WEBHOOK_AUTH=token).test_client()
+        _sent(conn, "gone@example.com", SENT_IDS["postmark"])
         bounce = fake.bounce("gone@example.com")
         wrong = _post(hook, "postmark", bounce)  # basic credentials, a token expected
         assert wrong.status_code == 401
@@ -380,6 +515,7 @@ def test_an_unknown_sns_signature_version_is_refused(app_with, conn, caplog):
 def test_ses_configuration_set_events_are_read_too(app_with, conn):
     with LocalSes() as fake:
         hook = _app(app_with, fake).test_client()
+        _sent(conn, "gone@example.com", SENT_IDS["ses"])
         event = json.loads(json.loads(fake.bounce("gone@example.com").body)["Message"])
         event["eventType"] = event.pop("notificationType")
         assert _post(hook, "ses", fake.ses_event(event)).get_json()["suppressed"] == 1
@@ -416,6 +552,7 @@ def test_a_sendgrid_batch_larger_than_one_event_fits(app_with, conn):
         events = [fake.event("open", f"reader{i}@example.com", f"m{i}", useragent="x" * 200)
                   for i in range(400)]
         events.append(fake.event("bounce", "gone@example.com", "last", type="bounce"))
+        _sent(conn, "gone@example.com", "last")
         batch = fake.events(events)
         assert len(batch.body) > 64 * 1024
         response = _post(hook, "sendgrid", batch)

@@ -138,8 +138,11 @@ class LocalBrevo(LocalProvider):
     def webhook_settings(self) -> dict[str, str]:
         return {"AUTHSVC_BREVO_WEBHOOK_AUTH": self.webhook_token}
 
-    def _event(self, event: str, address: str, message_id: str, **extra: Any) -> Notification:
+    def _event(self, event: str, address: str, message_id: str, job: str | None = None,
+               **extra: Any) -> Notification:
         now = time.time() + next(self._events) / 1000  # distinct events, distinct times
+        if job is not None:  # the X-Mailin-custom header of the send, echoed
+            extra["X-Mailin-custom"] = job
         record = {
             "event": event, "email": address, "id": self._webhook_id,
             "date": datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S"),
@@ -151,13 +154,15 @@ class LocalBrevo(LocalProvider):
             "Authorization": f"Bearer {self.webhook_token}"})
 
     def bounce(self, address: str, *, hard: bool = True,
-               message_id: str = "<202612010800.5787683@smtp-relay.mailin.fr>") -> Notification:
-        return self._event("hard_bounce" if hard else "soft_bounce", address, message_id,
+               message_id: str = "<202612010800.5787683@smtp-relay.mailin.fr>",
+               job: str | None = None) -> Notification:
+        return self._event("hard_bounce" if hard else "soft_bounce", address, message_id, job,
                            reason="550 5.1.1 mailbox does not exist")
 
     def complaint(self, address: str, *,
-                  message_id: str = "<202612010800.5787683@smtp-relay.mailin.fr>") -> Notification:
-        return self._event("spam", address, message_id)
+                  message_id: str = "<202612010800.5787683@smtp-relay.mailin.fr>",
+                  job: str | None = None) -> Notification:
+        return self._event("spam", address, message_id, job)
 
     def delivery(self, address: str, *,
                  message_id: str = "<202612010800.5787683@smtp-relay.mailin.fr>") -> Notification:

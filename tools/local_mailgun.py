@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qsl
 
 from tools.local_provider import (
+    SAMPLE_JOB,
     Answer,
     LocalProvider,
     Message,
@@ -153,29 +154,35 @@ class LocalMailgun(LocalProvider):
                 "event-data": event_data}
         return Notification(json.dumps(body).encode(), {"Content-Type": "application/json"})
 
-    def _data(self, event: str, address: str, message_id: str, **extra: Any) -> dict[str, Any]:
+    def _data(self, event: str, address: str, message_id: str, job: str | None,
+              **extra: Any) -> dict[str, Any]:
+        # `v:` variables come back as `user-variables`: authsvc's job id is one of them.
+        variables = {"authsvc_job": job} if job is not None else {}
         return {"event": event, "id": secrets.token_urlsafe(16), "timestamp": time.time(),
                 "recipient": address, "recipient-domain": address.rpartition("@")[2],
                 "message": {"headers": {"message-id": message_id.strip("<>"),
                                         "to": address, "subject": "Reset your password"}},
-                "user-variables": {"authsvc_job": "00000000-0000-0000-0000-000000000000"},
+                "user-variables": variables,
                 **extra}
 
     def bounce(self, address: str, *, hard: bool = True,
-               message_id: str = "<20261201080000.1a2b3c4d@mg.example.com>") -> Notification:
+               message_id: str = "<20261201080000.1a2b3c4d@mg.example.com>",
+               job: str | None = SAMPLE_JOB) -> Notification:
         return self.event(self._data(
-            "failed", address, message_id, severity="permanent" if hard else "temporary",
+            "failed", address, message_id, job, severity="permanent" if hard else "temporary",
             reason="bounce" if hard else "generic",
             **{"delivery-status": {"code": 550 if hard else 452,
                                    "message": "No such user" if hard else "Mailbox full"}}))
 
     def complaint(self, address: str, *,
-                  message_id: str = "<20261201080000.1a2b3c4d@mg.example.com>") -> Notification:
-        return self.event(self._data("complained", address, message_id))
+                  message_id: str = "<20261201080000.1a2b3c4d@mg.example.com>",
+                  job: str | None = SAMPLE_JOB) -> Notification:
+        return self.event(self._data("complained", address, message_id, job))
 
     def delivery(self, address: str, *,
-                 message_id: str = "<20261201080000.1a2b3c4d@mg.example.com>") -> Notification:
-        return self.event(self._data("delivered", address, message_id))
+                 message_id: str = "<20261201080000.1a2b3c4d@mg.example.com>",
+                 job: str | None = SAMPLE_JOB) -> Notification:
+        return self.event(self._data("delivered", address, message_id, job))
 
 
 def _error(status: int, message: str) -> Answer:

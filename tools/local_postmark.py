@@ -111,6 +111,10 @@ class LocalPostmark(LocalProvider):
     def error(self, status: int, message: str) -> Answer:
         return _error(status, ERROR_CODES.get(status, 0), message)
 
+    def coded_error(self, status: int, code: object, message: str) -> Answer:
+        assert isinstance(code, int)  # Postmark's ErrorCode is a number
+        return _error(status, code, message)
+
     # Webhooks: Postmark signs nothing; the credentials are in the webhook URL.
     def webhook_settings(self) -> dict[str, str]:
         return {"AUTHSVC_POSTMARK_WEBHOOK_AUTH": f"{self.webhook_user}:{self.webhook_password}"}

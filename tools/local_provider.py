@@ -34,6 +34,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 _TOKEN = re.compile(r"[?&]token=([A-Za-z0-9_.\-]+)")
+# The public job id a fake's notifications carry unless told another: a test's
+# sent job takes it to be the message the notification is about.
+SAMPLE_JOB = "00000000-0000-0000-0000-000000000000"
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class Fault:
     kind: str  # "fail" (status; nothing accepted) | "stall" | "drop" | "answer"
     status: int = 500
     retry_after: str | None = None
+    code: object = None  # kind "fail": the provider's own error code (coded_error)
     stall_seconds: float = 0.0
     answer: Answer | None = None  # kind "answer": sent as is
     accept: bool = False  # kind "answer": store the message first
@@ -214,6 +218,11 @@ class LocalProvider:
         """The provider's own error shape for `status`."""
         raise NotImplementedError
 
+    def coded_error(self, status: int, code: object, message: str) -> Answer:
+        """`status` with the provider's own error code, for a provider whose codes say more
+        than the status (SES's error types, Postmark's ErrorCode)."""
+        raise AssertionError(f"{self.name} has no error codes of its own here")
+
     def repeated(self, remembered: Remembered, body_hash: str) -> Answer:
         """The answer to a key seen within `key_seconds`; only a provider that sets it asks."""
         raise AssertionError(f"{self.name} takes no idempotency key")
@@ -270,9 +279,13 @@ class LocalProvider:
         self.stop()
 
     # Scripted faults, applied to the next send requests in order.
-    def fail_next(self, status: int, *, retry_after: str | None = None, times: int = 1) -> None:
+    def fail_next(self, status: int, *, retry_after: str | None = None, times: int = 1,
+                  code: object = None) -> None:
+        """Refuse the next sends with `status` (and, given `code`, that error of the
+        provider's own, as coded_error shapes it)."""
         with self._lock:
-            self._scripted += [Fault("fail", status=status, retry_after=retry_after)] * times
+            self._scripted += [Fault("fail", status=status, retry_after=retry_after,
+                                     code=code)] * times
 
     def stall_next(self, seconds: float, times: int = 1) -> None:
         with self._lock:
@@ -337,7 +350,8 @@ class LocalProvider:
                                   "raw": request.raw, "peer": request.peer})
         fault = self._next_fault()
         if fault is not None and fault.kind == "fail":
-            answer = self.error(fault.status, "injected fault")
+            answer = (self.error(fault.status, "injected fault") if fault.code is None
+                      else self.coded_error(fault.status, fault.code, "injected fault"))
             if fault.retry_after:
                 answer = Answer(answer.status, answer.body,
                                 {**answer.headers, "Retry-After": fault.retry_after},

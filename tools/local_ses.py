@@ -179,6 +179,10 @@ class LocalSes(LocalProvider):
                 isinstance(parts, dict) and (parts.get("Text") or parts.get("Html"))):
             return _error(400, "BadRequestException", "Destination, FromEmailAddress and a"
                           " Text or Html body are required.")
+        if not sender.isascii():
+            # SES takes a non-ASCII display name only as an RFC 2047 encoded word.
+            return _error(400, "BadRequestException", "Illegal address: a non-ASCII display"
+                          " name in FromEmailAddress must be RFC 2047 encoded.")
         headers = simple.get("Headers", [])
         job = next((h.get("Value") for h in headers
                     if isinstance(h, dict) and h.get("Name") == "X-Authsvc-Job"), None)
@@ -198,6 +202,9 @@ class LocalSes(LocalProvider):
                 404: "NotFoundException", 429: "TooManyRequestsException"}.get(
                     status, "InternalServiceErrorException")
         return _error(status, kind, message)
+
+    def coded_error(self, status: int, code: object, message: str) -> Answer:
+        return _error(status, str(code), message)  # code: the x-amzn-ErrorType
 
     def other(self, request: Request) -> Answer:
         """GetAccount; the certificate, and SubscribeURL confirmations, as SNS's host would

@@ -39,6 +39,17 @@ class Incoming:
 
 
 @dataclass(frozen=True)
+class SentMessage:
+    """What a notice names of the message it is about, in the form authsvc recorded when
+    sending: the provider's message id, the job's public id (when the provider echoes
+    the variable or tag authsvc sent it as). A notice suppresses an address only when an
+    email authsvc sent to that address matches each one given; with neither, none does."""
+
+    message_id: str | None = None
+    public_job_id: str | None = None
+
+
+@dataclass(frozen=True)
 class Notice:
     """One event: its id at the provider, and what it does here."""
 
@@ -47,6 +58,7 @@ class Notice:
     addresses: tuple[str, ...] = ()  # canonical addresses it suppresses (none: acknowledged only)
     provider_message_id: str | None = None
     detail: str | None = None
+    sent: SentMessage = SentMessage()  # the message it is about (nothing given: none of ours)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,11 @@ and reads its notices: Resend's Svix signatures, Postmark's and Brevo's
 credentials, SES's SNS signatures, SendGrid's ECDSA and Mailgun's HMAC
 signatures, each with its own time window. Anything that does not verify
 is 401 `invalid_signature`, changes nothing, and the reason is logged
-(`provider_webhook_refused`). Every notice id is processed once: a replay
+(`provider_webhook_refused`). A verified notice suppresses an address only
+when it names an email authsvc sent to that address in the last 30 days (its
+provider message id, and for Mailgun and Brevo the job's public id,
+authsvc/bounces/notices.py SentMessage); otherwise it is acknowledged and logged
+(`provider_webhook_unmatched`). Every notice id is processed once: a replay
 within the retention window is acknowledged (200 `{"duplicate": true}`, so
 the provider stops retrying) and changes nothing. A hard bounce or a
 complaint puts the address on the suppression list
@@ -20,14 +24,16 @@ import json
 import logging
 import time
 
+import psycopg
 from flask import Blueprint, Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
-from authsvc.bounces.notices import Incoming, Malformed, NoticeReader, Refused
+from authsvc.bounces.notices import Incoming, Malformed, Notice, NoticeReader, Refused
 from authsvc.bounces.providers import readers_for
 from authsvc.bounces.suppressions import first_sight_of_webhook, forget_webhook, suppress
 from authsvc.config import Settings
 from authsvc.observability.logs import log_event
+from authsvc.outbox.admin import sent_to
 from authsvc.web.api.problems import http_problem_response, problem_reply
 from authsvc.web.plumbing import db
 
@@ -35,6 +41,9 @@ log = logging.getLogger(__name__)
 bp = Blueprint("provider_webhooks", __name__)
 PREFIX = "/webhooks/provider/"
 READERS = "authsvc.provider_notice_readers"
+# How old an email a notification may be about: providers report bounces within
+# hours and complaints within days; the bound keeps the lookup off a full scan.
+SENT_WITHIN_SECONDS = 30 * 86400
 
 
 def install_readers(app: Flask, settings: Settings) -> None:
@@ -91,7 +100,7 @@ def provider_event(name: str) -> Response:
                           webhook_id=notice.id)
                 continue
             fresh.append(notice)
-            for address in notice.addresses:
+            for address in _ours(conn, name, notice):
                 added += suppress(conn, address, event=notice.event, provider=name,
                                   provider_message_id=notice.provider_message_id,
                                   detail=notice.detail)
@@ -113,6 +122,29 @@ def provider_event(name: str) -> Response:
         # may get the endpoint disabled. Nothing changes either way.
         return _json({"received": True, "duplicate": True, "suppressed": 0})
     return _json({"received": True, "suppressed": added})
+
+
+def _ours(conn: psycopg.Connection, name: str, notice: Notice) -> list[str]:
+    """The notice's addresses that were sent the message it names; the rest are logged.
+
+    A verified notice is still only the provider's word about some message: one
+    that names no email authsvc sent to that address (a forged event under a
+    signature that does not cover it, another sender's mail on the same
+    account) must not silence the address.
+    """
+    ours = []
+    for address in notice.addresses:
+        if sent_to(conn, address, message_id=notice.sent.message_id,
+                   public_job_id=notice.sent.public_job_id,
+                   within_seconds=SENT_WITHIN_SECONDS):
+            ours.append(address)
+        else:
+            log_event(log, "provider_webhook_unmatched", logging.WARNING, provider=name,
+                      webhook_id=notice.id, event_type=notice.event,
+                      provider_message_id=notice.provider_message_id,
+                      error="no message authsvc sent to this address has the ids it names;"
+                            " nothing suppressed")
+    return ours
 
 
 def _confirm(name: str, reader: NoticeReader, url: str) -> bool:

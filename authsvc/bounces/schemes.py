@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from authsvc.accounts.addresses import InvalidAddress, parse_address
-from authsvc.bounces.notices import Incoming, Malformed, Notice, Reading, Refused
+from authsvc.bounces.notices import Incoming, Malformed, Notice, Reading, Refused, SentMessage
 
 MAX_DETAIL_CHARS = 500
 ONE_EVENT_BYTES = 64 * 1024  # the app's own limit (authsvc/web/app.py): one event fits
@@ -52,16 +52,25 @@ class CredentialsReader(ProviderReader):
 
 
 def notice(id: str, event: str, *, suppresses: Iterable[object] = (),
-           message_id: object = None, about: object = None) -> Notice:
+           message_id: object = None, about: object = None,
+           sent: SentMessage | None = None) -> Notice:
     """A Notice from a provider's own fields, each kept only in the form authsvc stores.
 
     `suppresses`: the addresses the event suppresses (canonical_addresses);
     `message_id`: the provider's id of the message, when it is a string;
-    `about`: the provider's description of the event (detail).
+    `about`: the provider's description of the event (detail);
+    `sent`: what must match the job authsvc sent (by default, the message id).
     """
+    text_id = message_id if isinstance(message_id, str) and message_id else None
     return Notice(id=id, event=event, addresses=canonical_addresses(suppresses),
-                  provider_message_id=message_id if isinstance(message_id, str) else None,
-                  detail=detail(about))
+                  provider_message_id=text_id, detail=detail(about),
+                  sent=sent if sent is not None else SentMessage(message_id=text_id))
+
+
+def text_field(part: object, key: str) -> str | None:
+    """A non-empty string field of a JSON object, or None."""
+    value = part.get(key) if isinstance(part, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def event_name(kind: str, subtype: object) -> str:

@@ -255,6 +255,21 @@ def job_id_of(conn: Connection, reference: int | UUID) -> int | None:
     return int(row[0]) if row else None
 
 
+def sent_to(conn: Connection, address: str, *, message_id: str | None,
+            public_job_id: str | None, within_seconds: float) -> bool:
+    """Whether authsvc sent `address` the email a provider names by these ids, queued
+    within the last `within_seconds`.
+
+    Each id given must be the sent job's (the provider's message id as its send
+    answer gave it, the job's public id as the message carried it); with
+    neither, no email matches.
+    """
+    row = conn.execute(Q["sent_to"], {"address": address, "message_id": message_id,
+                                      "public_job_id": public_job_id,
+                                      "within_seconds": within_seconds}).fetchone()
+    return row is not None
+
+
 def job_events(conn: Connection, job_id: int) -> list[JobEvent]:
     """The audit trail of one job, oldest first."""
     with conn.cursor(row_factory=class_row(JobEvent)) as cur:

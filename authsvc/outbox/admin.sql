@@ -197,3 +197,17 @@ SELECT name, total, seconds FROM outbox_counter_totals();
 -- The bounds the histogram keeps, and each one's bucket counter.
 SELECT bound, 'send_latency_bucket_' || bound::text AS name
 FROM unnest(outbox_latency_bounds()) AS bound ORDER BY bound;
+
+-- sent_to --
+-- Whether authsvc sent a provider's notification's message to this address: an
+-- email job the provider took within the window, whose recipient is the address
+-- and whose provider message id and public id are the ones given (each one that
+-- is given; neither given matches nothing). Neither id is indexed: the window
+-- makes it a range of email_jobs_status_created, not a scan of the outbox.
+SELECT 1 FROM email_jobs
+WHERE status = 'sent' AND created_at > now() - make_interval(secs => %(within_seconds)s)
+  AND kind = 'email' AND recipient = %(address)s
+  AND (%(message_id)s::text IS NOT NULL OR %(public_job_id)s::text IS NOT NULL)
+  AND (%(message_id)s::text IS NULL OR provider_message_id = %(message_id)s::text)
+  AND (%(public_job_id)s::text IS NULL OR public_id::text = %(public_job_id)s::text)
+LIMIT 1;

@@ -8,8 +8,10 @@ the same one. Brevo remembers a key for 15 minutes (its announcement; its
 guide says 30) and refuses a repeat within that time with 400
 `duplicate_parameter` instead of sending again: that refusal means the first
 request was accepted, so the job is sent (its provider id is the key: Brevo
-does not repeat the first `messageId`). After an unknown outcome the retry
-comes within half the window (authsvc/worker/providers/http.py). Errors are
+does not repeat the first `messageId`; its webhook events are matched to the
+job by the public id sent in `X-Mailin-custom`, which every event echoes).
+After an unknown outcome the retry comes within half the window
+(authsvc/worker/providers/http.py). Errors are
 `{"code", "message"}`; 402 `not_enough_credits` is an account problem but a
 4xx all the same: the job fails, visibly. A 429 says when to come back in
 `x-sib-ratelimit-reset` (seconds), read when there is no `Retry-After`.
@@ -62,7 +64,10 @@ class BrevoMailer(HttpProviderMailer):
             "subject": email.subject,
             "textContent": email.text,
             "htmlContent": email.html,
-            "headers": {**dict(email.headers), "idempotencyKey": self.idempotency_key(email)},
+            # X-Mailin-custom comes back in every webhook event of this message: the
+            # job's public id names it even when a duplicate answer gave no messageId.
+            "headers": {**dict(email.headers), "X-Mailin-custom": str(email.public_job_id),
+                        "idempotencyKey": self.idempotency_key(email)},
             "tags": ["authsvc"],
         }
 

@@ -29,8 +29,12 @@ the provider unreachable or silent.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
@@ -122,14 +126,54 @@ class _NoAnswer(Exception):
     """The answer did not arrive whole within the send timeout."""
 
 
+class _Deadline:
+    """Cuts a request's connection when its time is up, whatever it is blocked on.
+
+    Every socket operation has its own timeout, so a peer that answers a
+    little just inside it each time (a trickled status line, header or body)
+    would hold the send long past the send timeout, and the lease with it:
+    another worker could then send the job again. Shutting the socket down
+    wakes the blocked read or write at once; the request then fails as a lost
+    answer. Connecting has no socket to cut yet; its own timeout bounds it.
+    """
+
+    def __init__(self, seconds: float, connection: Callable[[], Any]) -> None:
+        self.at = time.monotonic() + seconds
+        self.cut = False
+        self._connection = connection
+        self._lock = threading.Lock()
+        self._over = False
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _cut(self) -> None:
+        with self._lock:
+            if self._over:
+                return
+            self.cut = True
+            stream = self._connection()
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed by the sender
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def over(self) -> bool:
+        """Stop the watch; True when it had already cut the connection."""
+        with self._lock:
+            self._over = True
+        self._timer.cancel()
+        return self.cut
+
+
 class HttpProviderMailer:
     """One provider API client per sender thread; a subclass says what to send and read.
 
     The client keeps one connection alive across jobs. Its timeouts split the
-    send timeout between connecting, writing and reading, and the whole
-    answer must arrive within the send timeout, so a request ends inside the
-    lease (authsvc/worker/delivery.py checks that the send timeout still fits
-    before it sends).
+    send timeout between connecting, writing and reading, and a `_Deadline`
+    cuts the connection when the send timeout is up, so a request ends inside
+    the lease (authsvc/worker/delivery.py checks that the send timeout still
+    fits before it sends) however the peer paces its answer.
     """
 
     name: ClassVar[str] = "http"
@@ -149,6 +193,8 @@ class HttpProviderMailer:
         self.target = target
         self.timeout = timeout
         self._client: httpx.Client | None = None
+        # The client's one connection (max_connections=1), for _Deadline to cut.
+        self._stream: Any = None
 
     # What a provider module defines.
     def auth_headers(self) -> dict[str, str]:
@@ -211,13 +257,13 @@ class HttpProviderMailer:
     def greet(self) -> Greeting:
         """One authenticated read-only call, classified; nothing is sent, nothing raised."""
         client = self._session()
-        request = self.greeting_request(client)
+        request = self._traced(self.greeting_request(client))
         what = f"{request.method} {request.url.path}"
-        deadline = time.monotonic() + self.timeout
+        deadline = self._watch()
         try:
             response = client.send(request, stream=True)
             try:
-                raw = self._read(response, deadline)
+                raw = self._read(response, deadline.at)
             finally:
                 response.close()
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
@@ -228,9 +274,13 @@ class HttpProviderMailer:
                 f"timed out: no answer to {what} within {self.timeout:g} s"
                 f" ({type(exc).__name__})"))
         except httpx.TransportError as exc:
+            if deadline.cut:
+                return Greeting(False, self._unkeyed(
+                    f"timed out: no whole answer to {what} within {self.timeout:g} s"))
             return Greeting(False, self._unkeyed(
                 f"no answer to {what}: {type(exc).__name__}: {exc or 'connection lost'}"))
         finally:
+            deadline.over()
             self.close()
         try:
             answer: Any = json.loads(raw) if raw else None
@@ -276,34 +326,52 @@ class HttpProviderMailer:
             )
         return self._client
 
+    def _traced(self, request: httpx.Request) -> httpx.Request:
+        """`request`, telling this mailer which connection carries it (httpx's trace)."""
+        def trace(event: str, info: dict[str, Any]) -> None:
+            if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+                self._stream = info.get("return_value")
+        request.extensions["trace"] = trace
+        return request
+
+    def _watch(self) -> _Deadline:
+        return _Deadline(self.timeout, lambda: self._stream)
+
     def send(self, email: OutgoingEmail) -> str:
         client = self._session()
-        request = self.build_request(client, email)
-        deadline = time.monotonic() + self.timeout
+        request = self._traced(self.build_request(client, email))
+        deadline = self._watch()
         try:
             response = client.send(request, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            deadline.over()
             self.close()
             raise TransientSendError(f"connect: {type(exc).__name__}: {exc}") from None
         except httpx.TransportError as exc:
             # The request may have reached the provider and been accepted.
+            cut = deadline.over()
             self.close()
             raise self._unknown_outcome(
-                f"no answer: {type(exc).__name__}: {exc or 'connection lost'}") from None
+                f"no answer: {self._why(cut, exc, 'connection lost')}") from None
         try:
-            raw = self._read(response, deadline)
+            raw = self._read(response, deadline.at)
         except (httpx.TransportError, _NoAnswer) as exc:
+            cut = deadline.over()
             self.close()
             raise self._unknown_outcome(
-                f"HTTP {response.status_code}, answer cut off: {type(exc).__name__}: "
-                f"{exc or 'connection lost'}") from None
+                f"HTTP {response.status_code}, answer cut off: "
+                f"{self._why(cut, exc, 'connection lost')}") from None
         except httpx.DecodingError:
             # A body that is not the Content-Encoding it claims: the status
             # still says what happened (a 2xx without a readable id is unknown).
+            deadline.over()
             self.close()
             raw = b""
         finally:
             response.close()
+        if deadline.over():
+            # Cut just as the answer completed: the connection is no longer usable.
+            self.close()
         try:
             return self._answer(response, raw, email)
         except SendError:
@@ -314,6 +382,12 @@ class HttpProviderMailer:
             raise self._unknown_outcome(
                 f"HTTP {response.status_code}, an answer {self.name}'s reader could not read: "
                 f"{type(exc).__name__}: {exc}") from None
+
+    def _why(self, cut: bool, exc: Exception, otherwise: str) -> str:
+        """Why a request ended without its answer, for `last_error`."""
+        if cut:
+            return f"no whole answer within the send timeout ({self.timeout:g} s)"
+        return f"{type(exc).__name__}: {exc or otherwise}"
 
     @staticmethod
     def _read(response: httpx.Response, deadline: float) -> bytes:
@@ -369,6 +443,7 @@ class HttpProviderMailer:
         raise error
 
     def close(self) -> None:
+        self._stream = None
         client, self._client = self._client, None
         if client is not None:
             client.close()

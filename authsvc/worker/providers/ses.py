@@ -3,7 +3,8 @@
 The request is signed by botocore's SigV4 signer (service `ses`, the URL's
 region) rather than by hand: canonicalisation is easy to get subtly wrong
 and botocore is AWS's own. The body is the documented `Simple` content
-(subject, text and HTML parts, and headers: the X-Authsvc-* ones), with the
+(subject, text and HTML parts, and headers: the X-Authsvc-* ones; a
+non-ASCII sender name RFC 2047 encoded, as SES requires), with the
 job's public id as an email tag and the optional configuration set (where
 the bounce and complaint events are published). The answer's `MessageId`
 becomes the job's provider_message_id.
@@ -26,6 +27,7 @@ so instead of failing them. An account whose sending is paused fails it.
 from __future__ import annotations
 
 import json
+from email.utils import formataddr, parseaddr
 from typing import Any, ClassVar
 
 import httpx
@@ -54,6 +56,15 @@ def error_type(response: httpx.Response, answer: Any) -> str | None:
     return value.split(":", 1)[0].rsplit("#", 1)[-1]
 
 
+def from_email_address(value: str) -> str:
+    """The From for SES: a non-ASCII display name as an RFC 2047 encoded word, which is
+    the only form SES takes it in (an ASCII one, and the address, go as they are)."""
+    display, address = parseaddr(value)
+    if value.isascii() or not display or not address:
+        return value
+    return formataddr((display, address), charset="utf-8")
+
+
 class SesMailer(HttpProviderMailer):
     name: ClassVar[str] = "ses"
     path: ClassVar[str] = "/v2/email/outbound-emails"
@@ -63,7 +74,7 @@ class SesMailer(HttpProviderMailer):
 
     def body(self, email: OutgoingEmail) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "FromEmailAddress": email.from_header or email.sender,
+            "FromEmailAddress": from_email_address(email.from_header or email.sender),
             "Destination": {"ToAddresses": [email.recipient]},
             "Content": {"Simple": {
                 "Subject": {"Data": email.subject, "Charset": "UTF-8"},

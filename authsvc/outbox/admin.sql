@@ -202,8 +202,8 @@ FROM unnest(outbox_latency_bounds()) AS bound ORDER BY bound;
 -- Whether authsvc sent a provider's notification's message to this address: an
 -- email job the provider took within the window, whose recipient is the address
 -- and whose provider message id and public id are the ones given (each one that
--- is given; neither given matches nothing). Neither id is indexed: the window
--- makes it a range of email_jobs_status_created, not a scan of the outbox.
+-- is given; neither given matches nothing). email_jobs_recipient (0036) finds
+-- the address's jobs; neither id needs an index of its own.
 SELECT 1 FROM email_jobs
 WHERE status = 'sent' AND created_at > now() - make_interval(secs => %(within_seconds)s)
   AND kind = 'email' AND recipient = %(address)s

@@ -88,6 +88,7 @@ def test_a_wrong_code_takes_as_long_after_a_right_or_wrong_password(
     print(f"\nconsole code step, wrong code after the right password: median {r:.3f} ms;"
           f" after a wrong password: median {w:.3f} ms; difference {r - w:+.3f} ms"
           f" ({ROUNDS} rounds)")
-    # Tolerant: a commit's flush is the difference this guards against; the rest (one
-    # HMAC) is microseconds, well inside this margin.
-    assert abs(r - w) < 0.25 + 0.25 * min(r, w), (right_ms, wrong_ms)
+    # Tolerant, for a suite sharing two cores: the test server runs without fsync, so
+    # a commit's flush cannot show here (the count above guards it); this catches a
+    # path doing real work the other does not (a password hash: tens of ms).
+    assert abs(r - w) < 0.5 + 0.5 * min(r, w), (right_ms, wrong_ms)

@@ -58,6 +58,14 @@ def test_an_html_only_email_has_the_code_of_its_visible_text():
     assert parsed.text is None and parsed.code == "482910"
 
 
+def test_an_html_only_email_whose_head_is_never_closed_has_its_code():
+    """HTML leaves </head> out as often as not: the body's text still counts."""
+    parsed = parse_message(_html_only(
+        "<html><head><meta charset=utf-8><title>Code 999999</title>"
+        "<body><p>Your code 123456</p></body></html>"))
+    assert parsed.code == "123456"
+
+
 def test_an_html_only_code_is_not_taken_from_markup_or_scripts():
     parsed = parse_message(_html_only(
         "<p style='width:123456px'>No code here.</p><script>var c = 111111;</script>"

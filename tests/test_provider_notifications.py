@@ -338,8 +338,21 @@ def test_a_notification_about_an_email_older_than_its_window_suppresses_nothing(
     with LocalPostmark() as fake:
         hook = _app(app_with, fake).test_client()
         _sent(conn, "gone@example.com", SENT_IDS["postmark"])
-        conn.execute("UPDATE email_jobs SET created_at = now() - interval '31 days'")
+        conn.execute("UPDATE email_jobs SET created_at = now() - interval '40 days',"
+                     " sent_at = now() - interval '31 days'")
         _unmatched(hook, "postmark", fake.bounce("gone@example.com"), conn, caplog)
+
+
+def test_the_window_runs_from_the_send_not_the_queueing(app_with, conn):
+    """A job queued long ago and sent yesterday (redriven, or retried for weeks):
+    its bounce is about mail sent yesterday."""
+    with LocalPostmark() as fake:
+        hook = _app(app_with, fake).test_client()
+        _sent(conn, "late@example.com", SENT_IDS["postmark"])
+        conn.execute("UPDATE email_jobs SET created_at = now() - interval '40 days',"
+                     " sent_at = now() - interval '1 day'")
+        response = _post(hook, "postmark", fake.bounce("late@example.com"))
+    assert response.get_json() == {"received": True, "suppressed": 1}
 
 
 def _another_id(name: str) -> str:

@@ -30,6 +30,7 @@ from authsvc.worker.mailers import (
     TransientSendError,
 )
 from authsvc.worker.providers.brevo import brevo_idempotency_key
+from authsvc.worker.providers.ses import from_email_address
 from testkit.waiting import wait_until
 from tests.provider_support import FAKES, IDEMPOTENT, KEYLESS, every_provider, running_fake
 from tests.worker_support import (
@@ -274,12 +275,15 @@ def test_without_a_key_a_lost_answer_is_ambiguous_and_a_second_fails(conn, pool,
 
 # Each read gets a socket timeout of its own: a byte just inside it, again and again,
 # must still not hold the send past its deadline, in the headers or in the body.
-TRICKLE_GAP = 0.48  # under the 0.5 s a single read of a 1 s send may wait
+# A 2 s send: each read may wait 1 s, so bytes 0.9 s apart keep every read alive,
+# and a send that only looked at its deadline between reads ends at 2.7 s or later.
+TRICKLE_SEND_TIMEOUT = 2.0
+TRICKLE_GAP = 0.9
 TRICKLES = {
     "body": (b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n", b" "),
     "headers": (b"HTTP/1.1 200 OK\r\n", b"X-Slow: a\r\n"),
 }
-MARGIN = 0.3  # the deadline plus scheduling on a busy machine; less than one more read (0.5 s)
+MARGIN = 0.6  # scheduling on a busy machine; under the 0.7 s a look between reads overruns by
 
 
 @every_provider
@@ -307,16 +311,19 @@ def test_a_trickling_answer_ends_at_the_send_timeout(conn, pool, settings, case,
     thread = threading.Thread(target=trickle, daemon=True)
     thread.start()
     url = case.fake.mail_url.replace(f":{case.fake.port}", f":{port}")
-    started = time.monotonic()
+    mailer = case.mailer(timeout=TRICKLE_SEND_TIMEOUT, url=url)
     expected = TransientSendError if case.name in IDEMPOTENT else AmbiguousSendError
+    started = time.monotonic()
     try:
-        with pytest.raises(expected, match="send timeout"):
-            case.mailer(timeout=1.0, url=url).send(email)
+        # Usually "no whole answer within the send timeout"; on a machine too busy to
+        # drip in time, a read's own timeout may end it first: either is in time.
+        with pytest.raises(expected):
+            mailer.send(email)
         took = time.monotonic() - started
     finally:
         stop.set()
         server.close()
-    assert took < 1.0 + MARGIN, f"the 1 s send took {took:.2f} s"
+    assert took < TRICKLE_SEND_TIMEOUT + MARGIN, f"the 2 s send took {took:.2f} s"
 
 
 def test_a_keyless_provider_that_never_answers_is_ambiguous_inside_the_lease(conn, pool,
@@ -486,6 +493,13 @@ def test_ses_gets_a_non_ascii_sender_name_rfc_2047_encoded(conn, pool, settings)
     assert sent.isascii() and "=?utf-8?" in sent
     display, address = parseaddr(str(make_header(decode_header(sent))))
     assert (display, address) == ("Zoë Café Ünïcode", "no-reply@example.com")
+
+
+def test_a_non_ascii_address_with_a_display_name_goes_to_ses_as_written():
+    """No encoded form exists for the address itself: SES is left to judge it,
+    rather than the job failing here as "cannot encode the message"."""
+    value = "Jörg <jörg@bü.example>"
+    assert from_email_address(value) == value
 
 
 # Answers no provider documents that a proxy or a broken provider may still give. Each

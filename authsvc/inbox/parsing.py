@@ -139,7 +139,9 @@ class _VisibleText(HTMLParser):
     # so a code styled digit by digit stays one number.
     _BREAKS = frozenset({"br", "p", "div", "li", "tr", "td", "th", "table", "ul", "ol", "hr",
                          "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "section"})
-    _HIDDEN = frozenset({"script", "style", "head", "title", "template"})
+    # Not <head>: its end tag is optional, and what it holds that shows no text
+    # (title, style, script) is hidden by its own tag.
+    _HIDDEN = frozenset({"script", "style", "title", "template"})
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)

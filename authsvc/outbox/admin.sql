@@ -205,7 +205,7 @@ FROM unnest(outbox_latency_bounds()) AS bound ORDER BY bound;
 -- is given; neither given matches nothing). email_jobs_recipient (0036) finds
 -- the address's jobs; neither id needs an index of its own.
 SELECT 1 FROM email_jobs
-WHERE status = 'sent' AND created_at > now() - make_interval(secs => %(within_seconds)s)
+WHERE status = 'sent' AND sent_at > now() - make_interval(secs => %(within_seconds)s)
   AND kind = 'email' AND recipient = %(address)s
   AND (%(message_id)s::text IS NOT NULL OR %(public_job_id)s::text IS NOT NULL)
   AND (%(message_id)s::text IS NULL OR provider_message_id = %(message_id)s::text)

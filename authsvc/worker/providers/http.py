@@ -342,6 +342,15 @@ class HttpProviderMailer:
         request = self._traced(self.build_request(client, email))
         deadline = self._watch()
         try:
+            return self._send_watched(client, request, email, deadline)
+        finally:
+            # Whatever ended the send, the watch ends with it: a timer left
+            # running would cut whichever request this connection carries next.
+            deadline.over()
+
+    def _send_watched(self, client: httpx.Client, request: httpx.Request,
+                      email: OutgoingEmail, deadline: _Deadline) -> str:
+        try:
             response = client.send(request, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             deadline.over()

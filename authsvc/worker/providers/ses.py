@@ -58,9 +58,10 @@ def error_type(response: httpx.Response, answer: Any) -> str | None:
 
 def from_email_address(value: str) -> str:
     """The From for SES: a non-ASCII display name as an RFC 2047 encoded word, which is
-    the only form SES takes it in (an ASCII one, and the address, go as they are)."""
+    the only form SES takes it in (an ASCII one, and the address, go as they are;
+    a non-ASCII address has no encoded form here, so SES judges it as written)."""
     display, address = parseaddr(value)
-    if value.isascii() or not display or not address:
+    if value.isascii() or not display or not address or not address.isascii():
         return value
     return formataddr((display, address), charset="utf-8")
 

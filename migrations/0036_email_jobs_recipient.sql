@@ -3,7 +3,8 @@
 -- there (authsvc/outbox/admin.sql, sent_to), and the console finds jobs by
 -- recipient (authsvc/operators/console_reads.sql, find_jobs). Without it both
 -- walk the outbox: with a million emails sent in the last 30 days, one
--- notification's check took 156 ms against 0.22 ms with it (median of 15), and
+-- notification's check took 156 ms against 0.22 ms with it (median of 15,
+-- bench/bounce_match.py), and
 -- the claim of 100 link jobs costs about 5 % more with it (bench/mechanics.py,
 -- p50 8.1-8.7 ms against 8.0-8.7; the drain's rate within its noise).
 --

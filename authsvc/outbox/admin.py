@@ -257,8 +257,8 @@ def job_id_of(conn: Connection, reference: int | UUID) -> int | None:
 
 def sent_to(conn: Connection, address: str, *, message_id: str | None,
             public_job_id: str | None, within_seconds: float) -> bool:
-    """Whether authsvc sent `address` the email a provider names by these ids, queued
-    within the last `within_seconds`.
+    """Whether authsvc sent `address` the email a provider names by these ids, within
+    the last `within_seconds` (counted from its send).
 
     Each id given must be the sent job's (the provider's message id as its send
     answer gave it, the job's public id as the message carried it); with

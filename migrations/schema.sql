@@ -275,6 +275,7 @@ CREATE INDEX email_jobs_due ON public.email_jobs USING btree (next_attempt_at, i
 CREATE INDEX email_jobs_recipient ON public.email_jobs USING btree (recipient, created_at);
 CREATE INDEX email_jobs_status_created ON public.email_jobs USING btree (status, created_at);
 CREATE INDEX email_jobs_user ON public.email_jobs USING btree (user_id);
+CREATE INDEX email_jobs_webhook_created ON public.email_jobs USING btree (created_at) WHERE (kind = 'webhook'::text);
 
 CREATE TABLE email_job_events (
     id                  bigint GENERATED ALWAYS AS IDENTITY NOT NULL,

@@ -272,7 +272,7 @@ CREATE TABLE email_jobs (
     CONSTRAINT email_jobs_token_fields CHECK ((((purpose IS NULL) = (token_version IS NULL)) AND ((purpose IS NULL) = (issued_at IS NULL))))
 );
 CREATE INDEX email_jobs_due ON public.email_jobs USING btree (next_attempt_at, id) WHERE (status = 'pending'::text);
-CREATE INDEX email_jobs_recipient ON public.email_jobs USING btree (recipient, created_at);
+CREATE INDEX email_jobs_recipient ON public.email_jobs USING btree (recipient, id);
 CREATE INDEX email_jobs_status_created ON public.email_jobs USING btree (status, created_at);
 CREATE INDEX email_jobs_user ON public.email_jobs USING btree (user_id);
 CREATE INDEX email_jobs_webhook_created ON public.email_jobs USING btree (created_at) WHERE (kind = 'webhook'::text);

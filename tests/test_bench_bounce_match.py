@@ -1,5 +1,5 @@
 """The bounce-match benchmark at a size a test can afford: its figures mean something only
-while the rows it fills are ones the check finds, and only outside its window are not."""
+while the rows it fills are ones the check finds, and other ids or addresses are not."""
 
 from __future__ import annotations
 

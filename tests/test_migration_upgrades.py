@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 
+import psycopg
 import pytest
 
 from authsvc.db.connections import connect
@@ -132,3 +133,32 @@ def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(
             first.execute("INSERT INTO schema_migrations (version, name) VALUES ('0000', 'x')")
         waiting.join(timeout=10)
     assert seen == [{"0000"}]
+
+
+def test_an_index_a_failed_concurrent_build_left_invalid_stops_its_migration(
+        empty_database_url):
+    """OPERATIONS says to build 0036's index CONCURRENTLY first on a big outbox; a build
+    that fails leaves an invalid index under the name, which IF NOT EXISTS alone would
+    keep (never used, yet written on every change): the migration stops and says so."""
+    upgrade(empty_database_url)
+    with connect(empty_database_url) as conn:
+        conn.autocommit = True
+        conn.execute("DROP INDEX email_jobs_recipient")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= '0036'")
+        conn.execute("INSERT INTO email_jobs (template, recipient)"
+                     " VALUES ('password_changed', 'twice@example.com'),"
+                     "        ('password_changed', 'twice@example.com')")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute("CREATE UNIQUE INDEX CONCURRENTLY email_jobs_recipient"
+                         " ON email_jobs (recipient)")
+    with pytest.raises(psycopg.errors.RaiseException,
+                       match="email_jobs_recipient exists but is invalid"):
+        upgrade(empty_database_url)
+    with connect(empty_database_url) as conn:
+        conn.autocommit = True
+        conn.execute("DROP INDEX email_jobs_recipient")
+    assert [m.version for m in upgrade(empty_database_url)][:1] == ["0036"]
+    with connect(empty_database_url) as conn:
+        assert conn.execute("SELECT i.indisvalid FROM pg_index i JOIN pg_class c"
+                            " ON c.oid = i.indexrelid WHERE c.relname = 'email_jobs_recipient'"
+                            ).fetchone() == (True,)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
+import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -140,18 +141,22 @@ def _waiting_on_the_lock(conn) -> int:
     return int(row[0])
 
 
-def test_slow_searches_cannot_crowd_out_listings_and_expect_one(inbox, sink, conn, monkeypatch):
+def test_slow_searches_cannot_crowd_out_listings_and_expect_one(inbox, sink, env, monkeypatch):
     """As many slow searches as the server has pooled threads: a few run, the rest are
     told to retry, and a listing and an expect-one are still answered at once."""
     send(sink.port, email("ann+calm@inbox.test"))
     real = link_states.searched
 
     def slow(db: Any, *args: Any) -> Any:  # waits on a lock this test holds, then searches
-        db.execute("SELECT pg_advisory_lock_shared(%s)", (HELD,))
-        db.execute("SELECT pg_advisory_unlock_shared(%s)", (HELD,))
+        # A transaction's lock, so through a transaction pooler too it is taken and
+        # let go on one server connection.
+        db.execute("SELECT pg_advisory_xact_lock_shared(%s)", (HELD,))
         return real(db, *args)
 
     monkeypatch.setattr(link_states, "searched", slow)
+    # The holder talks to the server itself: behind a pooler, a session's lock on a
+    # pooled connection could be handed to the searches' own statements.
+    conn = psycopg.connect(env["AUTHSVC_DIRECT_DATABASE_URL"], autocommit=True)
     conn.execute("SELECT pg_advisory_lock(%s)", (HELD,))
     searches = ThreadPoolExecutor(DEFAULT_POOL_SIZE)
     try:
@@ -173,6 +178,7 @@ def test_slow_searches_cannot_crowd_out_listings_and_expect_one(inbox, sink, con
         conn.execute("SELECT pg_advisory_unlock(%s)", (HELD,))
         answers: list[Answer] = [f.result() for f in running]
         searches.shutdown()
+        conn.close()
     busy = [a for a in answers if a.status_code == 503]
     assert [a.status_code for a in answers].count(200) == search.SLOTS
     assert len(busy) == DEFAULT_POOL_SIZE - search.SLOTS and turned_away

@@ -25,10 +25,9 @@ import pytest
 from authsvc.bounces.provider_notifications import READERS
 from authsvc.bounces.providers.ses import SesReader
 from authsvc.bounces.sns import SnsFetcher
-from authsvc.worker.delivery import RetryPolicy
 from tests.api_support import assert_problem
 from tests.provider_support import FAKES, running_fake
-from tests.worker_support import claim_one, deliver_now, delivery, queue_notices
+from tests.worker_support import queue_notices, sent_after_a_dropped_answer
 from tools.local_brevo import LocalBrevo
 from tools.local_mailgun import LocalMailgun
 from tools.local_postmark import LocalPostmark
@@ -314,12 +313,7 @@ def test_a_brevo_job_sent_under_a_used_key_is_matched_by_its_bounce(app_with, co
     messageId); Brevo's bounce of the message still suppresses its recipient."""
     [job_id] = queue_notices(conn, 1)
     with running_fake("brevo") as case:
-        case.fake.drop_next()
-        deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
-        mailer = case.mailer()
-        assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "retry"
-        conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
-        assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "sent"
+        sent_after_a_dropped_answer(conn, pool, settings, case, job_id)
         [delivered] = case.fake.snapshot()
         recipient, recorded = conn.execute(
             "SELECT recipient, provider_message_id FROM email_jobs WHERE id = %s",

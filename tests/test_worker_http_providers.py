@@ -41,6 +41,7 @@ from tests.worker_support import (
     queue_notices,
     rendered_notice,
     renderer,
+    sent_after_a_dropped_answer,
 )
 from tools.local_provider import Answer
 
@@ -249,12 +250,7 @@ def test_a_timeout_after_accepting_is_retried_under_the_key_and_delivered_once(
 @pytest.mark.parametrize("name", IDEMPOTENT)
 def test_a_dropped_answer_is_retried_and_the_job_sent_once(conn, pool, settings, case):
     [job_id] = queue_notices(conn, 1)
-    case.fake.drop_next()
-    deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
-    mailer = case.mailer()
-    assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "retry"
-    conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
-    assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "sent"
+    sent_after_a_dropped_answer(conn, pool, settings, case, job_id)
     assert len(case.fake.snapshot()) == 1
     assert _row(conn, job_id)[0] == "sent"
 

@@ -189,6 +189,18 @@ def deliver_now(pool: object, deliverer: Delivery, mailer: Mailer, job: ClaimedJ
     return "lease_lost" if outcome.event == "sent" and not recorded else outcome.event
 
 
+def sent_after_a_dropped_answer(conn: psycopg.Connection, pool: object, settings: Settings,
+                                provider: Any, job_id: int) -> None:
+    """`job_id` sent through `provider` (a running fake) whose first answer is lost: the
+    first attempt ends `retry`, the next, made due at once, `sent`."""
+    provider.fake.drop_next()
+    deliverer = delivery(pool, settings, retry=RetryPolicy(base_seconds=0.01))
+    mailer = provider.mailer()
+    assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "retry"
+    conn.execute("UPDATE email_jobs SET next_attempt_at = now() WHERE id = %s", (job_id,))
+    assert deliver_now(pool, deliverer, mailer, claim_one(pool)) == "sent"
+
+
 def deliver_once_to(database_url: str, settings: Settings, clock: Clock, smtp: Any,
                     to: str) -> Any:
     """Run the worker once; the newest message it delivered to `to` (a testkit Received)."""

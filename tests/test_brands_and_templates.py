@@ -466,6 +466,18 @@ def test_a_page_in_no_chosen_language_leaves_the_email_to_the_account(client, co
     assert _locale_of(conn, ANN) == "fr"
 
 
+def test_a_strangers_page_requests_never_change_the_accounts_locale(client, conn):
+    """Anyone can ask, from a page in any language, a reset or a second signup for someone
+    else's address: the email they queue is in that language, but the account keeps its
+    own until its holder redeems a link (SPEC §14: a request alone never changes it)."""
+    submit(client, "/signup?lang=fr", {"email": ANN, "password": "correct horse battery"})
+    stranger = client.application.test_client()
+    submit(stranger, "/reset?lang=ar", {"email": ANN})
+    submit(stranger, "/signup?lang=ar", {"email": ANN, "password": "another horse battery"})
+    assert _queued_locale(conn, "reset") == "ar"
+    assert _locale_of(conn, ANN) == "fr"
+
+
 def test_a_template_in_a_language_authsvc_does_not_ship_serves_the_apps_default(api, mailbox):
     _brand(api, default_locale="ja", support_url="https://shop.example/help")
     japanese = {"subject": "ご確認", "text": "{{ link }} {{ code }} {{ locale }}",

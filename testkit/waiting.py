@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import time
@@ -18,6 +19,30 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def free_port_run(count: int) -> int:
+    """The first of `count` consecutive ports nothing listens on right now.
+
+    Chosen below Linux's ephemeral range (32768-60999): a port inside it can
+    be taken at any moment by some parallel test's outgoing connection, so
+    the one after a free port is not free for long there.
+    """
+    for _ in range(200):
+        first = random.randrange(20000, 32000 - count)
+        probes = []
+        try:
+            for port in range(first, first + count):
+                probe = socket.socket()
+                probes.append(probe)
+                probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+        return first
+    raise AssertionError(f"no {count} consecutive free ports found")
 
 
 def wait_until(

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from testkit.smtp_double import SmtpDouble
-from testkit.waiting import free_port, http_status, wait_until, wait_until_ready
+from testkit.waiting import free_port, free_port_run, http_status, wait_until, wait_until_ready
 from tests.worker_support import queue_notices, start_worker_process, stop_process
 
 pytestmark = pytest.mark.e2e
@@ -45,7 +45,7 @@ def _claimed(body: str) -> float:
 
 def test_each_worker_process_s_metrics_need_the_token(conn, env, tmp_path):
     jobs = len(queue_notices(conn, 3))
-    port = free_port()
+    port = free_port_run(2)  # the second process serves on the port after the first's
     urls = [f"http://127.0.0.1:{port}/metrics", f"http://127.0.0.1:{port + 1}/metrics"]
     with SmtpDouble() as smtp:
         env = {**env, "AUTHSVC_SMTP_URL": smtp.url, "AUTHSVC_METRICS_TOKEN": TOKEN}
@@ -69,7 +69,8 @@ def test_each_worker_process_s_metrics_need_the_token(conn, env, tmp_path):
                 status, body, _ = _scrape(url, f"Bearer {TOKEN}")
                 assert status == 200 and CLAIMED in body
         finally:
-            assert stop_process(process) == 0
+            code = stop_process(process)
+            assert code == 0, (tmp_path / "worker.log").read_text()[-3000:]
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])

@@ -123,9 +123,15 @@ def check_code(
     one answer: a sign-in that never was (a wrong password), one that ended
     (used, expired, replaced, five wrong codes) and a wrong code look alike.
     """
-    _count_attempt(conn, svc, ip)
     hashed = token_hash(sign_in_token)
-    row = conn.execute(Q["take_try"], {"token_hash": hashed, "max_tries": MAX_TRIES}).fetchone()
+    # The IP's count and the sign-in's try commit together: the count writes on every
+    # path, so a try that also writes (there is a sign-in only after a right password)
+    # adds no commit, and no WAL flush that would time which passwords were right.
+    # A refused attempt rolls back and takes no try.
+    with conn.transaction():
+        _count_attempt(conn, svc, ip)
+        row = conn.execute(Q["take_try"],
+                           {"token_hash": hashed, "max_tries": MAX_TRIES}).fetchone()
     if row is None:
         raise WrongCode()
     user_id, version, issued_at = int(row[0]), int(row[1]), row[2]

@@ -139,6 +139,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.suite
 	$(BIN)/python bench/password_hashing.py
 	$(BIN)/python -m bench.inbox_wakeup
+	$(BIN)/python -m bench.console_code_timing
 
 bench-report: $(STAMP)
 	$(BIN)/python -m bench.suite --report-only

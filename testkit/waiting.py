@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import random
+import secrets
 import socket
 import subprocess
 import time
@@ -16,20 +16,20 @@ T = TypeVar("T")
 
 def free_port() -> int:
     """A port nothing listens on right now (aiosmtpd and `--port` flags cannot take 0)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return free_port_run(1)
 
 
 def free_port_run(count: int) -> int:
     """The first of `count` consecutive ports nothing listens on right now.
 
-    Chosen below Linux's ephemeral range (32768-60999): a port inside it can
-    be taken at any moment by some parallel test's outgoing connection, so
-    the one after a free port is not free for long there.
+    A server started on it binds a moment later, so the port is chosen below
+    Linux's ephemeral range (32768-60999): a port inside it can be taken in
+    that moment by any parallel test's outgoing connection. Drawn from the
+    OS's randomness, never `random`'s: a seeded `random` would give parallel
+    test processes the same ports.
     """
     for _ in range(200):
-        first = random.randrange(20000, 32000 - count)
+        first = 20000 + secrets.randbelow(12000 - count)
         probes = []
         try:
             for port in range(first, first + count):

@@ -4,8 +4,8 @@ wrong password: the step must not tell a guesser which password was right.
 Run: .venv/bin/python -m bench.console_code_timing [--rounds 200]
 Point AUTHSVC_BENCH_DATABASE_URL at a server that waits for its WAL flush
 (PostgreSQL's default) to see what a commit costs there; without it the
-throwaway server is used. Prints both medians, interleaved rounds, and how
-many writing commits each path made (the test suite checks the count).
+throwaway server is used. Prints both medians over interleaved rounds
+(tests/test_console_code_timing.py checks that both paths make one commit).
 """
 
 from __future__ import annotations

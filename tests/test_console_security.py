@@ -180,10 +180,15 @@ def test_wrong_codes_end_the_sign_in_after_five(app, conn, svc):
     wrong = f"{(int(right) + 1) % 1_000_000:06d}"
     for _ in range(5):
         assert code_step(browser, wrong).status_code == 422
-    # The right code no longer opens anything: the sign-in is gone.
-    assert one_number(conn, "SELECT count(*) FROM console_sign_ins") == 0
+    # The right code no longer opens anything: the sign-in has no tries left (its row
+    # stays, deleting it would be a commit only a right password's sign-in makes).
+    assert one_number(conn, "SELECT wrong_codes FROM console_sign_ins") == 5
     assert code_step(browser, right).status_code == 422
     assert _is_sign_in_redirect(browser.get("/admin/"))
+    # The next password step starts a new sign-in in its place.
+    password_step(browser)
+    assert one_number(conn, "SELECT count(*) FROM console_sign_ins WHERE wrong_codes = 0") == 1
+    assert one_number(conn, "SELECT count(*) FROM console_sign_ins") == 1
 
 
 def test_an_expired_code_fails(app, conn, svc, clock):
@@ -401,6 +406,22 @@ def test_five_wrong_codes_at_once_end_the_sign_in(conn, svc, direct_database_url
         access.check_code(conn, svc, sign_in_token=token, code=right, ip="10.9.2.1",
                           user_agent="race")
     assert one_number(conn, "SELECT count(*) FROM console_sessions") == 0
+
+
+def test_ten_wrong_codes_at_once_have_only_five_checked(conn, svc, direct_database_url,
+                                                       monkeypatch):
+    """However many guesses arrive together, only five are ever compared with the code
+    (each takes its try before it is checked, so none can share one)."""
+    checked: list[str] = []
+    compare = type(svc.tokens).code_matches
+
+    def counted(tokens, claims, code):  # type: ignore[no-untyped-def]
+        checked.append(code)
+        return compare(tokens, claims, code)
+
+    monkeypatch.setattr(type(svc.tokens), "code_matches", counted)
+    _wrong_codes_at_once(conn, svc, direct_database_url, 10)
+    assert len(checked) == 5
 
 
 def test_four_wrong_codes_at_once_leave_the_fifth_try(conn, svc, direct_database_url):

@@ -124,21 +124,22 @@ def check_code(
     (used, expired, replaced, five wrong codes) and a wrong code look alike.
     """
     hashed = token_hash(sign_in_token)
+    now = svc.clock()
     # The IP's count and the sign-in's try commit together: the count writes on every
     # path, so a try that also writes (there is a sign-in only after a right password)
-    # adds no commit, and no WAL flush that would time which passwords were right.
+    # adds no commit, and no WAL flush that would time which passwords were right. For
+    # the same reason nothing else here writes before the code is known right: a
+    # sign-in out of tries or past its lifetime is refused by take_try and left for
+    # the next password step to replace (one row per operator at most).
     # A refused attempt rolls back and takes no try.
     with conn.transaction():
         _count_attempt(conn, svc, ip)
-        row = conn.execute(Q["take_try"],
-                           {"token_hash": hashed, "max_tries": MAX_TRIES}).fetchone()
+        row = conn.execute(Q["take_try"], {
+            "token_hash": hashed, "max_tries": MAX_TRIES,
+            "issued_after": now - timedelta(seconds=CONSOLE_CODE_TTL)}).fetchone()
     if row is None:
         raise WrongCode()
     user_id, version, issued_at = int(row[0]), int(row[1]), row[2]
-    now = svc.clock()
-    if now >= issued_at + timedelta(seconds=CONSOLE_CODE_TTL):
-        conn.execute(Q["drop_sign_in"], {"token_hash": hashed})
-        raise WrongCode()
     typed = "".join(code.split())
     sealed_totp, last_step = row[5], int(row[6])
     totp_step = None
@@ -150,8 +151,6 @@ def check_code(
         claims = TokenClaims(user_id, PURPOSE, version, issued_at)
         right = is_code_shaped(typed) and svc.tokens.code_matches(claims, typed)
     if not right:
-        if int(row[3]) >= MAX_TRIES:
-            conn.execute(Q["drop_sign_in"], {"token_hash": hashed})
         raise WrongCode()
     session_token = secrets.token_urlsafe(32)
     with conn.transaction():

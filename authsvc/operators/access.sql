@@ -20,10 +20,12 @@ SELECT code_version, emailed FROM bumped;
 -- One of the sign-in's tries at its code, taken before the code is checked: a
 -- guess waits here for the one before it, so concurrent guesses cannot share a
 -- try. Returns the sign-in with its operator's address and TOTP, if set, and
--- the tries taken; nothing when it never was, ended, or has none left.
+-- the tries taken; nothing when it never was, ended, has none left or was
+-- issued before issued_after (its code's lifetime is over).
 WITH tried AS (
     UPDATE console_sign_ins SET wrong_codes = wrong_codes + 1
     WHERE token_hash = %(token_hash)s AND wrong_codes < %(max_tries)s
+      AND issued_at > %(issued_after)s
     RETURNING user_id, code_version, issued_at, wrong_codes
 )
 SELECT t.user_id, t.code_version, t.issued_at, t.wrong_codes, u.email, o.totp_secret,
@@ -32,7 +34,7 @@ FROM tried AS t JOIN users AS u ON u.id = t.user_id
 JOIN operators AS o ON o.user_id = t.user_id;
 
 -- drop_sign_in --
--- A sign-in ended: used, expired or out of tries.
+-- A sign-in ended: its code was used.
 DELETE FROM console_sign_ins WHERE token_hash = %(token_hash)s;
 
 -- use_code --

@@ -23,15 +23,11 @@ from pathlib import Path
 
 import psycopg
 
+from testkit.waiting import free_port
+
 START_TIMEOUT_SECONDS = 60.0
 # As pgserver does when root: postgres refuses to run as root.
 SERVICE_USER = "pgserver"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def postgres_bin() -> Path:

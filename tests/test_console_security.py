@@ -200,6 +200,29 @@ def test_an_expired_code_fails(app, conn, svc, clock):
     assert _is_sign_in_redirect(browser.get("/admin/"))
 
 
+@pytest.mark.parametrize(("after_end", "opens"), [(-1, True), (0, False)])
+def test_a_code_opens_until_its_lifetime_ends_to_the_microsecond(conn, svc, clock, after_end,
+                                                                 opens):
+    from datetime import timedelta
+
+    from authsvc.operators import CONSOLE_CODE_TTL, access
+
+    make_operator(conn, svc)
+    token = access.check_password(conn, svc, email=OPERATOR, password=PASSWORD, ip="10.9.4.1")
+    row = conn.execute("SELECT issued_at FROM console_sign_ins").fetchone()
+    assert row is not None
+    clock.now = row[0] + timedelta(seconds=CONSOLE_CODE_TTL, microseconds=after_end)
+
+    def sign_in() -> str:
+        return access.check_code(conn, svc, sign_in_token=token, code=emailed_code(conn, svc),
+                                 ip="10.9.4.1", user_agent="clock")
+    if opens:
+        assert sign_in()
+    else:
+        with pytest.raises(access.WrongCode):
+            sign_in()
+
+
 def test_failed_sign_ins_lock_out_that_ip_only(app_with, conn, svc):
     make_operator(conn, svc)
     app = app_with(AUTHSVC_RATE_LIMIT_LOGIN="3/15m")
@@ -406,6 +429,52 @@ def test_five_wrong_codes_at_once_end_the_sign_in(conn, svc, direct_database_url
         access.check_code(conn, svc, sign_in_token=token, code=right, ip="10.9.2.1",
                           user_agent="race")
     assert one_number(conn, "SELECT count(*) FROM console_sessions") == 0
+
+
+@pytest.mark.parametrize("password_right", [True, False])
+def test_a_second_code_for_one_sign_in_waits_for_the_first_whatever_the_password(
+        conn, svc, direct_database_url, password_right):
+    """Codes sent together for one sign-in queue behind one another after a wrong password
+    just as after a right one (where each waits for the try before it to commit): were
+    only a right password's codes to queue, sending a few at once would time which
+    password was right."""
+    import threading
+
+    import psycopg
+
+    from authsvc.operators import access
+    from testkit.waiting import wait_until
+
+    make_operator(conn, svc)
+    password = PASSWORD if password_right else "not the password"
+    token = access.check_password(conn, svc, email=OPERATOR, password=password, ip="10.9.0.1")
+    finished = threading.Event()
+
+    def second_code() -> None:
+        with psycopg.connect(direct_database_url, autocommit=True) as own:
+            with pytest.raises(access.WrongCode):
+                access.check_code(own, svc, sign_in_token=token, code="000000",
+                                  ip="10.9.3.2", user_agent="race")
+        finished.set()
+
+    def waiting_on_locks() -> int:
+        return one_number(conn, "SELECT count(*) FROM pg_stat_activity WHERE"
+                                " wait_event_type = 'Lock' AND datname = current_database()")
+
+    with psycopg.connect(direct_database_url, autocommit=True) as first:
+        # The first code's transaction held open, as a commit waiting for its disk would.
+        first.execute("BEGIN")
+        with pytest.raises(access.WrongCode):
+            access.check_code(first, svc, sign_in_token=token, code="000001", ip="10.9.3.1",
+                              user_agent="race")
+        second = threading.Thread(target=second_code)
+        second.start()
+        wait_until(lambda: finished.is_set() or waiting_on_locks() == 1,
+                   what="the second code to finish or to wait")
+        assert not finished.is_set(), "the second code did not wait for the first"
+        first.execute("COMMIT")
+    second.join(30)
+    assert finished.is_set()
 
 
 def test_ten_wrong_codes_at_once_have_only_five_checked(conn, svc, direct_database_url,

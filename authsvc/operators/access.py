@@ -130,10 +130,12 @@ def check_code(
     # adds no commit, and no WAL flush that would time which passwords were right. For
     # the same reason nothing else here writes before the code is known right: a
     # sign-in out of tries or past its lifetime is refused by take_try and left for
-    # the next password step to replace (one row per operator at most).
+    # the next password step to replace (one row per operator at most), and codes sent
+    # together queue alike on either path (access.sql queue_tries).
     # A refused attempt rolls back and takes no try.
     with conn.transaction():
         _count_attempt(conn, svc, ip)
+        conn.execute(Q["queue_tries"], {"token_hash": hashed})
         row = conn.execute(Q["take_try"], {
             "token_hash": hashed, "max_tries": MAX_TRIES,
             "issued_after": now - timedelta(seconds=CONSOLE_CODE_TTL)}).fetchone()

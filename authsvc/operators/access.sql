@@ -16,6 +16,15 @@ WITH bumped AS (
 )
 SELECT code_version, emailed FROM bumped;
 
+-- queue_tries --
+-- Codes sent together for one sign-in wait for one another, until each commits,
+-- whether the sign-in exists or not: after a right password take_try's row lock
+-- would queue them anyway, and if only then, a few codes sent at once would time
+-- which password was right. A transaction lock (nothing written); its own key
+-- space (two keys) and a hash of the token's hash: a collision only queues.
+SELECT pg_advisory_xact_lock(hashtext('authsvc.console.sign_in'),
+                             hashtext(encode(%(token_hash)s, 'hex')));
+
 -- take_try --
 -- One of the sign-in's tries at its code, taken before the code is checked: a
 -- guess waits here for the one before it, so concurrent guesses cannot share a

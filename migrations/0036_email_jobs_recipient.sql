@@ -14,12 +14,6 @@
 --   CREATE INDEX CONCURRENTLY IF NOT EXISTS email_jobs_recipient
 --     ON email_jobs (recipient, id);
 -- A concurrent build that failed leaves an invalid index under the name, which
--- IF NOT EXISTS would keep: that stops here instead.
-DO $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-               WHERE c.relname = 'email_jobs_recipient' AND NOT i.indisvalid) THEN
-        RAISE EXCEPTION 'index email_jobs_recipient exists but is invalid (a CREATE INDEX CONCURRENTLY that did not finish): DROP INDEX email_jobs_recipient; then run authsvc db upgrade again';
-    END IF;
-END $$;
+-- IF NOT EXISTS would keep: the runner stops before this file instead
+-- (authsvc/db/migrate.py, REFUSE_INVALID_INDEXES).
 CREATE INDEX IF NOT EXISTS email_jobs_recipient ON email_jobs (recipient, id);

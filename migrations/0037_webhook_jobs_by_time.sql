@@ -7,13 +7,6 @@
 -- On a big outbox, build it first without blocking writes (docs/OPERATIONS.md):
 --   CREATE INDEX CONCURRENTLY IF NOT EXISTS email_jobs_webhook_created
 --     ON email_jobs (created_at) WHERE kind = 'webhook';
--- As in 0036, an invalid index left by a failed concurrent build stops here.
-DO $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-               WHERE c.relname = 'email_jobs_webhook_created' AND NOT i.indisvalid) THEN
-        RAISE EXCEPTION 'index email_jobs_webhook_created exists but is invalid (a CREATE INDEX CONCURRENTLY that did not finish): DROP INDEX email_jobs_webhook_created; then run authsvc db upgrade again';
-    END IF;
-END $$;
+-- As for 0036, the runner stops on an invalid index a failed concurrent build left.
 CREATE INDEX IF NOT EXISTS email_jobs_webhook_created ON email_jobs (created_at)
     WHERE kind = 'webhook';

@@ -42,6 +42,29 @@ BOOKKEEPING = "0000"
 BASELINE = "0026"
 
 
+# docs/OPERATIONS.md has operators build a big table's new index beforehand with
+# CREATE INDEX CONCURRENTLY under the migration's name. One that failed leaves an
+# invalid index under that name, which the migration's CREATE INDEX IF NOT EXISTS
+# would keep (never used, yet written on every change): nothing migrates while one
+# is there, and the error names it.
+REFUSE_INVALID_INDEXES = """
+DO $$
+DECLARE
+    invalid text;
+BEGIN
+    SELECT c.relname INTO invalid
+    FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+    WHERE NOT i.indisvalid AND c.relnamespace = current_schema()::regnamespace
+    ORDER BY c.relname LIMIT 1;
+    IF invalid IS NOT NULL THEN
+        RAISE EXCEPTION 'index % exists but is invalid (a CREATE INDEX CONCURRENTLY that'
+            ' did not finish): DROP INDEX %; then run authsvc db upgrade again',
+            invalid, invalid;
+    END IF;
+END $$
+"""
+
+
 class OlderThanBaseline(RuntimeError):
     """The database stopped before the baseline: this release cannot upgrade it."""
 
@@ -128,7 +151,10 @@ def upgrade(url: str) -> list[Migration]:
         _refuse_older_than_baseline(applied_versions(conn))
         # On a new database nothing is recorded, so 0000 (which creates
         # schema_migrations) runs first and records itself like the rest.
-        for migration in pending_migrations(conn):
+        pending = pending_migrations(conn)
+        if pending:
+            conn.execute(REFUSE_INVALID_INDEXES)
+        for migration in pending:
             if _apply(conn, migration):  # False: another runner applied it meanwhile
                 applied.append(migration)
     return applied

@@ -48,3 +48,11 @@ def wait_until_waiting_on_a_lock(observer: psycopg.Connection, pid: int, what: s
     wait_until(lambda: observer.execute(
         "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
         (pid,)).fetchone() == (True,), what=what)
+
+
+def sessions_waiting_on_locks(observer: psycopg.Connection) -> int:
+    """How many sessions on `observer`'s database wait on a lock right now."""
+    row = observer.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                           " AND datname = current_database()").fetchone()
+    assert row is not None
+    return int(row[0])

@@ -10,11 +10,16 @@ an operator out; someone replaying a used code or an old cookie.
 from __future__ import annotations
 
 import re
+import threading
+from datetime import timedelta
 
+import psycopg
 import pytest
 
 from authsvc.accounts import actions
-from authsvc.operators import roles
+from authsvc.accounts.sessions import token_hash
+from authsvc.operators import CONSOLE_CODE_TTL, access, roles
+from testkit.waiting import wait_until
 from tests.accounts_support import one_number, stored_user
 from tests.address_life_support import changed
 from tests.api_support import ApiCaller, register_shop_app
@@ -32,6 +37,7 @@ from tests.console_support import (
 )
 from tests.link_support import latest_link
 from tests.pages_support import PASSWORD, make_account, sign_in
+from tests.race_support import sessions_waiting_on_locks
 
 GET_PAGES = ["/admin/", "/admin/jobs", "/admin/jobs/1", "/admin/accounts",
              "/admin/accounts?address=ann%40example.com", "/admin/accounts/1",
@@ -203,10 +209,6 @@ def test_an_expired_code_fails(app, conn, svc, clock):
 @pytest.mark.parametrize(("after_end", "opens"), [(-1, True), (0, False)])
 def test_a_code_opens_until_its_lifetime_ends_to_the_microsecond(conn, svc, clock, after_end,
                                                                  opens):
-    from datetime import timedelta
-
-    from authsvc.operators import CONSOLE_CODE_TTL, access
-
     make_operator(conn, svc)
     token = access.check_password(conn, svc, email=OPERATOR, password=PASSWORD, ip="10.9.4.1")
     row = conn.execute("SELECT issued_at FROM console_sign_ins").fetchone()
@@ -377,14 +379,6 @@ def _wrong_codes_at_once(conn, svc, database_url: str, count: int) -> tuple[str,
     updated row race for its newest version), so what is checked afterwards
     depends only on how many there were, never on their order.
     """
-    import threading
-
-    import psycopg
-
-    from authsvc.accounts.sessions import token_hash
-    from authsvc.operators import access
-    from testkit.waiting import wait_until
-
     make_operator(conn, svc)
     token = access.check_password(conn, svc, email=OPERATOR, password=PASSWORD, ip="10.9.0.1")
     right = emailed_code(conn, svc)
@@ -400,10 +394,6 @@ def _wrong_codes_at_once(conn, svc, database_url: str, count: int) -> tuple[str,
             except access.WrongCode:
                 outcomes.append("wrong")
 
-    def waiting_on_locks() -> int:
-        return one_number(conn, "SELECT count(*) FROM pg_stat_activity WHERE"
-                                " wait_event_type = 'Lock' AND datname = current_database()")
-
     with psycopg.connect(database_url, autocommit=True) as blocker:
         blocker.execute("BEGIN")
         blocker.execute("SELECT 1 FROM console_sign_ins WHERE token_hash = %s FOR UPDATE",
@@ -411,7 +401,8 @@ def _wrong_codes_at_once(conn, svc, database_url: str, count: int) -> tuple[str,
         guesses = [threading.Thread(target=guess, args=(f"10.9.1.{i}",)) for i in range(count)]
         for thread in guesses:
             thread.start()
-        wait_until(lambda: waiting_on_locks() == count, what=f"{count} guesses held at the sign-in")
+        wait_until(lambda: sessions_waiting_on_locks(conn) == count,
+                   what=f"{count} guesses held at the sign-in")
         blocker.execute("ROLLBACK")
     for thread in guesses:
         thread.join(30)
@@ -422,7 +413,6 @@ def _wrong_codes_at_once(conn, svc, database_url: str, count: int) -> tuple[str,
 def test_five_wrong_codes_at_once_end_the_sign_in(conn, svc, direct_database_url):
     """Concurrent guesses cannot share a try: five at once use up all five, and
     the right code after them opens nothing."""
-    from authsvc.operators import access
 
     token, right = _wrong_codes_at_once(conn, svc, direct_database_url, 5)
     with pytest.raises(access.WrongCode):
@@ -438,12 +428,6 @@ def test_a_second_code_for_one_sign_in_waits_for_the_first_whatever_the_password
     just as after a right one (where each waits for the try before it to commit): were
     only a right password's codes to queue, sending a few at once would time which
     password was right."""
-    import threading
-
-    import psycopg
-
-    from authsvc.operators import access
-    from testkit.waiting import wait_until
 
     make_operator(conn, svc)
     password = PASSWORD if password_right else "not the password"
@@ -457,10 +441,6 @@ def test_a_second_code_for_one_sign_in_waits_for_the_first_whatever_the_password
                                   ip="10.9.3.2", user_agent="race")
         finished.set()
 
-    def waiting_on_locks() -> int:
-        return one_number(conn, "SELECT count(*) FROM pg_stat_activity WHERE"
-                                " wait_event_type = 'Lock' AND datname = current_database()")
-
     with psycopg.connect(direct_database_url, autocommit=True) as first:
         # The first code's transaction held open, as a commit waiting for its disk would.
         first.execute("BEGIN")
@@ -469,7 +449,7 @@ def test_a_second_code_for_one_sign_in_waits_for_the_first_whatever_the_password
                               user_agent="race")
         second = threading.Thread(target=second_code)
         second.start()
-        wait_until(lambda: finished.is_set() or waiting_on_locks() == 1,
+        wait_until(lambda: finished.is_set() or sessions_waiting_on_locks(conn) == 1,
                    what="the second code to finish or to wait")
         assert not finished.is_set(), "the second code did not wait for the first"
         first.execute("COMMIT")
@@ -496,7 +476,6 @@ def test_ten_wrong_codes_at_once_have_only_five_checked(conn, svc, direct_databa
 def test_four_wrong_codes_at_once_leave_the_fifth_try(conn, svc, direct_database_url):
     """The cap is exact under concurrency too: after four wrong codes at once,
     the right code is the fifth try and signs in."""
-    from authsvc.operators import access
 
     token, right = _wrong_codes_at_once(conn, svc, direct_database_url, 4)
     access.check_code(conn, svc, sign_in_token=token, code=right, ip="10.9.2.1",

@@ -42,11 +42,11 @@ BOOKKEEPING = "0000"
 BASELINE = "0026"
 
 
-# docs/OPERATIONS.md has operators build a big table's new index beforehand with
-# CREATE INDEX CONCURRENTLY under the migration's name. One that failed leaves an
-# invalid index under that name, which the migration's CREATE INDEX IF NOT EXISTS
-# would keep (never used, yet written on every change): nothing migrates while one
-# is there, and the error names it.
+# docs/OPERATIONS.md has operators build a big table's new index beforehand,
+# concurrently, under the migration's name. A concurrent build that failed leaves
+# an invalid index under that name, which the migration's `IF NOT EXISTS` would
+# keep (never used, yet written on every change): nothing migrates while one is
+# there, and the error names it.
 REFUSE_INVALID_INDEXES = """
 DO $$
 DECLARE
@@ -57,9 +57,8 @@ BEGIN
     WHERE NOT i.indisvalid AND c.relnamespace = current_schema()::regnamespace
     ORDER BY c.relname LIMIT 1;
     IF invalid IS NOT NULL THEN
-        RAISE EXCEPTION 'index % exists but is invalid (a CREATE INDEX CONCURRENTLY that'
-            ' did not finish): DROP INDEX %; then run authsvc db upgrade again',
-            invalid, invalid;
+        RAISE EXCEPTION 'index % exists but is invalid (a concurrent build that did not'
+            ' finish): drop that index, then run authsvc db upgrade again', invalid;
     END IF;
 END $$
 """

@@ -194,6 +194,19 @@ def test_a_message_stream_follows_its_link_states_and_its_deletion(inbox, sink, 
         assert next_event() == ("message", {"message": None})
 
 
+def test_stopping_the_inbox_ends_an_open_stream_cleanly(sink, env, pool, passwords):
+    """A server stopped under an open page (Ctrl-C on `authsvc inbox`) ends its event
+    stream with the last chunk, which EventSource takes as a cue to reconnect, rather
+    than leaving it to be cut off mid-stream when the shutdown's grace runs out."""
+    svc = inbox_services(env, pool, passwords)
+    with serving_inbox(sink, svc, listen_url=env["AUTHSVC_DIRECT_DATABASE_URL"]) as url:
+        stream = urlopen(Request(url + "/_inbox/events?scope=stop"), timeout=20)  # noqa: S310
+        first = [stream.readline() for _ in range(5)]
+        assert first[2:] == [b"event: messages\n", first[3], b"\n"], first
+    with stream:
+        assert stream.read() == b""  # raises IncompleteRead when the stream was cut off
+
+
 def test_a_bad_stream_query_is_a_400_before_any_stream(inbox):
     for query in ("scope=a%20b", "message=1", "scope=x&message=y", "scope=x&q=%00"):
         answer = inbox.get(f"/_inbox/events?{query}")

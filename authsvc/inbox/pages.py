@@ -305,13 +305,14 @@ class Pages:
         stream ends.
         """
         snapshot, recheck = self._snapshot(request)
+        watcher = self.server.watcher
         loop = asyncio.get_running_loop()
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         try:
             await response.write(f"retry: {EVENTS_RETRY_MS}\n\n".encode())
             shown, written_at = "", loop.time()
-            while True:
+            while not watcher.closed:  # a stopping server ends the stream: the client reconnects
                 name, body = await snapshot()
                 data = json.dumps(body)
                 if data != shown:  # news may be a poll's turn or a reconnect: push only changes
@@ -324,11 +325,10 @@ class Pages:
                     if quiet_for <= 0:
                         await response.write(b": still here\n\n")
                         written_at = loop.time()
-                    elif look_in <= 0 or await self.server.watcher.any_news(
-                        min(quiet_for, look_in)
-                    ):
+                    elif look_in <= 0 or await watcher.any_news(min(quiet_for, look_in)):
                         break
                 await asyncio.sleep(EVENTS_DEBOUNCE_SECONDS)  # one update for a burst of mail
+            await response.write_eof()
         except ConnectionResetError:
             pass  # the browser went away
         except psycopg.Error as exc:

@@ -187,6 +187,7 @@ class InboxServer:
         self._runner: web.AppRunner | None = None
         self.app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._door])
         self.app.on_response_prepare.append(self._headers)
+        self.app.on_shutdown.append(self._end_event_streams)
         # Every route under /_inbox, the JSON API's and the pages', in one table.
         routes: list[tuple[str, str, Handler]] = [
             ("POST", "/scopes", self.create_scope),
@@ -241,6 +242,11 @@ class InboxServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=2048)
         await site.start()
+
+    async def _end_event_streams(self, _app: web.Application) -> None:
+        # Before the shutdown waits on open requests: a stream would otherwise hold it for
+        # its whole grace and then be cut off mid-stream.
+        self.watcher.close()
 
     async def stop(self) -> None:
         if self._runner is not None:

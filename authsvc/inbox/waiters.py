@@ -44,6 +44,7 @@ class AsyncScopeWatcher:
         self._any = asyncio.Event()
         self._listening = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.closed = False
 
     @property
     def waiting(self) -> int:
@@ -58,6 +59,13 @@ class AsyncScopeWatcher:
                       error="no AUTHSVC_DIRECT_DATABASE_URL: long polls poll instead")
             return
         self._task = asyncio.get_running_loop().create_task(self._listen())
+
+    def close(self) -> None:
+        """The server is stopping: wake every waiter, and let nobody wait for news again,
+        so an event stream ends now rather than when the shutdown's grace runs out."""
+        self.closed = True
+        self._wake_everyone()
+        self._any.set()
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -102,7 +110,10 @@ class AsyncScopeWatcher:
 
     async def any_news(self, timeout: float) -> bool:
         """Wait until a message may have landed in any scope: True on news (or, without
-        LISTEN, when it is time to look again); False after `timeout` seconds of silence."""
+        LISTEN, when it is time to look again); False after `timeout` seconds of silence.
+        True at once after close()."""
+        if self.closed:
+            return True
         news = self._any
         seconds = self._recheck_within(timeout)
         try:

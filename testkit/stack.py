@@ -13,7 +13,7 @@ from pathlib import Path
 
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.testing import ScopedInbox
-from testkit.waiting import free_port, wait_until
+from testkit.waiting import free_port_run, http_status, wait_until
 
 
 @contextmanager
@@ -30,7 +30,8 @@ def running_stack(
     `env` is laid over os.environ (database URL and the like); all output goes to
     `log_path`. On leaving, every process gets SIGTERM and must exit 0.
     """
-    port, web_port, smtp_port = free_port(), free_port(), free_port()
+    port = free_port_run(3)  # three ports apart: separate probes may draw the same one
+    web_port, smtp_port = port + 1, port + 2
     url = f"http://127.0.0.1:{port}"
     stack_env = {
         **os.environ,
@@ -61,9 +62,10 @@ def running_stack(
                 with socket.create_connection(("127.0.0.1", smtp_port), timeout=2):
                     pass
                 ScopedInbox(url).new_scope()
-                return True
             except OSError:
                 return False
+            # gunicorn behind the inbox's front too: until it listens, the front answers 502.
+            return http_status(f"{url}/readyz") == 200
 
         try:
             wait_until(up, timeout=30, what="the web app and the SMTP sink")

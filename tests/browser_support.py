@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
+BROWSER_TIMEOUT_MS = 15_000
 ROOT = Path(__file__).resolve().parent.parent
 # axe-core, injected from disk (`make browser` installs it; no CDN).
 AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
@@ -62,8 +63,11 @@ AXE_MARK = needs(_axe_missing())
 
 @contextmanager
 def launched_chromium() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # expect()'s own default is 5 s, apart from the tab's: a live page's update (event
+    # stream, NOTIFY, DOM) on a busy 2-core machine gets the same 15 s as every action.
+    expect.set_options(timeout=BROWSER_TIMEOUT_MS)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
@@ -77,7 +81,7 @@ def new_tab(browser: Any, **context_options: Any) -> Iterator[Any]:
     """A page in a fresh browser context (closed after the block), 15 s default timeout."""
     context = browser.new_context(**context_options)
     tab = context.new_page()
-    tab.set_default_timeout(15_000)
+    tab.set_default_timeout(BROWSER_TIMEOUT_MS)
     try:
         yield tab
     finally:

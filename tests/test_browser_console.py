@@ -17,7 +17,13 @@ from playwright.sync_api import Page, expect
 from authsvc.accounts import actions
 from authsvc.bounces import suppressions
 from tests.accounts_support import one_number, stored_user
-from tests.browser_support import AXE_MARK, BROWSER_MARKS, new_tab, serious_violations
+from tests.browser_support import (
+    AXE_MARK,
+    BROWSER_MARKS,
+    BROWSER_TIMEOUT_MS,
+    new_tab,
+    serious_violations,
+)
 from tests.console_support import OPERATOR, emailed_code, make_operator
 from tests.pages_support import PASSWORD, make_account
 from tests.webhook_support import register_webhook_app
@@ -99,7 +105,7 @@ def test_every_console_page_in_each_language_has_no_serious_violation(
     with_tables = {"/admin/jobs", "/admin/suppressions", "/admin/apps", "/admin/log"}
     context = browser.new_context(bypass_csp=True)
     tab = context.new_page()
-    tab.set_default_timeout(15_000)
+    tab.set_default_timeout(BROWSER_TIMEOUT_MS)
     audited: dict[str, list[dict[str, Any]]] = {}
     try:
         tab.goto(f"{base_url}/admin/login?lang={locale}")

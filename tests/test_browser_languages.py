@@ -19,7 +19,13 @@ from authsvc.accounts import actions, deletion, email_change
 from authsvc.apps.keys import register_app
 from authsvc.locales import translations
 from testkit.servers import serving
-from tests.browser_support import AXE_MARK, BROWSER_MARKS, new_tab, serious_violations
+from tests.browser_support import (
+    AXE_MARK,
+    BROWSER_MARKS,
+    BROWSER_TIMEOUT_MS,
+    new_tab,
+    serious_violations,
+)
 from tests.link_support import latest_claims, latest_link
 from tests.pages_support import PASSWORD, make_account
 
@@ -79,7 +85,7 @@ def test_every_page_in_german_and_arabic_has_no_serious_accessibility_violation(
     links = _link_pages(conn, svc)
     context = browser.new_context(bypass_csp=True, java_script_enabled=True)
     tab = context.new_page()
-    tab.set_default_timeout(15_000)
+    tab.set_default_timeout(BROWSER_TIMEOUT_MS)
     audited: dict[str, list[dict[str, Any]]] = {}
     try:
         tab.goto(f"{base_url}/login?lang={locale}")  # the cookie keeps it from here on
@@ -179,7 +185,7 @@ def _pending_page(browser: Any, app_with: Any, conn: Any, svc: Any,
     try:
         with serving(app_with(AUTHSVC_EMAIL_CHANGE_CONFIRM_OLD="on")) as strict:
             tab = context.new_page()
-            tab.set_default_timeout(15_000)
+            tab.set_default_timeout(BROWSER_TIMEOUT_MS)
             tab.goto(f"{strict}/email-change/confirm?token={change}&lang={locale}")
             _submit(tab)
             return {"email_change_pending": _audit(tab, locale, "email_change_pending",

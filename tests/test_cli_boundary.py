@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 import authsvc
 from authsvc.cli import main
+from testkit.waiting import free_port
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/none"
 
@@ -112,13 +113,12 @@ def test_dev_on_a_busy_port_refuses_before_touching_the_data_dir(env, tmp_path, 
     data_dir = tmp_path / "fresh-data"
     dev_env = {k: v for k, v in env.items() if k != "AUTHSVC_SECRET_KEYS"}
     dev_env["AUTHSVC_DATA_DIR"] = str(data_dir)  # no key: loading settings would write one
-    with socket.socket() as taken, socket.socket() as spare:
+    with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        spare.bind(("127.0.0.1", 0))  # a second distinct port, free once closed
-        ports = {"--port": spare.getsockname()[1], "--smtp-port": spare.getsockname()[1]}
-        ports[busy] = taken.getsockname()[1]
-        spare.close()
+        # Free, and below the ephemeral range: no other test's connection takes it meanwhile.
+        spare = free_port()
+        ports = {"--port": spare, "--smtp-port": spare, busy: taken.getsockname()[1]}
         result = _run(["dev", "--port", str(ports["--port"]),
                        "--smtp-port", str(ports["--smtp-port"])], dev_env)
         line = _one_error_line(result)

@@ -40,7 +40,9 @@ def test_a_render_past_100_ms_is_stopped():
     began = time.perf_counter()
     with pytest.raises(sandbox.RenderLimit, match="ms"):
         sandbox.bounded_render(slow)({"pause": pause})
-    assert time.perf_counter() - began < 0.5
+    # The whole loop takes 2 s or more: well under that proves the bound stopped it,
+    # with room for a busy machine.
+    assert time.perf_counter() - began < 1.5
 
 
 def test_a_render_past_256_kib_is_stopped():

@@ -142,9 +142,13 @@ def test_long_poll_wakes_on_arrival_not_at_the_deadline(inbox, sink):
 
 def test_list_waits_for_min_messages_oldest_first(inbox, sink):
     scope = new_scope(inbox)
-    for n in range(3):
-        message = email(f"{scope}@inbox.test", subject=f"m{n}")
-        threading.Timer(0.2 * n, send, (sink.port, message)).start()
+
+    def send_in_order() -> None:  # one thread: timers' threads may run in any order
+        for n in range(3):
+            time.sleep(0.2)  # spread out, so the poll sees one and two before the third
+            send(sink.port, email(f"{scope}@inbox.test", subject=f"m{n}"))
+
+    threading.Thread(target=send_in_order).start()
     listed = inbox.get(f"/_inbox/scopes/{scope}/messages?wait=10&min=3").json["messages"]
     assert [m["subject"] for m in listed] == ["m0", "m1", "m2"]
     assert [m["id"] for m in listed] == sorted(m["id"] for m in listed)

@@ -265,7 +265,9 @@ def test_inbox_command_fails_at_once_on_a_taken_port(env):
     assert result.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
-    assert elapsed < 8, f"took {elapsed:.1f} s to report a taken port"
+    # Well under the run's 60 s timeout, which a command that kept retrying would reach;
+    # start-up alone (imports, a database connection) can take seconds on a busy machine.
+    assert elapsed < 30, f"took {elapsed:.1f} s to report a taken port"
 
 
 @pytest.mark.parametrize(

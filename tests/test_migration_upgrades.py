@@ -125,7 +125,9 @@ def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(
             wait_until(
                 lambda: one_number(
                     first,
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    " AND database = (SELECT oid FROM pg_database WHERE datname ="
+                    " current_database())",
                 ) == 1,
                 what="the second runner waiting for the lock",
             )

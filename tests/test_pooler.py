@@ -133,8 +133,10 @@ def test_concurrent_migrations_through_the_pooler_leave_no_lock_behind(
         assert all(isinstance(n, int) for n in results), results
         assert sum(results) == len(available_migrations())  # type: ignore[arg-type]
         with connect(test_databases.direct(pooled)) as direct:
+            # This database's locks only: tests in the other process share the server.
             held = direct.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database ="
+                " (SELECT oid FROM pg_database WHERE datname = current_database())"
             ).fetchone()
             applied = direct.execute("SELECT count(*) FROM schema_migrations").fetchone()
         assert held == (0,), "a session advisory lock outlived the upgrade on a server connection"

@@ -39,11 +39,13 @@ def queries_not_matching(conn: psycopg.Connection) -> dict[str, str]:
         for name, query in load_queries(path).items():
             label = f"{path.relative_to(ROOT)}:{name}"
             try:
-                conn.execute(f"PREPARE schema_check AS {as_prepared(query)}")  # type: ignore[arg-type]
+                # One transaction: behind a transaction pooler, both statements on one
+                # server connection.
+                with conn.transaction():
+                    conn.execute(f"PREPARE schema_check AS {as_prepared(query)}")  # type: ignore[arg-type]
+                    conn.execute("DEALLOCATE schema_check")
             except psycopg.Error as exc:
                 failures[label] = str(exc).splitlines()[0]
-            else:
-                conn.execute("DEALLOCATE schema_check")
     return failures
 
 

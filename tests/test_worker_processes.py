@@ -70,7 +70,9 @@ def test_sigterm_mid_batch_exits_0_and_leaves_nothing_leased(conn, env, tmp_path
         leased = conn.execute(
             "SELECT count(*) FROM email_jobs WHERE lease_owner IS NOT NULL"
         ).fetchone()
-        assert leased[0] >= 10, "the batch should be claimed while the first sends run"
+        # More than the two senders hold: claimed jobs wait unsent when the stop comes
+        # (12 at first; a busy machine may have finished a few pairs by now).
+        assert leased[0] > 2, "the batch should be claimed while the first sends run"
         assert stop_process(process) == 0
         sent_before = len(smtp.messages)
 

@@ -1,4 +1,4 @@
-"""A big outbox (issue 15): claim, enqueue and outbox stats at 10M retained rows vs a small table.
+"""A big outbox: claim, enqueue and outbox stats at 10M retained rows vs a small table.
 
 Two databases on one throwaway server: SMALL and BIG retained jobs (sent,
 failed, superseded, expired: what an outbox that is never pruned keeps),
@@ -128,7 +128,7 @@ def _prune(conn: psycopg.Connection, rows: int) -> dict[str, float]:
 
 
 def _single_delete(conn: psycopg.Connection, rows: int) -> dict[str, float]:
-    """`outbox prune` before issue 15: one DELETE, one transaction, every row locked at once."""
+    """`outbox prune` as first written: one DELETE, one transaction, every row locked at once."""
     cutoff = conn.execute(
         "SELECT created_at FROM email_jobs WHERE status <> 'pending' ORDER BY created_at"
         " OFFSET %s LIMIT 1", (rows,)

@@ -1,4 +1,4 @@
-"""`make bench`: every worker figure of issue 11 in one run; writes docs/BENCHMARKS.md and a chart.
+"""`make bench`: every worker figure with a target, in one run; writes docs/BENCHMARKS.md, a chart.
 
 Run: .venv/bin/python -m bench.suite   (about 6-10 minutes on 2 shared cores)
 Every figure comes from this one run on one embedded PostgreSQL server, so
@@ -147,7 +147,7 @@ def _best_of_each(system: str, kind: str, profile: tuple[int, int], run: Callabl
 def _branded_pipeline(fresh: Callable[[Callable[[str], Any]], Callable[[], Any]],
                       drains: list[dict[str, Any]],
                       add: Callable[[str, str, float, str], None]) -> None:
-    """Issue 25's row: a branded, localised email from an app's own template, beside the
+    """The branded row: a branded, localised email from an app's own template, beside the
     plain pipeline at the same profile, taking turns, best of BRANDED_TURNS each."""
     c, b = _best_profile(drains, "pipeline-profile")
     best = {False: 0.0, True: 0.0}
@@ -183,7 +183,7 @@ def _best(drains: list[dict[str, Any]], kind: str) -> float:
 
 
 def verdicts(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """(done-when item, the figures, held?) for issue 11's list."""
+    """(target, the figures, held?) for each target the page lists."""
     d = r["drains"]
     mech1 = max(_best(d, "mechanics-1"), _best(d, "mechanics-profile"))
     mech2 = _best(d, "mechanics-2")

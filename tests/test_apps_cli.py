@@ -242,6 +242,7 @@ def test_two_creates_at_once_cannot_both_take_a_name(database_url, conn):
         deadline = time.monotonic() + 10
         while conn.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         ).fetchone()[0] == 0:
             assert time.monotonic() < deadline, "the second create never waited"
             time.sleep(0.02)

@@ -6,6 +6,7 @@ ScopedInbox client works against it as a test suite would use it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from urllib.request import urlopen
 
 import pytest
 
-from authsvc.db.connections import connect
+from authsvc.inbox.params import MAX_WAIT_SECONDS
+from authsvc.inbox.server import DEFAULT_POOL_SIZE
 from authsvc.testing import InboxError, ScopedInbox
 from testkit.waiting import free_port_run, wait_until
 from tests.conftest import TEST_KEY
@@ -86,44 +88,47 @@ def test_alone_it_serves_only_the_inbox(server: Server):
 
 
 def test_long_polls_do_not_block_other_requests(server: Server):
-    inboxes = [ScopedInbox(server.url) for _ in range(6)]
+    # More polls than the server has threads and pooled connections (DEFAULT_POOL_SIZE):
+    # a server whose parked polls held one each would have none left for the listing.
+    count = DEFAULT_POOL_SIZE + 2
+    inboxes = [ScopedInbox(server.url) for _ in range(count)]
     for inbox in inboxes:
         inbox.new_scope()
     results: dict[int, list] = {}
 
     def poll(n: int) -> None:
-        started = time.monotonic()
-        found = inboxes[n].messages(wait=20, at_least=1)
-        results[n] = [found, time.monotonic() - started]
+        found = inboxes[n].messages(wait=MAX_WAIT_SECONDS, at_least=1)
+        results[n] = found
 
-    pollers = [threading.Thread(target=poll, args=(n,)) for n in range(6)]
+    began = time.monotonic()
+    pollers = [threading.Thread(target=poll, args=(n,)) for n in range(count)]
     for thread in pollers:
         thread.start()
-    with connect(server.database_url) as conn:
-        def listening() -> bool:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN authsvc_inbox%'"
-            ).fetchone()
-            return bool(row and row[0])
 
-        wait_until(listening, timeout=10, what="the long polls to be waiting")
+    def parked() -> int:
+        with urlopen(f"{server.url}/_inbox/waiting", timeout=5) as response:  # noqa: S310
+            return int(json.load(response)["waiting"])
+
+    wait_until(lambda: parked() == count, timeout=20, what=f"{count} long polls parked")
     for _ in range(5):
         started = time.monotonic()
         assert _get(f"{server.url}/_inbox/scopes") == 200
-        # Seconds to spare on a busy machine: a server whose polls held its threads
-        # would keep this waiting until they answer, 20 s from now.
+        # Seconds to spare on a busy machine; a server out of threads would answer
+        # only when the polls do.
         assert time.monotonic() - started < 3.0
     assert all(t.is_alive() for t in pollers), "a long poll returned early"
 
     delivered = time.monotonic()
+    assert delivered - began < MAX_WAIT_SECONDS - 10, "too slow to tell waking from the deadline"
     for inbox in inboxes:
         send(server.smtp_port, email(inbox.address("qa"), subject=f"for {inbox.scope}"))
+    # Each poll answers on arrival: well before its own deadline, which a server that
+    # only looked again at the end would wait for.
     for thread in pollers:
-        thread.join(timeout=25)
-    assert time.monotonic() - delivered < 15, "the polls did not wake on arrival"  # not at 20 s
+        thread.join(timeout=max(0.0, began + MAX_WAIT_SECONDS - 5 - time.monotonic()))
+    assert not any(t.is_alive() for t in pollers), "the polls did not wake on arrival"
     for n, inbox in enumerate(inboxes):
-        found, _elapsed = results[n]
-        assert [m.subject for m in found] == [f"for {inbox.scope}"]
+        assert [m.subject for m in results[n]] == [f"for {inbox.scope}"]
 
 
 def test_scoped_inbox_expect_one_and_link(server: Server):

@@ -183,8 +183,8 @@ def test_outcomes_arriving_during_a_write_share_the_next_statement_and_are_cappe
     completer.submit(Outcome(claimed[5], "sent"), FAR)
     assert completer.close(10)
     assert [job_status(conn, i)[0] for i in ids] == ["sent"] * 6
-    # 1 alone, then 2-4 together, then what was left (5 and 6, together or not).
-    # 2-4 share the second statement; the fifth joins them when it takes the lock the
+    # 1 alone, then 2-4 together, then what was left (5 and 6, together or not); or
+    # 2-5 together: the fifth joins the second statement when it takes the lock the
     # moment the first batch is recorded, before the completer forms the next one.
     assert completer.largest_batch in (3, 4) and completer.batches in (3, 4)
 

@@ -139,7 +139,7 @@ def request_link(
     # request is one commit like an unknown one's (whose count alone is a
     # write); a second commit would wait for a second WAL flush, and the
     # delay would tell accounts apart (tests/test_api_timing.py). One round
-    # trip where a transaction of three statements took five (issue 11).
+    # trip where a transaction of three statements took five.
     # A request for an unknown address queues nothing, so its outcome must
     # not reach the app as an email.* event: that would tell the app which
     # addresses have accounts. The app still hears user.* events, which

@@ -251,7 +251,8 @@ class InboxServer:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-            # Let the handlers cancelled by cleanup (parked polls, event streams) unwind.
+            # Let the handlers cancelled by cleanup (parked polls, a stream stuck on a
+            # write) unwind.
             for _ in range(3):
                 await asyncio.sleep(0)
         if self.upstream is not None:

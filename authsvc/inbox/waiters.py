@@ -61,10 +61,11 @@ class AsyncScopeWatcher:
         self._task = asyncio.get_running_loop().create_task(self._listen())
 
     def close(self) -> None:
-        """The server is stopping: wake every waiter, and let nobody wait for news again,
-        so an event stream ends now rather than when the shutdown's grace runs out."""
+        """The server is stopping: every event stream waiting for news wakes, and none
+        waits again, so each ends now rather than when the shutdown's grace runs out.
+        Parked long polls are left as they are: answering them now would tell a client
+        "nothing arrived" when nothing was looked for; the grace ends them."""
         self.closed = True
-        self._wake_everyone()
         self._any.set()
 
     async def stop(self) -> None:

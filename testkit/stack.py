@@ -13,7 +13,7 @@ from pathlib import Path
 
 from authsvc.cli.serve import gunicorn_argv
 from authsvc.testing import ScopedInbox
-from testkit.waiting import free_port_run, http_status, wait_until
+from testkit.waiting import free_ports, http_status, wait_until
 
 
 @contextmanager
@@ -30,8 +30,7 @@ def running_stack(
     `env` is laid over os.environ (database URL and the like); all output goes to
     `log_path`. On leaving, every process gets SIGTERM and must exit 0.
     """
-    port = free_port_run(3)  # three ports apart: separate probes may draw the same one
-    web_port, smtp_port = port + 1, port + 2
+    port, web_port, smtp_port = free_ports(3)
     url = f"http://127.0.0.1:{port}"
     stack_env = {
         **os.environ,

@@ -16,11 +16,13 @@ T = TypeVar("T")
 
 def free_port() -> int:
     """A port nothing listens on right now (aiosmtpd and `--port` flags cannot take 0)."""
-    return free_port_run(1)
+    return free_ports(1)[0]
 
 
-def free_port_run(count: int) -> int:
-    """The first of `count` consecutive ports nothing listens on right now.
+def free_ports(count: int) -> list[int]:
+    """`count` consecutive ports nothing listens on right now: distinct, as separate
+    free_port() calls might not be, and each next to the one before (`authsvc worker
+    --processes N --metrics-port P` serves P to P+N-1).
 
     A server started on it binds a moment later, so the port is chosen below
     Linux's ephemeral range (32768-60999): a port inside it can be taken in
@@ -41,7 +43,7 @@ def free_port_run(count: int) -> int:
         finally:
             for probe in probes:
                 probe.close()
-        return first
+        return list(range(first, first + count))
     raise AssertionError(f"no {count} consecutive free ports found")
 
 

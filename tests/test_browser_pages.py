@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from authsvc.testing import ScopedInbox
-from testkit.waiting import free_port_run, wait_until_ready
+from testkit.waiting import free_ports, wait_until_ready
 from tests.accounts_support import stored_user
 from tests.browser_support import BROWSER_MARKS
 from tests.conftest import TEST_KEY
@@ -100,8 +100,7 @@ def test_expired_link_resends_with_one_click_in_a_browser(page, base_url, conn, 
 @pytest.fixture
 def stack(database_url: str, direct_database_url: str, tmp_path: Path) -> Iterator[str]:
     """`authsvc dev` on free ports against this test's database; yields its URL."""
-    port = free_port_run(2)  # two distinct ports: separate probes may draw the same one
-    smtp_port = port + 1
+    port, smtp_port = free_ports(2)
     url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from testkit.waiting import free_port, free_port_run, http_status, wait_until
+from testkit.waiting import free_port, free_ports, http_status, wait_until
 from tests.conftest import TEST_KEY
 
 pytestmark = pytest.mark.e2e
@@ -62,8 +62,7 @@ def _ready(dev: Dev) -> bool:
 @contextmanager
 def running_dev(tmp_path: Path, env: dict[str, str]) -> Iterator[Dev]:
     """Start `authsvc dev` on free ports and wait until it serves HTTP and SMTP."""
-    port = free_port_run(2)  # two distinct ports: separate probes may draw the same one
-    smtp_port = port + 1
+    port, smtp_port = free_ports(2)
     output = tmp_path / f"dev-{port}.log"
     with output.open("wb") as sink, output.with_suffix(".err").open("wb") as errors:
         process = subprocess.Popen(

@@ -22,7 +22,7 @@ import pytest
 from authsvc.inbox.params import MAX_WAIT_SECONDS
 from authsvc.inbox.server import DEFAULT_POOL_SIZE
 from authsvc.testing import InboxError, ScopedInbox
-from testkit.waiting import free_port_run, wait_until
+from testkit.waiting import free_ports, wait_until
 from tests.conftest import TEST_KEY
 from tests.inbox_support import email, send
 from tests.pg import TestDatabases
@@ -49,8 +49,7 @@ def _get(url: str, timeout: float = 5.0) -> int:
 @pytest.fixture(scope="module")
 def server(test_databases: TestDatabases, tmp_path_factory) -> Iterator[Server]:
     database_url = test_databases.create()
-    http_port = free_port_run(2)  # two distinct ports: separate probes may draw the same one
-    smtp_port = http_port + 1
+    http_port, smtp_port = free_ports(2)
     env = {
         **os.environ,
         "AUTHSVC_ENV": "test",

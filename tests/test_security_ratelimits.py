@@ -25,7 +25,7 @@ import psycopg
 import pytest
 
 from authsvc.apps.keys import register_app
-from testkit.waiting import free_port_run, wait_until_ready
+from testkit.waiting import free_ports, wait_until_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_LIMIT, EMAIL_LIMIT, IP_LIMIT = 12, 3, 7
@@ -62,8 +62,7 @@ def instances(env: dict[str, str], tmp_path: Path) -> Iterator[list[str]]:
         "AUTHSVC_RATE_LIMIT_EMAIL": f"{EMAIL_LIMIT}/1d",
         "AUTHSVC_RATE_LIMIT_IP": f"{IP_LIMIT}/1d",
     }
-    first = free_port_run(2)  # two distinct ports: separate probes may draw the same one
-    ports = [first, first + 1]
+    ports = free_ports(2)
     servers = [
         subprocess.Popen(
             [sys.executable, "-m", "authsvc.cli", "serve", "--bind", f"127.0.0.1:{port}",

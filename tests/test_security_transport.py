@@ -28,7 +28,7 @@ import pytest
 
 from authsvc.apps.keys import register_app
 from authsvc.db.connections import connect
-from testkit.waiting import free_port_run, http_status, wait_until
+from testkit.waiting import free_ports, http_status, wait_until
 
 pytestmark = pytest.mark.e2e
 AUTHSVC = str(Path(sys.executable).parent / "authsvc")
@@ -104,8 +104,7 @@ def stack(env: dict[str, str], tmp_path: Path) -> Iterator[Stack]:
     """`authsvc serve` on a private port and `authsvc inbox`'s front before it, as `authsvc dev`."""
     with connect(env["AUTHSVC_DATABASE_URL"]) as conn, conn.transaction():
         _app, key = register_app(conn, "transport", ["http://127.0.0.1:8000"])
-    web_port = free_port_run(3)  # distinct ports: separate probes may draw the same one
-    front_port, smtp_port = web_port + 1, web_port + 2
+    web_port, front_port, smtp_port = free_ports(3)
     child_env = {
         **os.environ, **env, "HOME": str(tmp_path),
         "AUTHSVC_TEST_INBOX": "on", "AUTHSVC_TEST_INBOX_TOKEN": INBOX_TOKEN,

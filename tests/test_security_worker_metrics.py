@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from testkit.smtp_double import SmtpDouble
-from testkit.waiting import free_port, free_port_run, http_status, wait_until, wait_until_ready
+from testkit.waiting import free_port, free_ports, http_status, wait_until, wait_until_ready
 from tests.worker_support import queue_notices, start_worker_process, stop_process
 
 pytestmark = pytest.mark.e2e
@@ -45,12 +45,12 @@ def _claimed(body: str) -> float:
 
 def test_each_worker_process_s_metrics_need_the_token(conn, env, tmp_path):
     jobs = len(queue_notices(conn, 3))
-    port = free_port_run(2)  # the second process serves on the port after the first's
-    urls = [f"http://127.0.0.1:{port}/metrics", f"http://127.0.0.1:{port + 1}/metrics"]
+    ports = free_ports(2)  # the second process serves on the port after the first's
+    urls = [f"http://127.0.0.1:{port}/metrics" for port in ports]
     with SmtpDouble() as smtp:
         env = {**env, "AUTHSVC_SMTP_URL": smtp.url, "AUTHSVC_METRICS_TOKEN": TOKEN}
         process = start_worker_process(env, tmp_path / "worker.log", "--processes", "2",
-                                       "--poll-seconds", "0.2", "--metrics-port", str(port))
+                                       "--poll-seconds", "0.2", "--metrics-port", str(ports[0]))
         try:
             for url in urls:
                 wait_until_ready(url, timeout=30, ready=lambda _status: True)  # any answer

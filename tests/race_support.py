@@ -56,3 +56,15 @@ def sessions_waiting_on_locks(observer: psycopg.Connection) -> int:
                            " AND datname = current_database()").fetchone()
     assert row is not None
     return int(row[0])
+
+
+def advisory_locks(observer: psycopg.Connection, *, waiting: bool = False) -> int:
+    """How many advisory locks on `observer`'s database are held or waited for right now
+    (`waiting`: the waits only). Other databases' are left out: the tests of the other
+    test processes take advisory locks on the same server all the time."""
+    row = observer.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND (NOT %s OR NOT granted)", (waiting,)).fetchone()
+    assert row is not None
+    return int(row[0])

@@ -7,7 +7,6 @@ checked against the JSON API at once.
 from __future__ import annotations
 
 import re
-import time
 import uuid
 
 import pytest
@@ -16,6 +15,8 @@ from click.testing import CliRunner, Result
 from authsvc.app_events.secrets import open_secret
 from authsvc.apps.keys import find_app_by_key
 from authsvc.cli import main
+from testkit.waiting import wait_until
+from tests.race_support import advisory_locks
 
 REDIRECT = "https://shop.example.com/auth"
 
@@ -239,13 +240,8 @@ def test_two_creates_at_once_cannot_both_take_a_name(database_url, conn):
 
         thread = threading.Thread(target=second_create)
         thread.start()
-        deadline = time.monotonic() + 10
-        while conn.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        ).fetchone()[0] == 0:
-            assert time.monotonic() < deadline, "the second create never waited"
-            time.sleep(0.02)
+        wait_until(lambda: advisory_locks(conn, waiting=True) > 0,
+                   what="the second create to wait")
         first.commit()
     thread.join(10)
     assert second_saw == [True]

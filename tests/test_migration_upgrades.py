@@ -29,13 +29,13 @@ from authsvc.db.migrate import (
 )
 from authsvc.resources import migrations_dir
 from testkit.waiting import wait_until
-from tests.accounts_support import one_number
 from tests.migration_support import (
     RELEASED_BEFORE_THE_BASELINE,
     database_of_an_older_release,
     record,
     what_the_database_holds,
 )
+from tests.race_support import advisory_locks
 
 
 def test_a_database_older_than_the_baseline_is_refused_and_left_as_it_was(empty_database_url):
@@ -122,15 +122,8 @@ def test_a_runner_that_waited_for_the_lock_sees_the_table_the_first_runner_made(
             first.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
             waiting = threading.Thread(target=second_runner)
             waiting.start()
-            wait_until(
-                lambda: one_number(
-                    first,
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                    " AND database = (SELECT oid FROM pg_database WHERE datname ="
-                    " current_database())",
-                ) == 1,
-                what="the second runner waiting for the lock",
-            )
+            wait_until(lambda: advisory_locks(first, waiting=True) == 1,
+                       what="the second runner waiting for the lock")
             first.execute((migrations_dir() / "0000_schema_migrations.sql").read_text())
             first.execute("INSERT INTO schema_migrations (version, name) VALUES ('0000', 'x')")
         waiting.join(timeout=10)

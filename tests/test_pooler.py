@@ -28,7 +28,7 @@ from chaos.servers import PgBouncer
 from testkit.smtp_double import SmtpDouble
 from testkit.waiting import wait_until
 from tests.pg import TestDatabases, with_database
-from tests.race_support import run_in_threads
+from tests.race_support import advisory_locks, run_in_threads
 from tests.worker_support import message_id_of, queue_notices, running, worker
 
 pytestmark = pytest.mark.e2e  # every test here runs PgBouncer (a process)
@@ -133,13 +133,9 @@ def test_concurrent_migrations_through_the_pooler_leave_no_lock_behind(
         assert all(isinstance(n, int) for n in results), results
         assert sum(results) == len(available_migrations())  # type: ignore[arg-type]
         with connect(test_databases.direct(pooled)) as direct:
-            # This database's locks only: tests in the other process share the server.
-            held = direct.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database ="
-                " (SELECT oid FROM pg_database WHERE datname = current_database())"
-            ).fetchone()
+            held = advisory_locks(direct)
             applied = direct.execute("SELECT count(*) FROM schema_migrations").fetchone()
-        assert held == (0,), "a session advisory lock outlived the upgrade on a server connection"
+        assert held == 0, "a session advisory lock outlived the upgrade on a server connection"
         assert applied == (len(available_migrations()),)
         # A third run through the pooler does not wait for a leaked lock.
         assert upgrade(pooled) == []

@@ -32,7 +32,7 @@ from tests.browser_support import (
     required,
 )
 from tests.inbox_support import HttpClient, inbox_services, running_sink, serving_inbox
-from tests.pg import TestDatabases, direct_server_url, server_url
+from tests.pg import TestDatabases, create_embedded_server_user, direct_server_url, server_url
 
 pytest_plugins = ["tests.process_guard"]
 
@@ -43,6 +43,8 @@ DATABASE_FIXTURE = "test_databases"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller, before xdist's processes
+        create_embedded_server_user()
     config.addinivalue_line(
         "markers", f"{NEEDS_MARK}(missing): needs a tool; skipped while `missing` names what is"
         f" absent, failed instead under {REQUIRE_ENV}=1 (tests/browser_support.py)")

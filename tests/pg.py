@@ -339,6 +339,21 @@ def direct_server_url() -> str | None:
     return os.environ.get("AUTHSVC_TEST_DIRECT_DATABASE_URL") or None
 
 
+def create_embedded_server_user() -> None:
+    """As root, create the system user the embedded PostgreSQL runs as, once.
+
+    pgserver creates it (useradd) the first time a server starts; on a new machine
+    the test processes start theirs at the same moment, race to create it, and the
+    loser's initdb fails ("could not look up effective user ID"). Called before
+    those processes start.
+    """
+    if os.environ.get("AUTHSVC_TEST_DATABASE_URL") or os.geteuid() != 0:
+        return
+    from pgserver.utils import ensure_user_exists
+
+    ensure_user_exists("pgserver")  # the name pgserver gives it
+
+
 def server_url(tmp_root: Path) -> tuple[str, object | None]:
     """(URL of a maintenance database, embedded server handle or None)."""
     configured = os.environ.get("AUTHSVC_TEST_DATABASE_URL")

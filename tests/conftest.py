@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jinja2
+import jinja2.bccache
 import psycopg
 import pytest
 from flask import Flask
@@ -160,13 +162,37 @@ def svc(
     return build_services(settings, pool, clock=clock, passwords=passwords)
 
 
+class CompiledTemplates(jinja2.BytecodeCache):
+    """The page templates compiled once per test process, shared by every app the tests
+    build. Each app has a Jinja environment of its own, and compiling the pages again
+    for each test took about a third of a page test's time. Jinja checks each entry
+    against its template's source, so an edited template is compiled afresh."""
+
+    def __init__(self) -> None:
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        if (code := self._code.get(bucket.key)) is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+COMPILED_TEMPLATES = CompiledTemplates()
+
+
+def _for_tests(app: Flask) -> Flask:
+    app.config["TESTING"] = True
+    app.jinja_env.bytecode_cache = COMPILED_TEMPLATES
+    return app
+
+
 @pytest.fixture
 def app(
     settings: Settings, pool: ConnectionPool, clock: FrozenClock, passwords: Passwords
 ) -> Flask:
-    app = create_app(settings, pool=pool, clock=clock, passwords=passwords)
-    app.config["TESTING"] = True
-    return app
+    return _for_tests(create_app(settings, pool=pool, clock=clock, passwords=passwords))
 
 
 @pytest.fixture
@@ -179,11 +205,9 @@ def app_with(env, pool, clock, passwords):
     """Build the app with extra AUTHSVC_* settings, e.g. app_with(AUTHSVC_RATE_LIMIT_IP="3/15m")."""
 
     def build(**overrides: str) -> Flask:
-        app = create_app(
+        return _for_tests(create_app(
             load_settings(env, **overrides), pool=pool, clock=clock, passwords=passwords
-        )
-        app.config["TESTING"] = True
-        return app
+        ))
 
     return build
 

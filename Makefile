@@ -91,7 +91,7 @@ test: $(STAMP) $(MO_FILES) browser
 # `make test` runs all of it. Four test processes even on two cores: much of a
 # test's time is spent waiting on PostgreSQL (2 min 23 s against 2 min 50 s with two).
 test-fast: $(STAMP) $(MO_FILES)
-	$(BYTECODE) AUTHSVC_HYPOTHESIS_PROFILE=quick $(BIN)/pytest -m "not e2e and not slow" -n 4 \
+	$(BYTECODE) AUTHSVC_HYPOTHESIS_PROFILE=quick AUTHSVC_FUZZ_MODE=quick $(BIN)/pytest -m "not e2e and not slow" -n 4 \
 	  --dist loadfile -q --basetemp=$(TEST_TMP)-fast
 
 # The same suite against a normal server (this machine's PostgreSQL 15).

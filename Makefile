@@ -88,7 +88,7 @@ test: $(STAMP) $(MO_FILES) browser
 # with the generated-input tests on their quick modes. It leaves out every e2e test
 # (gunicorn, workers, `authsvc dev`, the chaos run, pip, openssl, PgBouncer,
 # Chromium), runs 50 and 40 state-machine examples instead of 500 and 150, a quarter
-# of the two fuzz tests' examples and 29 of the 187 code-try sequences; `make test`
+# of the API and form fuzzers' examples and 29 of the 187 code-try sequences; `make test`
 # runs all of it. Four test processes even on two cores: much of a test's time is
 # spent waiting on PostgreSQL (2 min 23 s against 2 min 50 s with two).
 test-fast: $(STAMP) $(MO_FILES)

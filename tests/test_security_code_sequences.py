@@ -254,11 +254,13 @@ QUICK = os.environ.get("AUTHSVC_FUZZ_MODE") == "quick"
 def _generated() -> list[tuple[str, ...]]:
     """The sequences the test plays, in a fixed order.
 
-    Every two steps of the alphabet, then each single guess; a fixed sample
-    of three steps, then each guess (on the quick mode, each step then each
-    guess); and the hour's wrong codes, then every step, then a wrong verify
-    code (the code they left tries to, so its answer is the hour's to give).
+    Every two steps of the alphabet, then each single guess, and a fixed
+    sample of three steps, then each guess (on the quick mode instead: each
+    step, and the one pair the test's assertions name, then each guess); and
+    the hour's wrong codes, then every step, then a wrong verify code (the
+    code they left tries to, so its answer is the hour's to give).
     """
+    firsts: list[tuple[str, ...]]
     if QUICK:  # each step once, and the pair the test's assertions name
         firsts = [(step,) for step in ALPHABET] + [("4 wrong reset codes", "wrong reset code")]
     else:

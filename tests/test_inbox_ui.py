@@ -6,6 +6,8 @@ import re
 import smtplib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from authsvc.accounts import actions, deletion, email_change
 from authsvc.inbox.parsing import find_code
@@ -116,9 +118,20 @@ def test_a_bad_scope_or_filter_on_a_page_is_a_problem_not_a_500(inbox):
      # Six digits inside a link's token are not the code that follows it.
      ("https://x.test/reset?token=WzEs.a859679b.Zx_\n\n    123456\n", "123456"),
      ("see https://x.test/859679/ then 123456", "123456"),
-     ("id abc859679 and code 123456", "123456")],
+     ("id abc859679 and code 123456", "123456"),
+     # Nor six digits in an address: a scope (32 hex digits) may start with them.
+     ("Someone signed up with ann+482913ab0c@inbox.test.\n\n123456", "123456"),
+     ("sent to 482913@example.com: 123456", "123456")],
 )
 def test_find_code(text, code):
+    assert find_code(text) == code
+
+
+@settings(max_examples=200, deadline=None)
+@given(scope=st.text("0123456789abcdef", min_size=32, max_size=32),
+       code=st.from_regex(r"\A[0-9]{6}\Z"))
+def test_the_code_is_found_whatever_the_scope_in_the_address_above_it(scope, code):
+    text = f"Someone (hopefully you) signed up with ann+{scope}@inbox.test.\n\n{code}\n"
     assert find_code(text) == code
 
 

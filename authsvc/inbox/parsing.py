@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 # Characters that end a URL in plain text; trailing punctuation is trimmed after.
 _TEXT_URL = re.compile(r"https?://[^\s<>\"'\[\]{}|\\^`]+", re.IGNORECASE)
 _TRAILING = ".,;:!?)'\""
-# A lone 6-digit number, outside any link: a token in a link can hold six
-# digits in a row (the UI once showed "859679" from a token above the code).
+# A lone 6-digit number, outside any link or address: a token in a link can hold
+# six digits in a row (the UI once showed "859679" from a token above the code),
+# and so can a scoped address (ann+<scope>@…, the scope 32 hex digits) above it.
 _CODE = re.compile(r"(?<![\w-])\d{6}(?![\d-])")
 
 
@@ -42,9 +43,10 @@ class ParsedMessage:
 
 def find_code(text: str | None) -> str | None:
     """The first 6-digit code in the text, if any."""
-    # Words holding "://" (links) dropped by splitting, which is linear: a regex such as
-    # \S+://\S+ backtracks quadratically over a long run of non-space characters.
-    words = (word for word in (text or "").split() if "://" not in word)
+    # Words holding "://" (links) or "@" (addresses) dropped by splitting, which is
+    # linear: a regex such as \S+://\S+ backtracks quadratically over a long run of
+    # non-space characters.
+    words = (word for word in (text or "").split() if "://" not in word and "@" not in word)
     match = _CODE.search(" ".join(words))
     return match.group(0) if match else None
 

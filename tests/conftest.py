@@ -39,6 +39,12 @@ from tests.pg import TestDatabases, create_embedded_server_user, direct_server_u
 pytest_plugins = ["tests.process_guard"]
 
 TEST_KEY = "test-secret-key-0123456789abcdef-0123456789"
+# How much the fuzz tests generate: "short" in the suite, "quick" on the inner loop
+# (`make test-fast`), "long" in `make fuzz`.
+FUZZ_MODES = ("quick", "short", "long")
+FUZZ_MODE = os.environ.get("AUTHSVC_FUZZ_MODE", "short")
+if FUZZ_MODE not in FUZZ_MODES:
+    raise pytest.UsageError(f"AUTHSVC_FUZZ_MODE={FUZZ_MODE!r}: one of {', '.join(FUZZ_MODES)}")
 # Every fixture that reaches PostgreSQL (database_url, conn, pool, app, client, …)
 # depends on this session fixture, which starts or connects to the test server.
 DATABASE_FIXTURE = "test_databases"

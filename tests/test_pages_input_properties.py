@@ -6,17 +6,15 @@ the inner loop (`make test-fast`, AUTHSVC_FUZZ_MODE=quick) a quarter.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import FUZZ_MODE
 from tests.pages_support import csrf_token
 
-MODE = os.environ.get("AUTHSVC_FUZZ_MODE", "short")
-EXAMPLES = {"quick": 15, "short": 60, "long": 600}[MODE]
+EXAMPLES = {"quick": 15, "short": 60, "long": 600}[FUZZ_MODE]
 FORMS = {
     "/signup": ["email", "password"],
     "/login": ["email", "password"],
@@ -40,7 +38,7 @@ def env(env: dict[str, str]) -> dict[str, str]:
             "AUTHSVC_RATE_LIMIT_LOGIN": "100000000/1d"}
 
 
-@pytest.mark.timeout(1200 if MODE == "long" else 120)
+@pytest.mark.timeout(1200 if FUZZ_MODE == "long" else 120)
 def test_generated_form_posts_never_fail(client: FlaskClient, conn) -> None:
     statuses: dict[int, int] = {}
 
@@ -58,7 +56,7 @@ def test_generated_form_posts_never_fail(client: FlaskClient, conn) -> None:
     print(f"\nform fuzz: posts={sum(statuses.values())} statuses={dict(sorted(statuses.items()))}")
 
 
-@pytest.mark.timeout(600 if MODE == "long" else 120)
+@pytest.mark.timeout(600 if FUZZ_MODE == "long" else 120)
 def test_form_posts_without_the_sessions_csrf_token_change_nothing(client: FlaskClient,
                                                                    conn) -> None:
     csrf_token(client, "/login")  # the session exists; the forged posts below lack its token

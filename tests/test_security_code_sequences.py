@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from authsvc.config import load_settings
 from authsvc.services import Services, build_services
 from authsvc.web.app import create_app
 from tests.api_support import register_shop_app
+from tests.conftest import FUZZ_MODE
 from tests.link_support import latest_link
 
 PASSWORDS = ("correct horse battery", "an outsiders own phrase")
@@ -248,7 +248,7 @@ LAST = ("wrong code", "wrong reset code")
 SAMPLED_TRIPLES = 8
 # The inner loop (`make test-fast`) plays each step once instead of every pair: 29
 # sequences of the 187.
-QUICK = os.environ.get("AUTHSVC_FUZZ_MODE") == "quick"
+QUICK = FUZZ_MODE == "quick"
 
 
 def _generated() -> list[tuple[str, ...]]:

@@ -314,23 +314,24 @@ def _send_into_a_trickle(case, where: str, email) -> str | None:
     url = case.fake.mail_url.replace(f":{case.fake.port}", f":{port}")
     mailer = case.mailer(timeout=TRICKLE_SEND_TIMEOUT, url=url)
     expected = TransientSendError if case.name in IDEMPOTENT else AmbiguousSendError
+    wrong: str | None
     try:
         mailer.send(email)
-        ended = "the send was taken as answered"
+        wrong = "the send was taken as answered"
     except expected as error:
         # Usually "no whole answer within the send timeout"; on a machine too busy to
         # drip in time, a read's own timeout may end it first: either is in time.
-        in_time = re.search(r"send timeout|ReadTimeout", str(error))
-        ended = "" if in_time else f"ended with {error!r}"
+        timed_out = re.search(r"send timeout|ReadTimeout", str(error))
+        wrong = None if timed_out else f"ended with {error!r}"
     finally:
         stop.set()
         server.close()
     # Timed from the server's accept, not from the call: the mailer builds its client
     # (an SSL context, tens of milliseconds on a busy machine) before it connects.
     took = time.monotonic() - accepted[0]
-    if not ended and took < TRICKLE_SEND_TIMEOUT + MARGIN:
-        return None
-    return f"{ended or 'ended by its timeout, too late'}; the 2 s send took {took:.2f} s"
+    if wrong is None and took >= TRICKLE_SEND_TIMEOUT + MARGIN:
+        wrong = "ended by its timeout, too late"
+    return None if wrong is None else f"{wrong}; the 2 s send took {took:.2f} s"
 
 
 def test_a_trickling_answer_ends_at_the_send_timeout(conn, pool, settings):
